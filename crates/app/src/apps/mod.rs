@@ -1,0 +1,4 @@
+//! Applications shipped with Ensemble.
+
+pub mod micro;
+pub mod shop;
