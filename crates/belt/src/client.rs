@@ -1,0 +1,128 @@
+use ensemble_app::{ClientCtx, Workload};
+use ensemble_core::{
+    Client, ClientEffect, ClientEvent, ClientId, Completion, CompletionResult, InstanceId, Request, RequestError, ReplyBody,
+    Time, TimerId,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::time::Duration;
+
+/// Pause between a reply and the next request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ThinkTime {
+    None,
+    Constant(Duration),
+    /// Exponentially distributed, as TPC-W's emulated browsers think.
+    Exponential { mean: Duration },
+}
+
+/// A closed-loop client: one request outstanding at a time, sent to its home instance (the
+/// closest one), following MAP replies to the instance that owns the request's partition.
+pub struct ClosedLoopClient {
+    id: ClientId,
+    ctx: ClientCtx,
+    workload: Box<dyn Workload>,
+    rng: ChaCha8Rng,
+    think: ThinkTime,
+    next_seq: u64,
+    in_flight: Option<InFlight>,
+    next_timer: u64,
+}
+
+struct InFlight {
+    request: Request,
+    issued: Time,
+    redirects: u32,
+}
+
+/// More redirects than instances means the instances disagree about the plan.
+const MAX_REDIRECTS: u32 = 8;
+
+impl ClosedLoopClient {
+    pub fn new(id: ClientId, ctx: ClientCtx, workload: Box<dyn Workload>, seed: u64, think: ThinkTime) -> Self {
+        // Each client its own stream: adding a client does not change the others' requests.
+        let rng = ChaCha8Rng::seed_from_u64(seed ^ id.0.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        ClosedLoopClient { id, ctx, workload, rng, think, next_seq: 0, in_flight: None, next_timer: 0 }
+    }
+
+    pub fn home(&self) -> InstanceId {
+        self.ctx.home
+    }
+
+    fn issue(&mut self, now: Time, out: &mut Vec<ClientEffect>) {
+        let (txn, params) = self.workload.next(&mut self.rng, &self.ctx);
+        self.next_seq += 1;
+        let request = Request { client: self.id, seq: self.next_seq, txn, params };
+        out.push(ClientEffect::Send { to: self.ctx.home, request: request.clone() });
+        self.in_flight = Some(InFlight { request, issued: now, redirects: 0 });
+    }
+
+    fn think_then_issue(&mut self, now: Time, out: &mut Vec<ClientEffect>) {
+        let pause = match self.think {
+            ThinkTime::None => Duration::ZERO,
+            ThinkTime::Constant(d) => d,
+            ThinkTime::Exponential { mean } => {
+                let u: f64 = self.rng.random_range(f64::EPSILON..1.0);
+                mean.mul_f64(-u.ln())
+            }
+        };
+        if pause.is_zero() {
+            self.issue(now, out);
+        } else {
+            let id = TimerId(self.next_timer);
+            self.next_timer += 1;
+            out.push(ClientEffect::SetTimer { id, after: pause });
+        }
+    }
+
+    fn complete(&mut self, now: Time, f: InFlight, result: CompletionResult, out: &mut Vec<ClientEffect>) {
+        if let CompletionResult::Done { outcome, .. } = &result {
+            self.workload.observe(&f.request.txn, outcome);
+        }
+        out.push(ClientEffect::Completed(Completion { request: f.request, issued: f.issued, completed: now, redirects: f.redirects, result }));
+        self.think_then_issue(now, out);
+    }
+}
+
+impl Client for ClosedLoopClient {
+    fn id(&self) -> ClientId {
+        self.id
+    }
+
+    fn on_event(&mut self, now: Time, event: ClientEvent, out: &mut Vec<ClientEffect>) {
+        match event {
+            ClientEvent::Start => self.think_then_issue(now, out),
+            ClientEvent::Timer(_) => {
+                if self.in_flight.is_none() {
+                    self.issue(now, out)
+                }
+            }
+            ClientEvent::Reply { reply, .. } => {
+                let Some(mut f) = self.in_flight.take() else { return };
+                if reply.seq != f.request.seq {
+                    // A stale reply (cannot happen with one request outstanding, but harmless).
+                    self.in_flight = Some(f);
+                    return;
+                }
+                match reply.body {
+                    ReplyBody::Map { instance } if f.redirects < MAX_REDIRECTS => {
+                        f.redirects += 1;
+                        out.push(ClientEffect::Send { to: instance, request: f.request.clone() });
+                        self.in_flight = Some(f);
+                    }
+                    ReplyBody::Map { instance } => {
+                        let e = RequestError::Storage {
+                            txn: f.request.txn.clone(),
+                            message: format!("redirected {} times, last to {instance}: instances disagree on the plan", f.redirects),
+                        };
+                        self.complete(now, f, CompletionResult::Error(e), out);
+                    }
+                    ReplyBody::Done { outcome, class, instance, position } => {
+                        self.complete(now, f, CompletionResult::Done { outcome, class, instance, position }, out)
+                    }
+                    ReplyBody::Error(e) => self.complete(now, f, CompletionResult::Error(e), out),
+                }
+            }
+        }
+    }
+}
