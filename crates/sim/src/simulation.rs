@@ -298,15 +298,17 @@ impl<N: Node, S: Storage> Simulation<N, S> {
     }
 
     /// Runs every event up to and including virtual time `until`, handing each completion a
-    /// client reports to `on_completion`. Returns early if the queue empties; `now()` is then the
-    /// time of the last event, otherwise `until`. Can be called repeatedly to run in slices.
+    /// client reports to `on_completion`, and stops early if the queue empties. Afterwards `now()`
+    /// is `until` either way (time passes on an idle system too, which utilisation accounts for),
+    /// so `until` should be a horizon, not `Time(u64::MAX)`. Call it repeatedly to run in slices.
     pub fn run_until(&mut self, until: Time, on_completion: &mut dyn FnMut(Time, &Completion)) {
         self.start_new_processes(on_completion);
         self.schedule_new_crashes();
         while let Some(at) = self.queue.peek_time() {
+            // Between two pops the queue only grows, so its length now is that stretch's peak.
+            self.stats.max_queue_len = self.stats.max_queue_len.max(self.queue.len());
             if at > until {
-                self.now = self.now.max(until);
-                return;
+                break;
             }
             let (at, event) = self.queue.pop().expect("peeked event is there");
             self.now = at;
@@ -318,6 +320,7 @@ impl<N: Node, S: Storage> Simulation<N, S> {
             }
             self.dispatch(event, on_completion);
         }
+        self.now = self.now.max(until);
     }
 
     /// Calls `start` on instances and delivers `Start` to clients not started yet: all of them at
@@ -352,11 +355,6 @@ impl<N: Node, S: Storage> Simulation<N, S> {
                 self.queue.push(restart.max(at), Event::Restart { node: crash.instance.0 });
             }
         }
-        self.note_queue_len();
-    }
-
-    fn note_queue_len(&mut self) {
-        self.stats.max_queue_len = self.stats.max_queue_len.max(self.queue.len());
     }
 
     fn dispatch(&mut self, event: Event<N::Msg>, on_completion: &mut dyn FnMut(Time, &Completion)) {
@@ -422,7 +420,6 @@ impl<N: Node, S: Storage> Simulation<N, S> {
             let service = service_time(&self.topology, self.message_time, &job);
             let epoch = inst.epoch;
             self.queue.push(self.now + service, Event::CpuDone { node, epoch, service, job });
-            self.note_queue_len();
         } else {
             inst.waiting.push_back(job);
             let stats = &mut self.stats.nodes[node as usize];
@@ -468,7 +465,6 @@ impl<N: Node, S: Storage> Simulation<N, S> {
                 NodeEffect::Storage { work, job } => self.submit(node, Job::Storage { work, job }),
                 NodeEffect::SetTimer { id, after } => {
                     self.queue.push(self.now + after, Event::NodeTimer { node, id });
-                    self.note_queue_len();
                 }
             }
         }
@@ -484,7 +480,6 @@ impl<N: Node, S: Storage> Simulation<N, S> {
                 ClientEffect::Send { to, request } => self.send_request(client, to, request),
                 ClientEffect::SetTimer { id, after } => {
                     self.queue.push(self.now + after, Event::ClientTimer { client, id });
-                    self.note_queue_len();
                 }
                 ClientEffect::Completed(completion) => on_completion(self.now, &completion),
             }
@@ -545,7 +540,6 @@ impl<N: Node, S: Storage> Simulation<N, S> {
         if let Some(at) = self.transit(ends.0, ends.1, sites, bytes, link) {
             let event = NodeEvent::Message { from: InstanceId(from), msg };
             self.queue.push(at, Event::AtNode { node: to.0, event });
-            self.note_queue_len();
         }
     }
 
@@ -561,7 +555,6 @@ impl<N: Node, S: Storage> Simulation<N, S> {
         let bytes = self.wire_size(&request);
         if let Some(at) = self.transit(ends.0, ends.1, sites, bytes, LinkRef::ClientToNode { client, to: to.0 }) {
             self.queue.push(at, Event::AtNode { node: to.0, event: NodeEvent::Request(request) });
-            self.note_queue_len();
         }
     }
 
@@ -576,7 +569,6 @@ impl<N: Node, S: Storage> Simulation<N, S> {
         let bytes = self.wire_size(&reply);
         if let Some(at) = self.transit(ends.0, ends.1, sites, bytes, LinkRef::NodeToClient { from, client }) {
             self.queue.push(at, Event::AtClient { client, from: InstanceId(from), reply });
-            self.note_queue_len();
         }
     }
 
