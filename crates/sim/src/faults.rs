@@ -105,8 +105,10 @@ pub struct FaultRule {
 /// and requests are dropped, timers that fire are discarded), and its CPU queue is cleared at the
 /// crash, so storage jobs queued or running then never run and their completions never come.
 /// At restart nothing is called: the node resumes with the in-memory state it had, and timers set
-/// before the crash that fire after the restart are delivered. Crash-recovery with loss of
-/// volatile state comes with the fault-tolerance work.
+/// before the crash that fire after the restart are delivered. A timer that came due while the
+/// instance was down is gone, so a node that re-arms a periodic timer from its handler stays
+/// silent on that timer after the restart. Crash-recovery with loss of volatile state (and a
+/// restart hook to re-arm timers) comes with the fault-tolerance work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Crash {
     pub instance: InstanceId,
