@@ -12,7 +12,6 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Instance ids index dense vectors; this bounds what a typo can allocate.
@@ -314,9 +313,7 @@ impl<N: Node, S: Storage> Simulation<N, S> {
             self.now = at;
             self.stats.events += 1;
             if let Some(trace) = &mut self.trace {
-                let mut line = String::new();
-                let _ = write!(line, "{event:?}");
-                trace.push((at, line));
+                trace.push((at, format!("{event:?}")));
             }
             self.dispatch(event, on_completion);
         }
