@@ -14,7 +14,7 @@
 //! one-way connections per pair need no tie-breaking about who dials whom. Clients dial the node,
 //! say `Hello::Client`, send requests and get replies on the same connection.
 
-use crate::conn::{connect_with_retry, linger, write_loop, OutTx, Outgoing, Outlet};
+use crate::conn::{connect_with_retry, linger, write_loop, OutRx, OutTx, Outgoing, Outlet};
 use crate::error::{io_context, NetError};
 use crate::frame::{encode_error, encode_frame, Frame, FrameCodec, FrameError, Hello, NoMsg};
 use crate::wan::WanEmulator;
@@ -238,7 +238,7 @@ where
     let mut peers = BTreeMap::new();
     for (&peer, &addr) in cfg.peers.iter().filter(|(p, _)| **p != me) {
         let (out_tx, out_rx) = mpsc::unbounded_channel();
-        runtime.spawn(peer_link::<N::Msg>(me, peer, addr, out_rx, cfg.connect_timeout));
+        runtime.spawn(peer_link(me, peer, addr, out_rx, cfg.connect_timeout));
         peers.insert(peer, Outlet::new(out_tx, cfg.peer_sites.get(&peer).copied().unwrap_or(0)));
     }
 
@@ -510,7 +510,7 @@ async fn serve_inbound<M: DeserializeOwned + Send + 'static>(stream: TcpStream, 
 /// The sending side of the connection to one peer: dials (with retry), says Hello, then writes
 /// the protocol's messages. If the connection breaks it redials; the frame being written when it
 /// broke is lost, as it would be with any TCP failure.
-async fn peer_link<M>(me: InstanceId, peer: InstanceId, addr: SocketAddr, mut rx: mpsc::UnboundedReceiver<Outgoing>, timeout: Duration) {
+async fn peer_link(me: InstanceId, peer: InstanceId, addr: SocketAddr, mut rx: OutRx, timeout: Duration) {
     let hello = match encode_frame::<NoMsg>(&Frame::Hello(Hello::Peer { instance: me })) {
         Ok(b) => b,
         Err(e) => {
