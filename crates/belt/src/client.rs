@@ -27,6 +27,9 @@ pub struct ClosedLoopClient {
     next_seq: u64,
     in_flight: Option<InFlight>,
     next_timer: u64,
+    /// No new request is issued at or after this time, so a run can drain and its history be
+    /// complete.
+    stop_at: Option<Time>,
 }
 
 struct InFlight {
@@ -42,7 +45,12 @@ impl ClosedLoopClient {
     pub fn new(id: ClientId, ctx: ClientCtx, workload: Box<dyn Workload>, seed: u64, think: ThinkTime) -> Self {
         // Each client its own stream: adding a client does not change the others' requests.
         let rng = ChaCha8Rng::seed_from_u64(seed ^ id.0.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        ClosedLoopClient { id, ctx, workload, rng, think, next_seq: 0, in_flight: None, next_timer: 0 }
+        ClosedLoopClient { id, ctx, workload, rng, think, next_seq: 0, in_flight: None, next_timer: 0, stop_at: None }
+    }
+
+    pub fn stop_at(mut self, t: Time) -> Self {
+        self.stop_at = Some(t);
+        self
     }
 
     pub fn home(&self) -> InstanceId {
@@ -50,6 +58,9 @@ impl ClosedLoopClient {
     }
 
     fn issue(&mut self, now: Time, out: &mut Vec<ClientEffect>) {
+        if self.stop_at.is_some_and(|t| now >= t) {
+            return;
+        }
         let (txn, params) = self.workload.next(&mut self.rng, &self.ctx);
         self.next_seq += 1;
         let request = Request { client: self.id, seq: self.next_seq, txn, params };

@@ -1,0 +1,194 @@
+use ensemble_app::apps::{micro, shop};
+use ensemble_app::{Application, ClientCtx, PartitionPlan, Workload};
+use ensemble_belt::GlobalExecution;
+use ensemble_core::topology::Topology;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Which system serves the clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum System {
+    /// The Conveyor Belt with the application's partition plan.
+    Ensemble,
+    /// One instance serves every client (the papers' "centralized" baseline).
+    Centralized,
+    /// Only read-only requests are local; every request that writes is global.
+    ReadOnly,
+}
+
+impl System {
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Ensemble => "ensemble",
+            System::Centralized => "centralized",
+            System::ReadOnly => "read-only",
+        }
+    }
+    pub fn parse(s: &str) -> Result<System, String> {
+        match s {
+            "ensemble" => Ok(System::Ensemble),
+            "centralized" => Ok(System::Centralized),
+            "read-only" => Ok(System::ReadOnly),
+            other => Err(format!("unknown system `{other}` (known: ensemble, centralized, read-only)")),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Runtime {
+    /// The deterministic simulator: virtual time, the topology's delays and CPU model.
+    Sim,
+    /// Node processes over TCP on this machine, the topology's delays emulated on loopback.
+    Real,
+}
+
+/// What the clients ask for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "app", rename_all = "kebab-case")]
+pub enum WorkloadSpec {
+    Shop { browse_fraction: f64, max_lines: u32 },
+    Micro { local_fraction: f64 },
+}
+
+impl WorkloadSpec {
+    pub fn default_for(app: &str) -> Result<WorkloadSpec, String> {
+        match app {
+            "shop" => Ok(WorkloadSpec::Shop { browse_fraction: 0.5, max_lines: 4 }),
+            "micro" => Ok(WorkloadSpec::Micro { local_fraction: 0.7 }),
+            other => Err(format!("no workload for application `{other}`")),
+        }
+    }
+
+    pub fn app(&self) -> &'static str {
+        match self {
+            WorkloadSpec::Shop { .. } => "shop",
+            WorkloadSpec::Micro { .. } => "micro",
+        }
+    }
+
+    pub fn client(&self, scale: u32) -> Box<dyn Workload> {
+        match self {
+            WorkloadSpec::Shop { browse_fraction, max_lines } => Box::new(shop::ShopWorkload::new(scale, *browse_fraction, *max_lines)),
+            WorkloadSpec::Micro { local_fraction } => {
+                Box::new(micro::MicroWorkload { local_fraction: *local_fraction, parts: micro::PARTS_PER_SCALE * scale.max(1) as i64 })
+            }
+        }
+    }
+}
+
+/// Everything a run depends on. It is written, whole, into the run's result file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Experiment {
+    pub label: String,
+    pub system: System,
+    pub runtime: Runtime,
+    pub instances: u32,
+    pub topology: Topology,
+    /// Sites clients sit at; client `c` sits at `client_sites[c % len]` and talks to the closest
+    /// instance.
+    pub client_sites: Vec<usize>,
+    pub clients: u32,
+    /// Mean of the exponential think time between a reply and the next request; 0: none.
+    pub think_ms: f64,
+    pub warmup_s: f64,
+    pub measure_s: f64,
+    pub seed: u64,
+    pub scale: u32,
+    pub workload: WorkloadSpec,
+    pub global_execution: GlobalExecution,
+    /// See `BeltConfig::idle_pause`.
+    pub idle_pause_us: u64,
+    pub plan: PartitionPlan,
+    /// Replay the run in the proof's serial order and compare (see ensemble-check).
+    pub check: bool,
+}
+
+/// The hand-written plans shipped in `plans/`.
+pub fn shipped_plan(app: &str) -> Option<&'static str> {
+    match app {
+        "shop" => Some(include_str!("../../../plans/shop.toml")),
+        "micro" => Some(include_str!("../../../plans/micro.toml")),
+        _ => None,
+    }
+}
+
+impl Experiment {
+    /// An experiment with the defaults of the `ensemble bench` command.
+    pub fn new(app_name: &str, system: System, instances: u32, topology: Topology) -> Result<Experiment, String> {
+        let app = ensemble_app::application(app_name)?;
+        let plan = Experiment::plan_for(&app, system, None)?;
+        let instances = if system == System::Centralized { 1 } else { instances };
+        let client_sites = (0..topology.sites.len()).collect();
+        Ok(Experiment {
+            label: format!("{}-{}-{}", app_name, system.name(), instances),
+            system,
+            runtime: Runtime::Sim,
+            instances,
+            topology,
+            client_sites,
+            clients: 20,
+            think_ms: 0.0,
+            warmup_s: 5.0,
+            measure_s: 20.0,
+            seed: 1,
+            scale: 1,
+            workload: WorkloadSpec::default_for(app_name)?,
+            global_execution: GlobalExecution::Parallel,
+            idle_pause_us: 0,
+            plan,
+            check: true,
+        })
+    }
+
+    /// The plan a system runs with: the shipped (or given) plan for Ensemble, a derived one for
+    /// the baselines.
+    pub fn plan_for(app: &Arc<Application>, system: System, plan_toml: Option<&str>) -> Result<PartitionPlan, String> {
+        let plan = match system {
+            System::Centralized => PartitionPlan::centralized(app),
+            System::ReadOnly => PartitionPlan::read_only(app),
+            System::Ensemble => {
+                let text = match plan_toml {
+                    Some(t) => t,
+                    None => shipped_plan(app.name).ok_or_else(|| format!("no shipped plan for `{}`; pass --plan", app.name))?,
+                };
+                toml::from_str::<PartitionPlan>(text).map_err(|e| format!("plan: {e}"))?
+            }
+        };
+        plan.validate(app).map_err(|e| e.to_string())?;
+        Ok(plan)
+    }
+
+    pub fn application(&self) -> Result<Arc<Application>, String> {
+        ensemble_app::application(self.workload.app())
+    }
+
+    /// Checks everything that can be checked before a run starts.
+    pub fn validate(&self) -> Result<Arc<Application>, String> {
+        let app = self.application()?;
+        self.plan.validate(&app).map_err(|e| e.to_string())?;
+        self.plan.check_instances(self.instances)?;
+        self.topology.validate().map_err(|e| e.to_string())?;
+        if self.clients == 0 {
+            return Err("at least one client is needed".into());
+        }
+        if let Some(bad) = self.client_sites.iter().find(|s| **s >= self.topology.sites.len()) {
+            return Err(format!("client site {bad} is not a site of topology `{}`", self.topology.name));
+        }
+        if self.client_sites.is_empty() {
+            return Err("clients need at least one site".into());
+        }
+        if self.measure_s <= 0.0 || self.warmup_s < 0.0 {
+            return Err("the measurement window must be positive and the warm-up not negative".into());
+        }
+        Ok(app)
+    }
+
+    /// Site and client context of client `c`.
+    pub fn client_placement(&self, c: u32) -> (usize, ClientCtx) {
+        let site = self.client_sites[c as usize % self.client_sites.len()];
+        let home = ensemble_core::InstanceId(self.topology.closest_instance(site, self.instances));
+        (site, ClientCtx { client_index: c as u64, home, instances: self.instances })
+    }
+}

@@ -1,0 +1,104 @@
+//! Result files and tables.
+
+use crate::experiment::Experiment;
+use crate::metrics::Summary;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One run: its full configuration and what it measured. Written as JSON; in the simulator the
+/// same seed gives the same file, byte for byte (nothing here depends on the host's clock).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunResult {
+    pub experiment: Experiment,
+    pub summary: Summary,
+    /// The serializability check's verdict, when the run was checked.
+    pub check: Option<String>,
+    pub check_passed: Option<bool>,
+    /// Simulator: events processed, messages, per-instance CPU utilisation in the window.
+    pub sim: Option<SimFigures>,
+    /// Per instance, the Conveyor Belt's counters.
+    pub belt: Vec<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SimFigures {
+    pub events: u64,
+    pub messages: u64,
+    pub virtual_s: f64,
+    pub cpu_utilisation: Vec<f64>,
+}
+
+pub fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    std::fs::write(path, text)?;
+    Ok(())
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
+}
+
+/// A table of runs: one line each, latencies in milliseconds.
+pub fn print_table(results: &[RunResult]) -> String {
+    let header = [
+        "run", "system", "inst", "clients", "ops/s", "mean", "p50", "p90", "p99", "local mean", "local p99", "global mean",
+        "global p99", "aborted", "check",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
+    for r in results {
+        let s = &r.summary;
+        let c = |k: &str| s.classes.get(k);
+        let local_mean = match (c("local"), c("commutative")) {
+            (Some(l), _) => Some(l.mean_ms),
+            (None, Some(cm)) => Some(cm.mean_ms),
+            _ => None,
+        };
+        rows.push(vec![
+            r.experiment.label.clone(),
+            r.experiment.system.name().into(),
+            r.experiment.instances.to_string(),
+            r.experiment.clients.to_string(),
+            format!("{:.1}", s.throughput),
+            ms(c("all").map(|x| x.mean_ms)),
+            ms(c("all").map(|x| x.p50_ms)),
+            ms(c("all").map(|x| x.p90_ms)),
+            ms(c("all").map(|x| x.p99_ms)),
+            ms(local_mean),
+            ms(c("local").map(|x| x.p99_ms)),
+            ms(c("global").map(|x| x.mean_ms)),
+            ms(c("global").map(|x| x.p99_ms)),
+            s.aborted.to_string(),
+            match r.check_passed {
+                Some(true) => "serializable".into(),
+                Some(false) => "FAILED".into(),
+                None => "-".into(),
+            },
+        ]);
+    }
+    render(&rows)
+}
+
+/// Renders rows as an aligned plain-text table, first row as header.
+pub fn render(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols).map(|i| rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for (n, r) in rows.iter().enumerate() {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i == 0 { format!("{c:<w$}", w = widths[i]) } else { format!("{c:>w$}", w = widths[i]) })
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+        if n == 0 {
+            out.push_str(&widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "));
+            out.push('\n');
+        }
+    }
+    out
+}

@@ -1,0 +1,98 @@
+//! Whole runs in the simulator, each checked for serializability by replay.
+
+use ensemble_bench::{run, Experiment, System, WorkloadSpec};
+use ensemble_core::topology::Topology;
+
+fn quick(app: &str, system: System, instances: u32, topology: Topology) -> Experiment {
+    let mut e = Experiment::new(app, system, instances, topology).unwrap();
+    e.clients = 15;
+    e.warmup_s = 2.0;
+    e.measure_s = 8.0;
+    e
+}
+
+fn assert_checked(e: &Experiment) -> ensemble_bench::RunResult {
+    let r = run(e, false).unwrap();
+    assert_eq!(r.check_passed, Some(true), "{}: {}", e.label, r.check.as_deref().unwrap_or(""));
+    assert!(r.summary.throughput > 0.0, "{}: nothing completed", e.label);
+    assert_eq!(r.summary.errors, 0, "{}", e.label);
+    r
+}
+
+#[test]
+fn shop_on_wan5_is_serializable_and_locals_are_faster_than_globals() {
+    let r = assert_checked(&quick("shop", System::Ensemble, 3, Topology::wan5()));
+    let local = &r.summary.classes["local"];
+    let global = &r.summary.classes["global"];
+    assert!(local.count > 0 && global.count > 0);
+    // A global waits for the token to come round three sites; a local is served at home.
+    assert!(global.mean_ms > 2.0 * local.mean_ms, "local {} ms, global {} ms", local.mean_ms, global.mean_ms);
+}
+
+#[test]
+fn baselines_are_serializable() {
+    assert_checked(&quick("shop", System::Centralized, 1, Topology::wan5()));
+    let r = assert_checked(&quick("shop", System::ReadOnly, 3, Topology::wan5()));
+    assert!(r.summary.classes.contains_key("global"));
+}
+
+#[test]
+fn sequential_global_execution_is_serializable_too() {
+    let mut e = quick("shop", System::Ensemble, 5, Topology::wan5());
+    e.global_execution = ensemble_belt::GlobalExecution::Sequential;
+    assert_checked(&e);
+}
+
+#[test]
+fn micro_on_a_jittery_wan_is_serializable() {
+    let mut e = quick("micro", System::Ensemble, 4, Topology::wan_normal50(4));
+    e.workload = WorkloadSpec::Micro { local_fraction: 0.5 };
+    let r = assert_checked(&e);
+    assert!(r.summary.classes["global"].count > 0 && r.summary.classes["local"].count > 0);
+}
+
+#[test]
+fn same_seed_same_result_file() {
+    let e = quick("shop", System::Ensemble, 3, Topology::wan_normal50(3));
+    let a = serde_json::to_string_pretty(&run(&e, false).unwrap()).unwrap();
+    let b = serde_json::to_string_pretty(&run(&e, false).unwrap()).unwrap();
+    assert_eq!(a, b);
+    let mut e2 = e.clone();
+    e2.seed = 2;
+    let c = serde_json::to_string_pretty(&run(&e2, false).unwrap()).unwrap();
+    assert_ne!(a, c, "another seed must give another run");
+}
+
+#[test]
+fn the_checker_catches_a_wrong_reply_a_diverged_replica_and_a_lost_global() {
+    let mut e = quick("shop", System::Ensemble, 3, Topology::wan5());
+    e.measure_s = 4.0;
+    let base = || ensemble_bench::sim_run::simulate(&e, false).unwrap();
+
+    // A reply the serial replay would not give.
+    let mut s = base();
+    let c = s
+        .history
+        .iter_mut()
+        .find(|c| c.request.txn == "add_item" && matches!(c.result, ensemble_core::CompletionResult::Done { .. }))
+        .unwrap();
+    if let ensemble_core::CompletionResult::Done { outcome, .. } = &mut c.result {
+        *outcome = ensemble_core::Outcome::Committed(vec![vec![ensemble_core::Value::Int(-1)]]);
+    }
+    let r = s.check().unwrap();
+    assert_eq!(r.check_passed, Some(false));
+    assert!(r.check.unwrap().contains("the run replied"));
+
+    // A replica whose replicated table drifted.
+    let s = base();
+    s.storages[2].connection().execute("UPDATE items SET stock = stock + 1 WHERE item_id = 3", []).unwrap();
+    let r = s.check().unwrap();
+    assert!(r.check.unwrap().contains("table `items` at instance i2"));
+
+    // A global operation whose reply is missing from the history.
+    let mut s = base();
+    let i = s.history.iter().position(|c| matches!(c.result, ensemble_core::CompletionResult::Done { class: ensemble_core::OpClass::Global, .. })).unwrap();
+    s.history.remove(i);
+    let r = s.check().unwrap();
+    assert!(r.check.unwrap().contains("global sequence numbers are not"));
+}
