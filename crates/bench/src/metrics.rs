@@ -1,7 +1,12 @@
 //! Throughput and latency per operation class, from HDR histograms.
 
 use ensemble_core::{Completion, CompletionResult, Outcome, Time};
-use hdrhistogram::Histogram;
+pub use hdrhistogram::Histogram;
+
+/// A latency histogram in microseconds, from 1 µs to one hour, three significant figures.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds")
+}
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -68,7 +73,7 @@ impl Metrics {
         for k in [class, "all"] {
             self.latency
                 .entry(k)
-                .or_insert_with(|| Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds: 1 µs to 1 h"))
+                .or_insert_with(new_histogram)
                 .saturating_record(us);
         }
     }

@@ -1,1 +1,278 @@
-fn main() {}
+//! `ensemble`: run and measure applications scaled out with the Conveyor Belt.
+
+mod node;
+mod overhead;
+mod real;
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use ensemble_bench::figures::{self, FigureOpts};
+use ensemble_bench::{print_table, write_json, Experiment, Runtime, System, WorkloadSpec};
+use ensemble_belt::GlobalExecution;
+use ensemble_core::topology::Topology;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "ensemble", version, about = "Scale an OLTP application out over independent SQL database instances, serializably (Conveyor Belt).")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run an application under one or more systems and print a comparison table.
+    Bench(BenchArgs),
+    /// Regenerate a table or figure of the papers.
+    Figure(FigureArgs),
+    /// Show a plan: the shipped one, a baseline's, or check a plan file against an application.
+    Plan(PlanArgs),
+    /// Print a topology preset as TOML (a starting point for a topology file).
+    Topology { name: String },
+    /// Run one instance as a process (started by `bench --real`; not usually run by hand).
+    Node(node::NodeArgs),
+}
+
+#[derive(Args, Clone)]
+struct BenchArgs {
+    /// Application: shop or micro.
+    #[arg(default_value = "shop")]
+    app: String,
+    /// Systems to compare, comma-separated: ensemble, centralized, read-only.
+    #[arg(long, default_value = "ensemble,centralized", value_delimiter = ',')]
+    system: Vec<String>,
+    /// Instances for ensemble and read-only (centralized always has one); comma-separated for a sweep.
+    #[arg(long, default_value = "3", value_delimiter = ',')]
+    instances: Vec<u32>,
+    /// Topology preset (lan, wan5, wan-normal50) or a topology TOML file.
+    #[arg(long, default_value = "wan5")]
+    topology: String,
+    /// Closed-loop clients, spread evenly over the client sites.
+    #[arg(long, default_value_t = 50)]
+    clients: u32,
+    /// Client sites (indices into the topology's sites), comma-separated; default: every site.
+    #[arg(long, value_delimiter = ',')]
+    client_sites: Option<Vec<usize>>,
+    /// Mean think time between a reply and the next request, in ms (exponential); 0: none.
+    #[arg(long, default_value_t = 0.0)]
+    think_ms: f64,
+    #[arg(long, default_value_t = 5.0)]
+    warmup: f64,
+    /// Measurement window, in seconds.
+    #[arg(long, default_value_t = 20.0)]
+    measure: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Data scale (shop: 1000 items per unit).
+    #[arg(long, default_value_t = 1)]
+    scale: u32,
+    /// micro: fraction of local operations.
+    #[arg(long)]
+    local_fraction: Option<f64>,
+    /// shop: fraction of browsing requests.
+    #[arg(long)]
+    browse_fraction: Option<f64>,
+    /// Run each token holder's global requests one after the other instead of in parallel.
+    #[arg(long)]
+    sequential: bool,
+    /// Partition plan file for the ensemble system (default: the shipped plans/<app>.toml).
+    #[arg(long)]
+    plan: Option<PathBuf>,
+    /// Simulator: CPU cores per instance.
+    #[arg(long)]
+    cores: Option<u32>,
+    /// Simulator: service time of one transaction, in ms.
+    #[arg(long)]
+    execute_ms: Option<f64>,
+    /// Run as real processes over TCP on this machine instead of in the simulator.
+    #[arg(long)]
+    real: bool,
+    /// Skip the serializability check.
+    #[arg(long)]
+    no_check: bool,
+    /// Where result files go.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Hide the progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct FigureArgs {
+    /// gyro-fig3, gyro-fig4, table3, overhead
+    name: String,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long, default_value_t = 5.0)]
+    warmup: f64,
+    #[arg(long, default_value_t = 20.0)]
+    measure: f64,
+    /// CPU cores per instance in the simulator.
+    #[arg(long, default_value_t = 2)]
+    cores: u32,
+    #[arg(long)]
+    sequential: bool,
+    /// gyro-fig4: client counts to step through, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "10,25,50,100,200,400")]
+    clients: Vec<u32>,
+    /// overhead: closed-loop client threads.
+    #[arg(long, default_value_t = 4)]
+    threads: u32,
+    #[arg(long)]
+    no_check: bool,
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct PlanArgs {
+    /// Application.
+    app: String,
+    /// ensemble (the shipped plan), centralized or read-only.
+    #[arg(long, default_value = "ensemble")]
+    system: String,
+    /// Check this plan file against the application instead.
+    #[arg(long)]
+    check: Option<PathBuf>,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench(a) => bench(a),
+        Command::Figure(a) => figure(a),
+        Command::Plan(a) => plan(a),
+        Command::Topology { name } => Topology::load(&name).map_err(Into::into).map(|t| print!("{}", toml::to_string(&t).expect("a topology serializes"))),
+        Command::Node(a) => node::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
+    let mut topology = Topology::load(&a.topology)?;
+    if let Some(c) = a.cores {
+        topology.cpu.cores = c;
+    }
+    if let Some(ms) = a.execute_ms {
+        topology.cpu.execute_us = ms * 1e3;
+    }
+    let plan_text = a.plan.as_ref().map(|p| std::fs::read_to_string(p).with_context(|| format!("reading plan {}", p.display()))).transpose()?;
+    let mut out = Vec::new();
+    for s in &a.system {
+        let system = System::parse(s).map_err(anyhow::Error::msg)?;
+        let counts: Vec<u32> = if system == System::Centralized { vec![1] } else { a.instances.clone() };
+        for n in counts {
+            let mut e = Experiment::new(&a.app, system, n, topology.clone()).map_err(anyhow::Error::msg)?;
+            if system == System::Ensemble && plan_text.is_some() {
+                let app = e.application().map_err(anyhow::Error::msg)?;
+                e.plan = Experiment::plan_for(&app, system, plan_text.as_deref()).map_err(anyhow::Error::msg)?;
+            }
+            e.runtime = if a.real { Runtime::Real } else { Runtime::Sim };
+            e.clients = a.clients;
+            if let Some(sites) = &a.client_sites {
+                e.client_sites = sites.clone();
+            }
+            e.think_ms = a.think_ms;
+            e.warmup_s = a.warmup;
+            e.measure_s = a.measure;
+            e.seed = a.seed;
+            e.scale = a.scale;
+            e.check = !a.no_check;
+            if a.sequential {
+                e.global_execution = GlobalExecution::Sequential;
+            }
+            match (&mut e.workload, a.local_fraction, a.browse_fraction) {
+                (WorkloadSpec::Micro { local_fraction }, Some(f), _) => *local_fraction = f,
+                (WorkloadSpec::Shop { browse_fraction, .. }, _, Some(f)) => *browse_fraction = f,
+                (_, None, None) => {}
+                _ => bail!("--local-fraction is for micro, --browse-fraction for shop"),
+            }
+            if a.real {
+                // An idle token on loopback would otherwise spin a core.
+                e.idle_pause_us = 500;
+            }
+            e.label = format!("{}-{}-{}{}", a.app, system.name(), e.instances, if a.real { "-real" } else { "" });
+            e.validate().map_err(anyhow::Error::msg)?;
+            out.push(e);
+        }
+    }
+    Ok(out)
+}
+
+fn bench(a: BenchArgs) -> anyhow::Result<()> {
+    let exps = experiments(&a)?;
+    let mut results = Vec::new();
+    for e in &exps {
+        let r = if a.real { real::run_real(e, !a.quiet)? } else { ensemble_bench::run(e, !a.quiet)? };
+        let path = a.out.join(format!("{}-seed{}.json", e.label, e.seed));
+        write_json(&path, &r)?;
+        eprintln!("wrote {}", path.display());
+        results.push(r);
+    }
+    println!("{}", print_table(&results));
+    let wall = if a.real { "real processes on this machine" } else { "simulated (virtual time)" };
+    println!(
+        "app {} | topology {} | {} clients at sites {:?} | window {} s after {} s warm-up | {wall} | latencies in ms",
+        a.app, exps[0].topology.name, a.clients, exps[0].client_sites, a.measure, a.warmup
+    );
+    for r in &results {
+        if let Some(c) = &r.check {
+            println!("{}: {c}", r.experiment.label);
+        }
+    }
+    if results.iter().any(|r| r.check_passed == Some(false)) {
+        bail!("a run failed its serializability check");
+    }
+    Ok(())
+}
+
+fn figure(a: FigureArgs) -> anyhow::Result<()> {
+    let o = FigureOpts {
+        seed: a.seed,
+        warmup_s: a.warmup,
+        measure_s: a.measure,
+        cores: a.cores,
+        global_execution: if a.sequential { GlobalExecution::Sequential } else { GlobalExecution::Parallel },
+        progress: !a.quiet,
+        check: !a.no_check,
+    };
+    let fig = match a.name.as_str() {
+        "gyro-fig3" => figures::gyro_fig3(&o)?,
+        "gyro-fig4" => figures::gyro_fig4(&o, &a.clients)?,
+        "table3" => figures::table3_shop(&o)?,
+        "overhead" => {
+            let text = overhead::run(a.threads, a.measure, a.seed, !a.quiet)?;
+            println!("{text}");
+            return Ok(());
+        }
+        other => bail!("unknown figure `{other}` (known: gyro-fig3, gyro-fig4, table3, overhead)"),
+    };
+    let path = a.out.join(format!("figure-{}-seed{}.json", a.name, a.seed));
+    write_json(&path, &fig.runs)?;
+    eprintln!("wrote {}", path.display());
+    println!("{}\n\n{}", fig.title, fig.table);
+    println!("simulated: warm-up {} s, window {} s, seed {}, {} cores per instance, {:?} global execution", a.warmup, a.measure, a.seed, a.cores, o.global_execution);
+    if fig.runs.iter().any(|r| r.check_passed == Some(false)) {
+        bail!("a run failed its serializability check");
+    }
+    Ok(())
+}
+
+fn plan(a: PlanArgs) -> anyhow::Result<()> {
+    let app = ensemble_app::application(&a.app).map_err(anyhow::Error::msg)?;
+    if let Some(path) = a.check {
+        let plan = ensemble_app::PartitionPlan::load(&path, &app)?;
+        println!("{}: a valid plan for `{}` ({} transactions, {} tables)", path.display(), app.name, plan.transactions.len(), plan.tables.len());
+        return Ok(());
+    }
+    let system = System::parse(&a.system).map_err(anyhow::Error::msg)?;
+    let plan = Experiment::plan_for(&app, system, None).map_err(anyhow::Error::msg)?;
+    print!("{}", plan.to_toml());
+    Ok(())
+}
