@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Starts PostgreSQL (127.0.0.1:5432) and MariaDB (127.0.0.1:3306) if they are down, and waits until
+# they accept connections. The suites that need the real servers run after this.
+set -euo pipefail
+up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_for() {
+  for _ in $(seq 1 60); do up "$1" && return 0; sleep 1; done
+  echo "start-databases: $2 did not come up on port $1" >&2
+  return 1
+}
+if ! up 5432; then
+  echo "start-databases: starting PostgreSQL" >&2
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start
+fi
+if ! up 3306; then
+  echo "start-databases: starting MariaDB" >&2
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+fi
+wait_for 5432 PostgreSQL
+wait_for 3306 MariaDB
