@@ -1,0 +1,200 @@
+//! An `ensemble node` process on loopback, spoken to frame by frame: malformed frames and bad
+//! requests get errors naming what was wrong, and the node keeps serving without losing anything.
+
+use bytes::BytesMut;
+use ensemble_bench::{Experiment, Runtime, System};
+use ensemble_core::topology::Topology;
+use ensemble_core::*;
+use ensemble_net::cluster::{send_shutdown, wait_for_ready_line};
+use ensemble_net::frame::{encode_frame, FrameCodec, NoMsg};
+use ensemble_net::{ClusterSpec, Frame, Hello};
+use ensemble_sqlite::SqliteStorage;
+use std::io::{BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use tokio_util::codec::Decoder;
+
+struct Conn {
+    stream: TcpStream,
+    buf: BytesMut,
+    codec: FrameCodec<NoMsg>,
+}
+
+impl Conn {
+    fn open(addr: std::net::SocketAddr) -> Conn {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        Conn { stream, buf: BytesMut::new(), codec: FrameCodec::new() }
+    }
+    fn send(&mut self, f: Frame<NoMsg>) {
+        self.stream.write_all(&encode_frame(&f).unwrap()).unwrap();
+    }
+    /// The next frame, or `None` when the node closed the connection.
+    fn next(&mut self) -> Option<Frame<NoMsg>> {
+        loop {
+            if let Some(f) = self.codec.decode(&mut self.buf).unwrap() {
+                return Some(f);
+            }
+            let mut chunk = [0u8; 4096];
+            let n = self.stream.read(&mut chunk).unwrap();
+            if n == 0 {
+                return None;
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+    fn call(&mut self, seq: u64, txn: &str, params: Vec<Value>) -> ReplyBody {
+        self.send(Frame::Request(Request { client: ClientId(9), seq, txn: txn.into(), params }));
+        match self.next() {
+            Some(Frame::Reply(r)) => {
+                assert_eq!(r.seq, seq);
+                r.body
+            }
+            other => panic!("expected a reply, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_node_refuses_bad_frames_and_requests_and_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut exp = Experiment::new("shop", System::Centralized, 1, Topology::lan()).unwrap();
+    exp.runtime = Runtime::Real;
+    let exp_path = dir.path().join("experiment.json");
+    std::fs::write(&exp_path, serde_json::to_string(&exp).unwrap()).unwrap();
+    let spec = ClusterSpec::local(1, None, false).unwrap();
+    let cluster_path = dir.path().join("cluster.toml");
+    spec.save(&cluster_path).unwrap();
+    let db = dir.path().join("i0.db");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ensemble"))
+        .args(["node", "--instance", "0"])
+        .arg("--experiment")
+        .arg(&exp_path)
+        .arg("--cluster")
+        .arg(&cluster_path)
+        .arg("--db")
+        .arg(&db)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (_, addr) = wait_for_ready_line(BufReader::new(child.stdout.take().unwrap())).unwrap();
+
+    // A well-behaved client, connected first and kept open throughout.
+    let mut good = Conn::open(addr);
+    good.send(Frame::Hello(Hello::Client { client: ClientId(9), site: 0 }));
+    assert!(matches!(good.call(1, "create_cart", vec![Value::Int(5)]), ReplyBody::Done { .. }));
+
+    // Garbage on another connection: a header claiming protocol version 7.
+    let mut bad = Conn::open(addr);
+    bad.stream.write_all(&[0, 0, 0, 1, 7, 3, 0]).unwrap();
+    match bad.next() {
+        Some(Frame::Error(m)) => assert!(m.contains("unknown protocol version 7"), "{m}"),
+        other => panic!("expected an Error frame, got {other:?}"),
+    }
+    assert_eq!(bad.next(), None, "the node closes a connection that sent garbage");
+
+    // A truncated frame, then the connection ends.
+    let mut cut = Conn::open(addr);
+    cut.stream.write_all(&[0, 0, 0, 50, 1, 2, 1, 2, 3]).unwrap();
+    cut.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    match cut.next() {
+        Some(Frame::Error(m)) => assert!(m.contains("truncated"), "{m}"),
+        None => {} // the node may close before its Error frame is read; what matters is below
+        other => panic!("{other:?}"),
+    }
+
+    // Bad requests on the good connection: errors that name the problem; the connection stays.
+    match good.call(2, "checkout", vec![]) {
+        ReplyBody::Error(e) => assert_eq!(e.to_string(), "unknown transaction type `checkout`"),
+        other => panic!("{other:?}"),
+    }
+    match good.call(3, "add_item", vec![Value::Int(5)]) {
+        ReplyBody::Error(e) => assert_eq!(e.to_string(), "transaction `add_item` takes 3 parameter(s), got 1"),
+        other => panic!("{other:?}"),
+    }
+    match good.call(4, "order", vec![Value::Text("5".into())]) {
+        ReplyBody::Error(e) => assert!(e.to_string().contains("parameter 0 (`cart_id`) must be int, got text"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    // And the node still serves.
+    assert!(matches!(good.call(5, "add_item", vec![Value::Int(5), Value::Int(2), Value::Int(1)]), ReplyBody::Done { .. }));
+    match good.call(6, "order", vec![Value::Int(5)]) {
+        ReplyBody::Done { outcome: Outcome::Committed(_), .. } => {}
+        other => panic!("{other:?}"),
+    }
+
+    send_shutdown(addr, Duration::from_secs(10)).unwrap();
+    assert!(child.wait().unwrap().success());
+    // Nothing committed was lost.
+    let app = ensemble_app::application("shop").unwrap();
+    let s = SqliteStorage::open_file(&db, app, InstanceId(0)).unwrap();
+    assert_eq!(s.dump("carts").unwrap(), vec![vec![Value::Int(5), Value::Text("ordered".into())]]);
+    assert_eq!(s.dump("orders").unwrap().len(), 1);
+}
+
+#[test]
+fn a_node_refuses_a_plan_that_does_not_match_the_application() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut exp = Experiment::new("shop", System::Ensemble, 1, Topology::lan()).unwrap();
+    exp.plan.fingerprint = "0000000000000000".into();
+    let exp_path = dir.path().join("experiment.json");
+    std::fs::write(&exp_path, serde_json::to_string(&exp).unwrap()).unwrap();
+    let spec = ClusterSpec::local(1, None, false).unwrap();
+    let cluster_path = dir.path().join("cluster.toml");
+    spec.save(&cluster_path).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ensemble"))
+        .args(["node", "--instance", "0"])
+        .arg("--experiment")
+        .arg(&exp_path)
+        .arg("--cluster")
+        .arg(&cluster_path)
+        .arg("--db")
+        .arg(dir.path().join("i0.db"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("fingerprint 0000000000000000 is not the application's"), "{err}");
+}
+
+#[test]
+fn plan_files_are_checked_against_the_application() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |text: &str| {
+        let p = dir.path().join("plan.toml");
+        std::fs::write(&p, text).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["plan", "shop", "--check"]).arg(&p).output().unwrap()
+    };
+    let shipped = include_str!("../../../plans/shop.toml");
+    let ok = run(shipped);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let cases = [
+        (shipped.replace("[transactions.order]", "[transactions.checkout]"), "transaction `order` has no entry"),
+        (shipped.replace("column = \"cart_id\"", "column = \"cart\""), "has no column `cart` to partition by"),
+        (shipped.replace("partition_by = [\"cart_id\"]", "partition_by = [\"cart\"]"), "has no parameter `cart` to partition by"),
+        (shipped.replace("class = \"global\"", "class = \"sometimes\""), "unknown variant `sometimes`"),
+        (shipped.replace("application = \"shop\"", "application = \"micro\""), "the plan names another application"),
+    ];
+    for (text, want) in cases {
+        let out = run(&text);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "expected `{want}` in: {err}");
+    }
+}
+
+#[test]
+fn bench_runs_real_processes_and_checks_them() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ensemble"))
+        .args(["bench", "shop", "--real", "--topology", "lan", "--instances", "2", "--clients", "4", "--warmup", "0.5", "--measure", "2", "--quiet", "--out"])
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("shop-ensemble-2-real: serializable"), "{stdout}");
+    assert!(stdout.contains("shop-centralized-1-real: serializable"), "{stdout}");
+    assert!(out_dir.path().join("shop-ensemble-2-real-seed1.json").exists());
+}
