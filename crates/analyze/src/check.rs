@@ -1,0 +1,1 @@
+//! Dynamic soundness check (in progress).
