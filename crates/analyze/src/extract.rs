@@ -174,11 +174,11 @@ fn extract_statement(app: &AppSpec, txn: &TxnSpec, stmt: &StmtSpec, dialect: Dia
         Statement::Delete(d) => ex.delete(d)?,
         other => {
             let word = other.to_string().split_whitespace().next().unwrap_or("?").to_uppercase();
-            return Err(SqlError::new(
-                ErrorKind::Unsupported,
-                other.span(),
-                format!("a `{word}` statement: only SELECT, INSERT, UPDATE and DELETE can be declared"),
-            ));
+            return Err(SqlError {
+                kind: ErrorKind::Unsupported,
+                position: crate::sql::start_of(&stmt.sql),
+                message: format!("a `{word}` statement: only SELECT, INSERT, UPDATE and DELETE can be declared"),
+            });
         }
     }
     ex.finish_selects();

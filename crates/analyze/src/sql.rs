@@ -81,6 +81,8 @@ pub(crate) fn parse_one(sql: &str, dialect: Dialect) -> Result<Statement, SqlErr
     let mut parsed = Parser::parse_sql(d.as_ref(), sql).map_err(|e| {
         let text = e.to_string();
         let (message, position) = split_location(&text);
+        // The parser gives no location for a statement that ends too early: point at its end.
+        let position = position.or_else(|| message.contains("found: EOF").then(|| end_of(sql)));
         SqlError { kind: ErrorKind::Syntax, position, message: format!("{message} (dialect {dialect})") }
     })?;
     match parsed.len() {
@@ -95,6 +97,33 @@ pub(crate) fn parse_one(sql: &str, dialect: Dialect) -> Result<Statement, SqlErr
             ))
         }
     }
+}
+
+/// Just past the last character of the text.
+fn end_of(sql: &str) -> Position {
+    let trimmed = sql.trim_end();
+    let line = trimmed.lines().count().max(1) as u64;
+    let column = trimmed.lines().last().map(|l| l.chars().count()).unwrap_or(0) as u64 + 1;
+    Position { line, column }
+}
+
+/// Where a statement starts: its first non-blank character. (sqlparser's spans of some statement
+/// kinds start at their object name, not at their keyword.)
+pub(crate) fn start_of(sql: &str) -> Option<Position> {
+    let mut line = 1;
+    let mut column = 1;
+    for c in sql.chars() {
+        if !c.is_whitespace() {
+            return Some(Position { line, column });
+        }
+        if c == '\n' {
+            line += 1;
+            column = 1;
+        } else {
+            column += 1;
+        }
+    }
+    None
 }
 
 /// sqlparser reports positions only inside its error text (`… at Line: 2, Column: 6`); this reads
