@@ -28,6 +28,7 @@ pub mod report;
 pub mod search;
 pub mod spec;
 pub mod sql;
+pub mod synthetic;
 
 pub use error::{AnalyzeError, ErrorKind, Position, StatementError};
 pub use report::report;

@@ -128,17 +128,20 @@ pub fn report(a: &Analysis, explain: bool) -> String {
     let o = &a.search;
     let _ = writeln!(
         s,
-        "Search: {} complete choices over {} connected component(s) of the conflict graph (largest: {} types); \
-         branch and bound visited {} nodes; {}.",
+        "Search: {} complete choices over {} independent component(s) (largest: {} types); branch and bound visited {} nodes; {}.",
         o.space,
         o.components,
         o.largest_component,
         o.nodes,
-        if o.proven_minimal { "the plan is minimal" } else { "NODE BUDGET EXHAUSTED: the plan is sound but not proven minimal" }
+        if o.proven_minimal {
+            "the global volume is minimal"
+        } else {
+            "NODE BUDGET EXHAUSTED: the plan is sound but its global volume is not proven minimal"
+        }
     );
     let _ = writeln!(
         s,
-        "Cost: weighted global volume {} (of {}), Algorithm 1 conflict cost {}, {} partitioning parameter(s).",
+        "Cost: weighted global volume {} (of {}); then, by local search, Algorithm 1 conflict cost {} and {} partitioning parameter(s).",
         weight(o.cost.global),
         weight(total_w),
         weight(o.cost.conflicts),
@@ -146,8 +149,8 @@ pub fn report(a: &Analysis, explain: bool) -> String {
     );
     let _ = writeln!(
         s,
-        "The search space grows as Σ over components of Π_t (1 + m_t + m_t(m_t − 1)) for m_t candidate parameters of type t: \
-         exponential in the largest component, linear in the number of components."
+        "Search cost: Σ over components of Π_t c_t choices, c_t = 1 + m_t (+ m_t(m_t − 1) with double keys) for m_t candidate \
+         parameters of type t; types global whatever is chosen split components. Exponential in the largest component, linear in their number."
     );
 
     if explain {

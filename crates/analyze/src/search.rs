@@ -20,18 +20,27 @@
 //!    partitions, which also counts conflicts whose types are global anyway;
 //! 3. the number of partitioning parameters (fewer: fewer redirections).
 //!
+//! The first is minimised exactly; the other two then by coordinate descent that never raises
+//! the first (they only break ties, e.g. `browse_items` needs no partitioning parameter).
+//!
 //! # What the search costs
 //! With `m_t` relevant parameters of type `t` (those some conflict conjunction binds), `t` has
-//! `c_t = 1 + m_t + m_t(m_t − 1)` candidate choices (none, one, or an ordered pair; pairs only
-//! for types some conflict could make non-local). Types that share no conflict are searched
-//! separately, so the search space is `Σ_components Π_{t ∈ component} c_t` rather than
-//! `Π_t c_t`: exponential in the size of the largest connected component of the conflict graph.
-//! Each node costs `O(conflicts of t)`. The search is depth-first branch and bound, started
-//! from a coordinate-descent solution and pruned by a lower bound (the cost already forced by
-//! the types assigned so far), so typical applications (tens of types, one or two candidate keys
-//! each) explore a few thousand nodes. A node budget bounds the worst case; when it runs out the
-//! best plan found so far is used and the report says it is not proven minimal. That never
-//! affects soundness: classification is computed exactly for whatever choice is made.
+//! `c_t = 1 + m_t` candidate choices (none, or one parameter), plus `m_t(m_t − 1)` ordered pairs
+//! when pairs are allowed and some conflict could make `t` non-local. Exhaustive search would
+//! visit `Π_t c_t` choices. Two reductions make it exact and cheap in practice:
+//! * a type that is global whatever is chosen (`order` in the shop: any two orders may decrement
+//!   the same stock) puts no constraint on anyone, so the threats against it are dropped, and
+//! * types that share no remaining threat are searched separately,
+//!
+//! so the space is `Σ_components Π_{t ∈ component} c_t`: exponential in the size of the largest
+//! component, linear in the number of components. Each component is searched depth first, most
+//! constrained type first, from a coordinate-descent incumbent, and pruned by a lower bound: the
+//! weight of types already certainly global (some threat against them is active for every
+//! remaining choice of its other end). A node costs `O(threats · candidates)`. On generated
+//! 30-type applications this visits tens to hundreds of nodes for spaces of up to 10^16 choices
+//! (see `benches/analyze.rs`). A node budget bounds the worst case; when it runs out the best
+//! choice found so far is used and the report says it is not proven minimal. That never affects
+//! soundness: classification is computed exactly for whatever choice is made.
 
 use crate::conflict::{Conflict, ConflictKind};
 
@@ -129,12 +138,6 @@ impl Cost {
         }
         self.params < o.params
     }
-
-    fn add(&mut self, o: &Cost) {
-        self.global += o.global;
-        self.conflicts += o.conflicts;
-        self.params += o.params;
-    }
 }
 
 pub struct Problem<'a> {
@@ -198,12 +201,90 @@ pub fn candidates(n: usize, params: &[usize], threats: &[Threat]) -> Vec<Vec<Vec
         .collect()
 }
 
-struct Component {
-    members: Vec<usize>,
-    threats: Vec<usize>,
+/// `act[h][co * cv_len + cv]`: whether threat `h` is active when its other end takes candidate
+/// `co` and its victim candidate `cv`.
+struct Tables {
+    act: Vec<Vec<bool>>,
+    /// Threats by victim.
+    against: Vec<Vec<usize>>,
 }
 
-fn components(p: &Problem) -> Vec<Component> {
+impl Tables {
+    fn new(p: &Problem) -> Tables {
+        let act = p
+            .threats
+            .iter()
+            .map(|h| {
+                let (co, cv) = (&p.candidates[h.other], &p.candidates[h.victim]);
+                let mut v = vec![false; co.len() * cv.len()];
+                for (i, a) in co.iter().enumerate() {
+                    for (j, b) in cv.iter().enumerate() {
+                        v[i * cv.len() + j] = threat_active(h, a, b);
+                    }
+                }
+                v
+            })
+            .collect();
+        let mut against = vec![Vec::new(); p.n];
+        for (i, h) in p.threats.iter().enumerate() {
+            against[h.victim].push(i);
+        }
+        Tables { act, against }
+    }
+
+    fn active(&self, p: &Problem, h: usize, idx: &[usize]) -> bool {
+        let t = &p.threats[h];
+        self.act[h][idx[t.other] * p.candidates[t.victim].len() + idx[t.victim]]
+    }
+
+    /// Whether `v` is global under candidate `cv` whatever the other ends choose.
+    fn doomed_with(&self, p: &Problem, v: usize, cv: usize) -> bool {
+        self.against[v].iter().any(|&h| {
+            let t = &p.threats[h];
+            let nv = p.candidates[v].len();
+            if t.other == v {
+                self.act[h][cv * nv + cv]
+            } else {
+                (0..p.candidates[t.other].len()).all(|co| self.act[h][co * nv + cv])
+            }
+        })
+    }
+}
+
+/// The full lexicographic cost of a choice (candidate indices).
+fn cost_of(p: &Problem, tb: &Tables, idx: &[usize]) -> Cost {
+    let mut cost = Cost::default();
+    let mut pairs: Vec<usize> = Vec::new();
+    for t in 0..p.n {
+        let c = &p.candidates[t][idx[t]];
+        cost.params += c.len();
+        if p.commutative[t] {
+            continue;
+        }
+        let mut global = false;
+        for &h in &tb.against[t] {
+            if tb.active(p, h, idx) {
+                global = true;
+                if !pairs.contains(&p.threats[h].pair) {
+                    pairs.push(p.threats[h].pair);
+                }
+            }
+        }
+        if global {
+            cost.global += p.weights[t];
+        } else if c.len() >= 2 {
+            cost.global += p.local_global_fraction * p.weights[t];
+        }
+    }
+    for pair in pairs {
+        cost.conflicts += p.weights[pair / p.n] + p.weights[pair % p.n];
+    }
+    cost
+}
+
+/// Types whose global volume depends on each other's choices: connected by a threat against a
+/// type that is not global whatever is chosen.
+fn components(p: &Problem, always_global: &[bool]) -> Vec<Vec<usize>> {
     let mut parent: Vec<usize> = (0..p.n).collect();
     fn find(parent: &mut [usize], mut i: usize) -> usize {
         while parent[i] != i {
@@ -213,101 +294,62 @@ fn components(p: &Problem) -> Vec<Component> {
         i
     }
     for t in p.threats {
+        if always_global[t.victim] {
+            continue;
+        }
         let (a, b) = (find(&mut parent, t.victim), find(&mut parent, t.other));
         parent[a] = b;
     }
-    let mut comps: Vec<Component> = Vec::new();
+    let mut comps: Vec<Vec<usize>> = Vec::new();
     let mut root_of: Vec<Option<usize>> = vec![None; p.n];
     for t in 0..p.n {
         let r = find(&mut parent, t);
-        let ci = match root_of[r] {
-            Some(ci) => ci,
+        match root_of[r] {
+            Some(ci) => comps[ci].push(t),
             None => {
-                comps.push(Component { members: Vec::new(), threats: Vec::new() });
-                root_of[r] = Some(comps.len() - 1);
-                comps.len() - 1
+                root_of[r] = Some(comps.len());
+                comps.push(vec![t]);
             }
-        };
-        comps[ci].members.push(t);
-    }
-    for (h, t) in p.threats.iter().enumerate() {
-        let r = find(&mut parent, t.victim);
-        if let Some(ci) = root_of[r] {
-            comps[ci].threats.push(h);
         }
     }
     comps
 }
 
-/// The cost of a complete choice restricted to one component.
-fn evaluate(p: &Problem, comp: &Component, choice: &[Vec<usize>]) -> Cost {
-    let mut global = vec![false; p.n];
-    let mut pairs: Vec<usize> = Vec::new();
-    for h in &comp.threats {
-        let t = &p.threats[*h];
-        if threat_active(t, &choice[t.other], &choice[t.victim]) {
-            global[t.victim] = true;
-            if !pairs.contains(&t.pair) {
-                pairs.push(t.pair);
-            }
-        }
-    }
-    let mut cost = Cost::default();
-    for &t in &comp.members {
-        cost.params += choice[t].len();
-        if p.commutative[t] {
-            continue;
-        }
-        if global[t] {
-            cost.global += p.weights[t];
-        } else if choice[t].len() >= 2 {
-            cost.global += p.local_global_fraction * p.weights[t];
-        }
-    }
-    for pair in pairs {
-        let (a, b) = (pair / p.n, pair % p.n);
-        cost.conflicts += p.weights[a] + p.weights[b];
-    }
-    cost
-}
-
 pub fn search(p: &Problem) -> Outcome {
-    let mut choice: Vec<Vec<usize>> = vec![Vec::new(); p.n];
-    let comps = components(p);
-    let mut total = Cost::default();
+    let tb = Tables::new(p);
+    let always_global: Vec<bool> =
+        (0..p.n).map(|v| !p.commutative[v] && (0..p.candidates[v].len()).all(|cv| tb.doomed_with(p, v, cv))).collect();
+    let comps = components(p, &always_global);
+    let mut idx = vec![0usize; p.n];
     let mut nodes = 0u64;
     let mut proven = true;
     let mut space = 0f64;
     let mut largest = 0;
     for comp in &comps {
-        largest = largest.max(comp.members.len());
-        space += comp.members.iter().map(|t| p.candidates[*t].len() as f64).product::<f64>();
-        let (cost, n, done) = search_component(p, comp, &mut choice);
-        total.add(&cost);
-        nodes += n;
-        proven &= done;
+        largest = largest.max(comp.len());
+        space += comp.iter().map(|t| p.candidates[*t].len() as f64).product::<f64>();
+        let mut bb = BranchAndBound::new(p, &tb, &always_global, comp, &idx);
+        bb.run();
+        nodes += bb.nodes;
+        proven &= !bb.exhausted;
+        for (i, t) in comp.iter().enumerate() {
+            idx[*t] = bb.best_idx[i];
+        }
     }
-    Outcome { choice, cost: total, nodes, space, components: comps.len(), largest_component: largest, proven_minimal: proven }
-}
-
-/// Greedy coordinate descent, then branch and bound. Writes the best choice into `choice`.
-fn search_component(p: &Problem, comp: &Component, choice: &mut [Vec<usize>]) -> (Cost, u64, bool) {
-    for &t in &comp.members {
-        choice[t] = p.candidates[t][0].clone();
-    }
-    let mut best = evaluate(p, comp, choice);
-    // Coordinate descent: a good incumbent makes the bound prune early.
-    for _round in 0..16 {
+    // The global volume is minimal now; lower Algorithm 1's cost and the number of parameters by
+    // coordinate descent, which never accepts a move that raises the global volume.
+    let mut best = cost_of(p, &tb, &idx);
+    loop {
         let mut improved = false;
-        for &t in &comp.members {
-            for c in &p.candidates[t] {
-                let old = std::mem::replace(&mut choice[t], c.clone());
-                let cost = evaluate(p, comp, choice);
+        for t in 0..p.n {
+            for c in 0..p.candidates[t].len() {
+                let old = std::mem::replace(&mut idx[t], c);
+                let cost = cost_of(p, &tb, &idx);
                 if cost.less(&best) {
                     best = cost;
                     improved = true;
                 } else {
-                    choice[t] = old;
+                    idx[t] = old;
                 }
             }
         }
@@ -315,141 +357,169 @@ fn search_component(p: &Problem, comp: &Component, choice: &mut [Vec<usize>]) ->
             break;
         }
     }
-    if comp.members.len() == 1 && p.candidates[comp.members[0]].len() <= 1 {
-        return (best, 1, true);
+    Outcome {
+        choice: (0..p.n).map(|t| p.candidates[t][idx[t]].clone()).collect(),
+        cost: best,
+        nodes,
+        space,
+        components: comps.len(),
+        largest_component: largest,
+        proven_minimal: proven,
     }
-    // Most-constrained first: the bound tightens sooner.
-    let mut order = comp.members.clone();
-    let degree = |t: usize| comp.threats.iter().filter(|h| p.threats[**h].victim == t || p.threats[**h].other == t).count();
-    order.sort_by_key(|t| std::cmp::Reverse(degree(*t)));
-    let mut bb = BranchAndBound {
-        p,
-        order: &order,
-        position: vec![usize::MAX; p.n],
-        by_type: (0..p.n).map(|t| comp.threats.iter().copied().filter(|h| p.threats[*h].victim == t || p.threats[*h].other == t).collect()).collect(),
-        current: vec![Vec::new(); p.n],
-        active_against: vec![0; p.n],
-        pair_active: vec![0; p.n * p.n],
-        bound: Cost::default(),
-        best,
-        best_choice: comp.members.iter().map(|t| (*t, choice[*t].clone())).collect(),
-        nodes: 0,
-        exhausted: false,
-    };
-    for (i, t) in order.iter().enumerate() {
-        bb.position[*t] = i;
-    }
-    bb.dfs(0);
-    for (t, c) in &bb.best_choice {
-        choice[*t] = c.clone();
-    }
-    (bb.best, bb.nodes, !bb.exhausted)
 }
 
+/// Depth-first branch and bound over one component, minimising its global volume.
+///
+/// The bound is the weight of the types already certainly global: a type is, once some threat
+/// against it is active for every remaining choice of the threat's other end (forward
+/// checking), for its own choice or, while it is unassigned, for all of its candidates.
 struct BranchAndBound<'a> {
     p: &'a Problem<'a>,
-    order: &'a [usize],
+    tb: &'a Tables,
+    always_global: &'a [bool],
+    /// The component's types in search order.
+    order: Vec<usize>,
+    /// Position of each type in `order`, `usize::MAX` outside the component.
     position: Vec<usize>,
-    by_type: Vec<Vec<usize>>,
-    current: Vec<Vec<usize>>,
-    /// Active threats against each type among assigned pairs.
-    active_against: Vec<u32>,
-    pair_active: Vec<u32>,
-    /// Cost already forced by the assigned types: a lower bound for every completion.
-    bound: Cost,
-    best: Cost,
-    best_choice: Vec<(usize, Vec<usize>)>,
+    /// Current candidate index per type (types outside the component keep theirs).
+    idx: Vec<usize>,
+    best: f64,
+    best_idx: Vec<usize>,
+    /// best_idx is in the order of the component as given, not `order`.
+    members: Vec<usize>,
     nodes: u64,
     exhausted: bool,
 }
 
-impl BranchAndBound<'_> {
-    /// What type `t` adds to the bound once the first `depth + 1` types of the order are assigned.
-    fn contribution(&self, t: usize, depth: usize) -> f64 {
-        if self.p.commutative[t] || self.position[t] > depth {
-            return 0.0;
+impl<'a> BranchAndBound<'a> {
+    fn new(p: &'a Problem<'a>, tb: &'a Tables, always_global: &'a [bool], comp: &[usize], idx: &[usize]) -> Self {
+        let mut bb = BranchAndBound {
+            p,
+            tb,
+            always_global,
+            order: comp.to_vec(),
+            position: vec![usize::MAX; p.n],
+            idx: idx.to_vec(),
+            best: f64::INFINITY,
+            best_idx: comp.iter().map(|t| idx[*t]).collect(),
+            members: comp.to_vec(),
+            nodes: 0,
+            exhausted: false,
+        };
+        // Incumbent: coordinate descent on the component's volume.
+        let mut cur = bb.exact_volume();
+        for _round in 0..16 {
+            let mut improved = false;
+            for &t in comp {
+                for c in 0..p.candidates[t].len() {
+                    let old = std::mem::replace(&mut bb.idx[t], c);
+                    let v = bb.exact_volume();
+                    if v < cur - EPS * (1.0 + cur) {
+                        cur = v;
+                        improved = true;
+                    } else {
+                        bb.idx[t] = old;
+                    }
+                }
+            }
+            if !improved {
+                break;
+            }
         }
-        if self.active_against[t] > 0 {
-            self.p.weights[t]
-        } else if self.current[t].len() >= 2 {
-            self.p.local_global_fraction * self.p.weights[t]
-        } else {
-            0.0
+        bb.best = cur;
+        bb.best_idx = comp.iter().map(|t| bb.idx[*t]).collect();
+        // Most-constrained first: types with the most threats, as victim or other.
+        let degree = |t: usize| p.threats.iter().filter(|h| !always_global[h.victim] && (h.victim == t || h.other == t)).count();
+        bb.order.sort_by_key(|t| std::cmp::Reverse(degree(*t)));
+        for (i, t) in bb.order.iter().enumerate() {
+            bb.position[*t] = i;
         }
+        bb
     }
 
-    fn pair_weight(&self, pair: usize) -> f64 {
-        self.p.weights[pair / self.p.n] + self.p.weights[pair % self.p.n]
+    fn exact_volume(&self) -> f64 {
+        let mut v = 0.0;
+        for &t in &self.members {
+            if self.p.commutative[t] || self.always_global[t] {
+                continue;
+            }
+            if self.tb.against[t].iter().any(|&h| self.tb.active(self.p, h, &self.idx)) {
+                v += self.p.weights[t];
+            } else if self.p.candidates[t][self.idx[t]].len() >= 2 {
+                v += self.p.local_global_fraction * self.p.weights[t];
+            }
+        }
+        v
+    }
+
+    /// Lower bound on the component's volume with the first `depth` types of `order` assigned
+    /// (types outside the component count as assigned: their choice is fixed).
+    fn volume(&self, depth: usize) -> f64 {
+        let assigned = |t: usize| self.position[t] == usize::MAX || self.position[t] < depth;
+        let p = self.p;
+        let mut lb = 0.0;
+        for &v in &self.members {
+            if p.commutative[v] || self.always_global[v] {
+                continue;
+            }
+            let doomed_for = |cv: usize| {
+                self.tb.against[v].iter().any(|&h| {
+                    let th = &p.threats[h];
+                    let nv = p.candidates[v].len();
+                    if th.other == v {
+                        self.tb.act[h][cv * nv + cv]
+                    } else if assigned(th.other) {
+                        self.tb.act[h][self.idx[th.other] * nv + cv]
+                    } else {
+                        (0..p.candidates[th.other].len()).all(|co| self.tb.act[h][co * nv + cv])
+                    }
+                })
+            };
+            if assigned(v) {
+                if doomed_for(self.idx[v]) {
+                    lb += p.weights[v];
+                } else if p.candidates[v][self.idx[v]].len() >= 2 {
+                    lb += p.local_global_fraction * p.weights[v];
+                }
+            } else if (0..p.candidates[v].len()).all(doomed_for) {
+                lb += p.weights[v];
+            }
+        }
+        lb
+    }
+
+    fn run(&mut self) {
+        if self.members.iter().all(|t| self.p.candidates[*t].len() <= 1) {
+            return;
+        }
+        self.dfs(0);
     }
 
     fn dfs(&mut self, depth: usize) {
-        if self.exhausted {
-            return;
-        }
         if depth == self.order.len() {
-            if self.bound.less(&self.best) {
-                self.best = self.bound;
-                self.best_choice = self.order.iter().map(|t| (*t, self.current[*t].clone())).collect();
+            let v = self.exact_volume();
+            if v < self.best - EPS * (1.0 + self.best) {
+                self.best = v;
+                self.best_idx = self.members.iter().map(|t| self.idx[*t]).collect();
             }
             return;
         }
         let t = self.order[depth];
-        let cands = self.p.candidates[t].clone();
-        for c in cands {
+        let incumbent = self.best_idx[self.members.iter().position(|m| *m == t).unwrap_or(0)];
+        let n = self.p.candidates[t].len();
+        // The incumbent's choice first: it tends to lead to good completions early.
+        let order: Vec<usize> = std::iter::once(incumbent).chain((0..n).filter(|c| *c != incumbent)).collect();
+        for c in order {
             self.nodes += 1;
             if self.nodes > self.p.node_budget {
                 self.exhausted = true;
                 return;
             }
-            let saved_bound = self.bound;
-            let mut touched: Vec<usize> = Vec::new();
-            let mut pairs_touched: Vec<usize> = Vec::new();
-            self.current[t] = c.clone();
-            self.bound.params += c.len();
-            // t is assigned at `depth`; threats whose other end is assigned earlier (or t itself)
-            // are decided now.
-            let mut newly: Vec<usize> = Vec::new();
-            for &h in &self.by_type[t] {
-                let th = &self.p.threats[h];
-                let other_end = if th.victim == t { th.other } else { th.victim };
-                if self.position[other_end] > depth {
-                    continue;
-                }
-                if threat_active(th, &self.current[th.other], &self.current[th.victim]) {
-                    newly.push(h);
-                }
-            }
-            let mut before: Vec<(usize, f64)> = Vec::new();
-            let affected: Vec<usize> = std::iter::once(t).chain(newly.iter().map(|h| self.p.threats[*h].victim)).collect();
-            for &v in &affected {
-                if !before.iter().any(|(x, _)| *x == v) {
-                    before.push((v, if v == t { 0.0 } else { self.contribution(v, depth) }));
-                }
-            }
-            for &h in &newly {
-                let th = &self.p.threats[h];
-                self.active_against[th.victim] += 1;
-                touched.push(th.victim);
-                if self.pair_active[th.pair] == 0 {
-                    self.bound.conflicts += self.pair_weight(th.pair);
-                }
-                self.pair_active[th.pair] += 1;
-                pairs_touched.push(th.pair);
-            }
-            for (v, old) in &before {
-                self.bound.global += self.contribution(*v, depth) - old;
-            }
-            if self.bound.less(&self.best) {
+            self.idx[t] = c;
+            let lb = self.volume(depth + 1);
+            if lb < self.best - EPS * (1.0 + self.best) {
                 self.dfs(depth + 1);
             }
-            for v in touched {
-                self.active_against[v] -= 1;
-            }
-            for pr in pairs_touched {
-                self.pair_active[pr] -= 1;
-            }
-            self.bound = saved_bound;
-            self.current[t] = Vec::new();
             if self.exhausted {
                 return;
             }
@@ -463,12 +533,11 @@ mod tests {
 
     /// Brute force over every complete choice, to check the branch and bound against.
     fn brute(p: &Problem) -> Cost {
-        let comp = Component { members: (0..p.n).collect(), threats: (0..p.threats.len()).collect() };
+        let tb = Tables::new(p);
         let mut best: Option<Cost> = None;
         let mut idx = vec![0usize; p.n];
         loop {
-            let choice: Vec<Vec<usize>> = (0..p.n).map(|t| p.candidates[t][idx[t]].clone()).collect();
-            let c = evaluate(p, &comp, &choice);
+            let c = cost_of(p, &tb, &idx);
             if best.as_ref().is_none_or(|b| c.less(b)) {
                 best = Some(c);
             }
@@ -525,7 +594,9 @@ mod tests {
             };
             let got = search(&p);
             let want = brute(&p);
-            assert!(!got.cost.less(&want) && !want.less(&got.cost), "bb {:?} brute {:?}", got.cost, want);
+            // The global volume is minimal; the rest is improved by local search only.
+            assert!((got.cost.global - want.global).abs() < 1e-9, "bb {:?} brute {:?}", got.cost, want);
+            assert!(!got.cost.less(&want), "better than brute force? {:?} {:?}", got.cost, want);
             assert!(got.proven_minimal);
         }
     }
