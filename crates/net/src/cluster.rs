@@ -221,6 +221,12 @@ pub fn free_local_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
     listeners.iter().map(|l| l.local_addr()).collect()
 }
 
+/// Binds a node's listener (before printing the ready line and calling
+/// [`run_node_on`](crate::run_node_on)).
+pub fn bind_listener(addr: SocketAddr) -> Result<TcpListener, NetError> {
+    TcpListener::bind(addr).map_err(io_context(format!("bind {addr}")))
+}
+
 pub const READY_PREFIX: &str = "ensemble-node ready";
 
 /// The line a node process prints on stdout once its listener is bound.
@@ -228,8 +234,11 @@ pub fn ready_line(instance: InstanceId, addr: SocketAddr) -> String {
     format!("{READY_PREFIX} {} {addr}", instance.0)
 }
 
+/// Finds the ready line's fields. The prefix may come after other text on the same line (a
+/// child that printed a partial line before it), since a parent only sees lines.
 pub fn parse_ready_line(line: &str) -> Option<(InstanceId, SocketAddr)> {
-    let mut words = line.trim().strip_prefix(READY_PREFIX)?.split_whitespace();
+    let start = line.find(READY_PREFIX)?;
+    let mut words = line[start + READY_PREFIX.len()..].split_whitespace();
     let id = words.next()?.parse().ok()?;
     let addr = words.next()?.parse().ok()?;
     words.next().is_none().then_some((InstanceId(id), addr))
@@ -248,6 +257,22 @@ pub fn wait_for_ready_line(mut stdout: impl BufRead) -> Result<(InstanceId, Sock
             return Ok(ready);
         }
     }
+}
+
+/// [`wait_for_ready_line`] with a bound, for a child that may hang before it is ready. Hands the
+/// reader back so the caller can keep reading the child's output. On timeout the reading thread
+/// stays blocked until the child's stdout closes: kill the child.
+pub fn wait_for_ready_line_within<R: BufRead + Send + 'static>(
+    stdout: R,
+    timeout: Duration,
+) -> Result<(InstanceId, SocketAddr, R), NetError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut stdout = stdout;
+        let ready = wait_for_ready_line(&mut stdout);
+        let _ = tx.send(ready.map(|(id, addr)| (id, addr, stdout)));
+    });
+    rx.recv_timeout(timeout).map_err(|_| NetError::NotReady(format!("no ready line within {timeout:?}")))?
 }
 
 /// Connects to `addr` until it accepts or `timeout` passes. The probe connection closes without
@@ -352,11 +377,14 @@ mod tests {
         let addr: SocketAddr = "127.0.0.1:4567".parse().unwrap();
         let line = ready_line(InstanceId(2), addr);
         assert_eq!(parse_ready_line(&line), Some((InstanceId(2), addr)));
+        assert_eq!(parse_ready_line(&format!("test x ... {line}\n")), Some((InstanceId(2), addr)));
         assert_eq!(parse_ready_line("ensemble-node ready 2"), None);
         assert_eq!(parse_ready_line("ensemble-node ready x 127.0.0.1:1"), None);
         let out = format!("loading schema\n{line}\nmore\n");
         assert_eq!(wait_for_ready_line(out.as_bytes()).unwrap(), (InstanceId(2), addr));
         assert!(matches!(wait_for_ready_line("crashed\n".as_bytes()), Err(NetError::NotReady(_))));
+        let (id, got, _rest) = wait_for_ready_line_within(std::io::Cursor::new(out), Duration::from_secs(30)).unwrap();
+        assert_eq!((id, got), (InstanceId(2), addr));
     }
 
     #[test]

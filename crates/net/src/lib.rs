@@ -14,11 +14,13 @@
 //! ```no_run
 //! # fn demo<N: ensemble_core::Node, S: ensemble_core::Storage + 'static>(
 //! #     node: N, open_db: impl Fn(usize) -> S + Send + Sync + 'static) -> Result<(), ensemble_net::NetError> {
-//! use ensemble_net::{cluster::ready_line, ClusterSpec, ShutdownHandle};
+//! use ensemble_net::cluster::{bind_listener, ready_line};
+//! use ensemble_net::{ClusterSpec, NetError, ShutdownHandle};
 //! let spec = ClusterSpec::load(std::path::Path::new("cluster.toml"))?;
 //! let cfg = spec.node_config(ensemble_core::InstanceId(0))?;
-//! let listener = std::net::TcpListener::bind(cfg.listen).map_err(|e| ensemble_net::NetError::Config(e.to_string()))?;
-//! println!("{}", ready_line(cfg.instance, cfg.listen)); // the parent waits for this line
+//! let listener = bind_listener(cfg.listen)?;
+//! let addr = listener.local_addr().map_err(|e| NetError::Config(e.to_string()))?;
+//! println!("{}", ready_line(cfg.instance, addr)); // the parent waits for this line
 //! let report = ensemble_net::run_node_on(listener, cfg, node, open_db, ShutdownHandle::new())?;
 //! eprintln!("{report:?}");
 //! # Ok(()) }
