@@ -897,7 +897,7 @@ impl<'a> Extractor<'a> {
         let mut read = self.refs[r].attrs.clone();
         read.insert(ROW.into());
         self.reads.push(self.access(AccessKind::Read, t, read, cond.clone(), "rows the UPDATE matches and the values it reads"));
-        self.writes.push(self.access(AccessKind::Write, t, written, cond, "rows the UPDATE changes (before and after)"));
+        self.writes.push(self.access(AccessKind::Write, t, written, cond, "rows the UPDATE changes"));
         Ok(())
     }
 

@@ -129,7 +129,7 @@ pub fn report(a: &Analysis, explain: bool) -> String {
     let _ = writeln!(
         s,
         "Search: {} complete choices over {} independent component(s) (largest: {} types); branch and bound visited {} nodes; {}.",
-        o.space,
+        space(o.space),
         o.components,
         o.largest_component,
         o.nodes,
@@ -208,6 +208,48 @@ fn routing(a: &Analysis, t: usize) -> String {
             a.spec.transactions[t].name,
             ps.iter().map(|p| a.spec.transactions[t].params[*p].name.as_str()).collect::<Vec<_>>().join(", ")
         ),
+    }
+}
+
+/// The columns through which the conflicts between `victim` and `other` equate `other`'s
+/// routing parameter with one of `victim`'s partitioning parameters.
+fn shared_columns(a: &Analysis, victim: usize, other: usize) -> Vec<String> {
+    let (Some(ko), pv) = (a.choice[other].first(), &a.choice[victim]) else { return vec![] };
+    let mut out: Vec<String> = Vec::new();
+    for c in &a.conflicts {
+        // (clause side of `other`, clause side of `victim`)
+        let sides: Vec<(bool, bool)> = match c.kind {
+            ConflictKind::ReadsFrom if c.a == other && c.b == victim => vec![(true, false)],
+            ConflictKind::WriteWrite if c.a == other && c.b == victim => vec![(true, false)],
+            ConflictKind::WriteWrite if c.a == victim && c.b == other => vec![(false, true)],
+            _ => vec![],
+        };
+        for (other_is_a, _) in sides {
+            for cl in &c.clauses {
+                let (co, cv) = if other_is_a { (&cl.a, &cl.b) } else { (&cl.b, &cl.a) };
+                for (col, t) in &co.bindings {
+                    let crate::cond::Term::Param(p) = t else { continue };
+                    if p != ko {
+                        continue;
+                    }
+                    if cv.bindings.iter().any(|(c2, t2)| c2 == col && matches!(t2, crate::cond::Term::Param(q) if pv.contains(q))) {
+                        let name = format!("{}.{col}", c.table);
+                        if !out.contains(&name) {
+                            out.push(name);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn space(x: f64) -> String {
+    if x < 1e9 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1e}")
     }
 }
 
@@ -328,10 +370,14 @@ fn explain_all(a: &Analysis, s: &mut String) {
                         class_label(a.classes[i])
                     );
                     for th in threats {
+                        let via = shared_columns(a, i, th.other);
                         let _ = writeln!(
                             s,
-                            "    with `{}`: every conflict condition forces {}'s routing parameter equal to one of {}'s",
-                            a.spec.transactions[th.other].name, a.spec.transactions[th.other].name, t.name
+                            "    with `{}`: every conflict condition equates {}'s routing parameter with one of {}'s{}",
+                            a.spec.transactions[th.other].name,
+                            a.spec.transactions[th.other].name,
+                            t.name,
+                            if via.is_empty() { String::new() } else { format!(" (through {})", via.join(", ")) }
                         );
                     }
                     if a.classes[i] == PlanClass::LocalGlobal {
