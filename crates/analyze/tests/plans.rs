@@ -71,25 +71,23 @@ fn shop_plan_is_the_hand_written_one() {
 }
 
 #[test]
-fn micro_as_declared_and_as_its_workload_routes_it() {
+fn micro_matches_the_hand_written_plan() {
     let app = ensemble_app::application("micro").unwrap();
     let a = analyze(&app, &Options::default()).unwrap();
     assert_eq!(a.class_of("local_op"), Some(PlanClass::Local));
     assert_eq!(a.partition_by("local_op").unwrap(), vec!["part"]);
-    // global_op only ever touches global_counters row `k`: routed by k, every conflict it has is
-    // on its own instance, so Algorithm 1 makes it local. The benchmark means it to be global,
-    // which holds only when it is routed by `part`, as its workload does (and plans/micro.toml).
-    assert_eq!(a.class_of("global_op"), Some(PlanClass::Local));
-    assert_eq!(a.partition_by("global_op").unwrap(), vec!["k"]);
+    // global_op sums the shared counters that every partition's global_op writes: global
+    // whatever it is routed by; routed by `part` because it also reads its partition's counter.
+    assert_eq!(a.class_of("global_op"), Some(PlanClass::Global));
+    assert_eq!(a.partition_by("global_op").unwrap(), vec!["part"]);
+    let hand = hand_plan("micro");
+    assert_eq!(a.plan.fingerprint, hand.fingerprint);
+    assert_eq!(a.plan.tables, hand.tables);
+    assert_eq!(a.plan.transactions, hand.transactions);
 
+    // Pinning still works, and says so in the report.
     let weights = Weights::parse("[partition_by]\nglobal_op = [\"part\"]\n", Some("pins")).unwrap();
     let pinned = analyze(&app, &Options { weights, ..Options::default() }).unwrap();
-    assert_eq!(pinned.class_of("local_op"), Some(PlanClass::Local));
-    assert_eq!(pinned.partition_by("local_op").unwrap(), vec!["part"]);
-    assert_eq!(pinned.class_of("global_op"), Some(PlanClass::Global));
-    let hand = hand_plan("micro");
-    assert_eq!(pinned.plan.fingerprint, hand.fingerprint);
-    assert_eq!(pinned.plan.tables, hand.tables);
     assert_eq!(pinned.plan.transactions, hand.transactions);
     assert!(report(&pinned, false).contains("part (pinned)"));
 }

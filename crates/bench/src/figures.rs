@@ -125,45 +125,58 @@ pub fn gyro_fig4(o: &FigureOpts, client_steps: &[u32]) -> anyhow::Result<Figure>
     Ok(Figure { title: "Gyro Fig. 4: micro-benchmark throughput against latency (wan5, 3 instances, clients at all five sites)".into(), table, runs })
 }
 
-/// Gyro Table III / Eliá Table 3 for `shop`: mean latency under light load in wan5, one client
-/// per site, with the improvement over the centralized configuration.
-pub fn table3_shop(o: &FigureOpts) -> anyhow::Result<Figure> {
-    let configs: Vec<(System, u32)> = vec![
-        (System::Centralized, 1),
-        (System::Ensemble, 2),
-        (System::Ensemble, 3),
-        (System::Ensemble, 5),
-        (System::ReadOnly, 2),
-        (System::ReadOnly, 3),
-        (System::ReadOnly, 5),
-    ];
+/// The configurations of Gyro Table III / Eliá Table 3 and Figure 4.
+pub const WAN_CONFIGS: [(System, u32); 7] = [
+    (System::Centralized, 1),
+    (System::Ensemble, 2),
+    (System::Ensemble, 3),
+    (System::Ensemble, 5),
+    (System::ReadOnly, 2),
+    (System::ReadOnly, 3),
+    (System::ReadOnly, 5),
+];
+
+fn config_name(system: System, n: u32) -> String {
+    match system {
+        System::Centralized => "Centralized".to_string(),
+        System::Ensemble => format!("Ensemble-{n}"),
+        System::ReadOnly => format!("Read-only-{n}"),
+    }
+}
+
+fn wan_experiment(app: &str, system: System, n: u32, clients: u32, o: &FigureOpts, workload: Option<&WorkloadSpec>) -> anyhow::Result<Experiment> {
+    let mut t = Topology::wan5();
+    t.cpu.cores = o.cores;
+    let mut e = Experiment::new(app, system, n, t).map_err(anyhow::Error::msg)?;
+    if let Some(w) = workload {
+        e.workload = w.clone();
+    }
+    e.clients = clients;
+    e.seed = o.seed;
+    e.warmup_s = o.warmup_s;
+    e.measure_s = o.measure_s;
+    e.global_execution = o.global_execution;
+    e.check = o.check;
+    e.label = format!("{app}-{}-{n}-{clients}c", system.name());
+    Ok(e)
+}
+
+/// Gyro Table III / Eliá Table 3: mean latency under light load in wan5 (one client per site),
+/// with the improvement over the centralized configuration.
+pub fn table3(app: &str, o: &FigureOpts, workload: Option<&WorkloadSpec>) -> anyhow::Result<Figure> {
     let mut rows = vec![["configuration", "mean ms", "improvement", "local mean", "global mean", "global share", "check"].map(String::from).to_vec()];
     let mut runs: Vec<RunResult> = vec![];
     let mut central = None;
-    for (system, n) in configs {
-        let mut t = Topology::wan5();
-        t.cpu.cores = o.cores;
-        let mut e = Experiment::new("shop", system, n, t).expect("shop is shipped");
-        e.clients = 5;
-        e.seed = o.seed;
-        e.warmup_s = o.warmup_s;
-        e.measure_s = o.measure_s;
-        e.global_execution = o.global_execution;
-        e.check = o.check;
-        e.label = format!("shop-{}-{n}", system.name());
-        let r = run(&e, o.progress)?;
+    for (system, n) in WAN_CONFIGS {
+        let r = run(&wan_experiment(app, system, n, 5, o, workload)?, o.progress)?;
         let mean = r.summary.classes.get("all").map(|c| c.mean_ms).unwrap_or(f64::NAN);
         if system == System::Centralized {
             central = Some(mean);
         }
-        let name = match system {
-            System::Centralized => "Centralized".to_string(),
-            System::Ensemble => format!("Ensemble-{n}"),
-            System::ReadOnly => format!("Read-only-{n}"),
-        };
-        let global_share = r.summary.classes.get("global").map(|g| g.count as f64 / r.summary.classes["all"].count as f64).unwrap_or(0.0);
+        let all = r.summary.classes.get("all").map(|c| c.count).unwrap_or(0).max(1);
+        let global_share = r.summary.classes.get("global").map(|g| g.count as f64 / all as f64).unwrap_or(0.0);
         rows.push(vec![
-            name,
+            config_name(system, n),
             format!("{mean:.1}"),
             central.map(|c| format!("{:.1}x", c / mean)).unwrap_or_default(),
             ms(&r, "local"),
@@ -173,5 +186,48 @@ pub fn table3_shop(o: &FigureOpts) -> anyhow::Result<Figure> {
         ]);
         runs.push(r);
     }
-    Ok(Figure { title: "Table III for shop: mean latency under light load (wan5, one client per site)".into(), table: render(&rows), runs })
+    Ok(Figure { title: format!("Table III for {app}: mean latency under light load (wan5, one client per site)"), table: render(&rows), runs })
+}
+
+/// Eliá Figure 4 / Gyro Figure 6: throughput against latency as clients increase until the mean
+/// latency passes 5 s, for each configuration of Table III.
+pub fn wan_scaling(app: &str, o: &FigureOpts, client_steps: &[u32], workload: Option<&WorkloadSpec>) -> anyhow::Result<Figure> {
+    let mut rows = vec![["configuration", "clients", "ops/s", "mean ms", "p99 ms", "check"].map(String::from).to_vec()];
+    let mut summary = vec![["configuration", "max ops/s", "at clients", "vs centralized"].map(String::from).to_vec()];
+    let mut runs = vec![];
+    let mut central = None;
+    for (system, n) in WAN_CONFIGS {
+        let mut best = (0.0f64, 0u32);
+        for &c in client_steps {
+            let r = run(&wan_experiment(app, system, n, c, o, workload)?, o.progress)?;
+            let all = r.summary.classes.get("all");
+            let mean = all.map(|a| a.mean_ms).unwrap_or(0.0);
+            rows.push(vec![
+                config_name(system, n),
+                c.to_string(),
+                format!("{:.1}", r.summary.throughput),
+                format!("{mean:.1}"),
+                all.map(|a| format!("{:.1}", a.p99_ms)).unwrap_or_default(),
+                verdict(&r),
+            ]);
+            if r.summary.throughput > best.0 {
+                best = (r.summary.throughput, c);
+            }
+            runs.push(r);
+            if mean > 5_000.0 {
+                break;
+            }
+        }
+        if system == System::Centralized {
+            central = Some(best.0);
+        }
+        summary.push(vec![
+            config_name(system, n),
+            format!("{:.1}", best.0),
+            best.1.to_string(),
+            central.map(|c| format!("{:.1}x", best.0 / c)).unwrap_or_default(),
+        ]);
+    }
+    let table = format!("{}\n{}", render(&rows), render(&summary));
+    Ok(Figure { title: format!("Throughput against latency for {app} (wan5, clients at all five sites, up to 5 s mean latency)"), table, runs })
 }

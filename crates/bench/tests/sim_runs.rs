@@ -96,3 +96,19 @@ fn the_checker_catches_a_wrong_reply_a_diverged_replica_and_a_lost_global() {
     let r = s.check().unwrap();
     assert!(r.check.unwrap().contains("global sequence numbers are not"));
 }
+
+#[test]
+fn the_analyzers_plan_runs_exactly_like_the_hand_written_one() {
+    for app_name in ["shop", "micro"] {
+        let app = ensemble_app::application(app_name).unwrap();
+        let derived = ensemble_analyze::analyze(&app, &ensemble_analyze::Options::default()).unwrap().plan;
+        let hand = quick(app_name, System::Ensemble, 3, Topology::wan5());
+        let mut analyzed = hand.clone();
+        analyzed.plan = derived;
+        assert_eq!(analyzed.plan.tables, hand.plan.tables, "{app_name}");
+        assert_eq!(analyzed.plan.transactions, hand.plan.transactions, "{app_name}");
+        let (a, b) = (run(&hand, false).unwrap(), run(&analyzed, false).unwrap());
+        assert_eq!(a.check_passed, Some(true));
+        assert_eq!(serde_json::to_string(&a.summary).unwrap(), serde_json::to_string(&b.summary).unwrap(), "{app_name}");
+    }
+}

@@ -25,6 +25,9 @@ enum Command {
     Bench(BenchArgs),
     /// Regenerate a table or figure of the papers.
     Figure(FigureArgs),
+    /// Derive an application's partition plan from its declared SQL (read/write sets, conflicts,
+    /// partitioning, classification) and report it like Table 1 of the papers.
+    Analyze(AnalyzeArgs),
     /// Show a plan: the shipped one, a baseline's, or check a plan file against an application.
     Plan(PlanArgs),
     /// Print a topology preset as TOML (a starting point for a topology file).
@@ -100,8 +103,11 @@ struct BenchArgs {
 
 #[derive(Args)]
 struct FigureArgs {
-    /// gyro-fig3, gyro-fig4, table3, overhead
+    /// gyro-fig3, gyro-fig4, table3, wan-scaling, overhead
     name: String,
+    /// Application, for table3 and wan-scaling.
+    #[arg(long, default_value = "shop")]
+    app: String,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     #[arg(long, default_value_t = 5.0)]
@@ -113,7 +119,7 @@ struct FigureArgs {
     cores: u32,
     #[arg(long)]
     sequential: bool,
-    /// gyro-fig4: client counts to step through, comma-separated.
+    /// gyro-fig4, wan-scaling: client counts to step through, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "10,25,50,100,200,400")]
     clients: Vec<u32>,
     /// overhead: closed-loop client threads.
@@ -125,6 +131,24 @@ struct FigureArgs {
     out: PathBuf,
     #[arg(long)]
     quiet: bool,
+}
+
+#[derive(Args)]
+struct AnalyzeArgs {
+    /// Application: shop, micro, ...
+    app: String,
+    /// Workload mix: a TOML file of `txn = weight` (or `[weights]` and `[partition_by]` tables).
+    #[arg(long)]
+    weights: Option<PathBuf>,
+    /// Explain every decision: read and write sets, conflicts, why each type and table is placed so.
+    #[arg(long)]
+    explain: bool,
+    /// Write the plan file here (otherwise it is printed after the report).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// SQL dialect the statements are parsed in: sqlite, postgres or mysql.
+    #[arg(long, default_value = "sqlite")]
+    dialect: String,
 }
 
 #[derive(Args)]
@@ -144,6 +168,7 @@ fn main() {
     let result = match cli.command {
         Command::Bench(a) => bench(a),
         Command::Figure(a) => figure(a),
+        Command::Analyze(a) => analyze(a),
         Command::Plan(a) => plan(a),
         Command::Topology { name } => Topology::load(&name).map_err(Into::into).map(|t| print!("{}", toml::to_string(&t).expect("a topology serializes"))),
         Command::Node(a) => node::run(a),
@@ -245,15 +270,17 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     let fig = match a.name.as_str() {
         "gyro-fig3" => figures::gyro_fig3(&o)?,
         "gyro-fig4" => figures::gyro_fig4(&o, &a.clients)?,
-        "table3" => figures::table3_shop(&o)?,
+        "table3" => figures::table3(&a.app, &o, None)?,
+        "wan-scaling" => figures::wan_scaling(&a.app, &o, &a.clients, None)?,
         "overhead" => {
             let text = overhead::run(a.threads, a.measure, a.seed, !a.quiet)?;
             println!("{text}");
             return Ok(());
         }
-        other => bail!("unknown figure `{other}` (known: gyro-fig3, gyro-fig4, table3, overhead)"),
+        other => bail!("unknown figure `{other}` (known: gyro-fig3, gyro-fig4, table3, wan-scaling, overhead)"),
     };
-    let path = a.out.join(format!("figure-{}-seed{}.json", a.name, a.seed));
+    let stem = if matches!(a.name.as_str(), "table3" | "wan-scaling") { format!("{}-{}", a.name, a.app) } else { a.name.clone() };
+    let path = a.out.join(format!("figure-{stem}-seed{}.json", a.seed));
     write_json(&path, &fig.runs)?;
     eprintln!("wrote {}", path.display());
     println!("{}\n\n{}", fig.title, fig.table);
@@ -261,6 +288,13 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     if fig.runs.iter().any(|r| r.check_passed == Some(false)) {
         bail!("a run failed its serializability check");
     }
+    Ok(())
+}
+
+fn analyze(a: AnalyzeArgs) -> anyhow::Result<()> {
+    let dialect = a.dialect.parse().map_err(|e| anyhow::anyhow!("--dialect: {e}"))?;
+    let cmd = ensemble_analyze::Command { app: a.app, weights: a.weights, explain: a.explain, out: a.out, dialect };
+    print!("{}", ensemble_analyze::run(&cmd)?);
     Ok(())
 }
 

@@ -198,3 +198,25 @@ fn bench_runs_real_processes_and_checks_them() {
     assert!(stdout.contains("shop-centralized-1-real: serializable"), "{stdout}");
     assert!(out_dir.path().join("shop-ensemble-2-real-seed1.json").exists());
 }
+
+#[test]
+fn analyze_writes_a_plan_that_bench_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("shop.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["analyze", "shop", "--out"]).arg(&plan).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("order         global        cart_id"), "{report}");
+    let out = Command::new(env!("CARGO_BIN_EXE_ensemble"))
+        .args(["bench", "shop", "--system", "ensemble", "--measure", "2", "--warmup", "0", "--clients", "5", "--quiet", "--plan"])
+        .arg(&plan)
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("shop-ensemble-3: serializable"));
+    let bad = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["analyze", "nope"]).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown application `nope`"));
+}
