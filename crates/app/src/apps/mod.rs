@@ -1,4 +1,6 @@
 //! Applications shipped with Ensemble.
 
 pub mod micro;
+pub mod rubis;
 pub mod shop;
+pub mod tpcw;
