@@ -38,10 +38,9 @@
 use crate::sql::{parse_one, Dialect};
 use ensemble_app::{Application, Db, DbError, ParamType, PartitionPlan, PlanClass, TablePlacement, TxnError, TxnType};
 use ensemble_core::{ClientId, InstanceId, OpClass, Request, Rows, Value};
-use ensemble_sqlite::SqliteStorage;
+use ensemble_sqlite::{to_sql, to_value, SqliteStorage};
 use rand::{Rng, SeedableRng};
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
-use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 use sqlparser::ast::{
     AssignmentTarget, Expr, FromTable, GroupByExpr, Ident, ObjectName, ObjectNamePart, Query, Select, SelectItem, SetExpr, Statement,
@@ -162,26 +161,6 @@ struct Op {
     txn: usize,
     params: Vec<Value>,
     touches: Vec<Touch>,
-}
-
-fn to_value(v: ValueRef<'_>) -> Value {
-    match v {
-        ValueRef::Null => Value::Null,
-        ValueRef::Integer(i) => Value::Int(i),
-        ValueRef::Real(f) => Value::Real(f),
-        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
-        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
-    }
-}
-
-fn to_sql(v: &Value) -> rusqlite::types::Value {
-    match v {
-        Value::Null => rusqlite::types::Value::Null,
-        Value::Int(i) => rusqlite::types::Value::Integer(*i),
-        Value::Real(f) => rusqlite::types::Value::Real(*f),
-        Value::Text(t) => rusqlite::types::Value::Text(t.clone()),
-        Value::Blob(b) => rusqlite::types::Value::Blob(b.clone()),
-    }
 }
 
 fn col_ident(alias: &str, col: &str) -> Expr {

@@ -26,6 +26,17 @@ impl Default for FigureOpts {
     }
 }
 
+impl FigureOpts {
+    /// Gives an experiment this figure's seed, windows, global execution and checking.
+    pub fn apply(&self, e: &mut Experiment) {
+        e.seed = self.seed;
+        e.warmup_s = self.warmup_s;
+        e.measure_s = self.measure_s;
+        e.global_execution = self.global_execution;
+        e.check = self.check;
+    }
+}
+
 pub struct Figure {
     pub title: String,
     pub table: String,
@@ -40,11 +51,7 @@ fn micro(local_fraction: f64, clients: u32, o: &FigureOpts) -> Experiment {
     let mut e = Experiment::new("micro", System::Ensemble, 3, t).expect("micro is shipped");
     e.workload = WorkloadSpec::Micro { local_fraction };
     e.clients = clients;
-    e.seed = o.seed;
-    e.warmup_s = o.warmup_s;
-    e.measure_s = o.measure_s;
-    e.global_execution = o.global_execution;
-    e.check = o.check;
+    o.apply(&mut e);
     e.label = format!("micro-{:.0}%-local-{clients}c", local_fraction * 100.0);
     e
 }
@@ -152,11 +159,7 @@ fn wan_experiment(app: &str, system: System, n: u32, clients: u32, o: &FigureOpt
         e.workload = w.clone();
     }
     e.clients = clients;
-    e.seed = o.seed;
-    e.warmup_s = o.warmup_s;
-    e.measure_s = o.measure_s;
-    e.global_execution = o.global_execution;
-    e.check = o.check;
+    o.apply(&mut e);
     e.label = format!("{app}-{}-{n}-{clients}c", system.name());
     Ok(e)
 }

@@ -90,6 +90,13 @@ struct BenchArgs {
     /// Run as real processes over TCP on this machine instead of in the simulator.
     #[arg(long)]
     real: bool,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// What every measuring command shares: checking, where results go, progress.
+#[derive(Args, Clone)]
+struct OutputArgs {
     /// Skip the serializability check.
     #[arg(long)]
     no_check: bool,
@@ -125,12 +132,8 @@ struct FigureArgs {
     /// overhead: closed-loop client threads.
     #[arg(long, default_value_t = 4)]
     threads: u32,
-    #[arg(long)]
-    no_check: bool,
-    #[arg(long, default_value = "results")]
-    out: PathBuf,
-    #[arg(long)]
-    quiet: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Args)]
@@ -208,7 +211,7 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
             e.measure_s = a.measure;
             e.seed = a.seed;
             e.scale = a.scale;
-            e.check = !a.no_check;
+            e.check = !a.output.no_check;
             if a.sequential {
                 e.global_execution = GlobalExecution::Sequential;
             }
@@ -234,8 +237,8 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let exps = experiments(&a)?;
     let mut results = Vec::new();
     for e in &exps {
-        let r = if a.real { real::run_real(e, !a.quiet)? } else { ensemble_bench::run(e, !a.quiet)? };
-        let path = a.out.join(format!("{}-seed{}.json", e.label, e.seed));
+        let r = if a.real { real::run_real(e, !a.output.quiet)? } else { ensemble_bench::run(e, !a.output.quiet)? };
+        let path = a.output.out.join(format!("{}-seed{}.json", e.label, e.seed));
         write_json(&path, &r)?;
         eprintln!("wrote {}", path.display());
         results.push(r);
@@ -264,8 +267,8 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         measure_s: a.measure,
         cores: a.cores,
         global_execution: if a.sequential { GlobalExecution::Sequential } else { GlobalExecution::Parallel },
-        progress: !a.quiet,
-        check: !a.no_check,
+        progress: !a.output.quiet,
+        check: !a.output.no_check,
     };
     let fig = match a.name.as_str() {
         "gyro-fig3" => figures::gyro_fig3(&o)?,
@@ -273,14 +276,14 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         "table3" => figures::table3(&a.app, &o, None)?,
         "wan-scaling" => figures::wan_scaling(&a.app, &o, &a.clients, None)?,
         "overhead" => {
-            let text = overhead::run(a.threads, a.measure, a.seed, !a.quiet)?;
+            let text = overhead::run(a.threads, a.measure, a.seed, !a.output.quiet)?;
             println!("{text}");
             return Ok(());
         }
         other => bail!("unknown figure `{other}` (known: gyro-fig3, gyro-fig4, table3, wan-scaling, overhead)"),
     };
     let stem = if matches!(a.name.as_str(), "table3" | "wan-scaling") { format!("{}-{}", a.name, a.app) } else { a.name.clone() };
-    let path = a.out.join(format!("figure-{stem}-seed{}.json", a.seed));
+    let path = a.output.out.join(format!("figure-{stem}-seed{}.json", a.seed));
     write_json(&path, &fig.runs)?;
     eprintln!("wrote {}", path.display());
     println!("{}\n\n{}", fig.title, fig.table);

@@ -10,7 +10,8 @@ pub(crate) struct SqliteDb<'a> {
     pub txn: &'a TxnType,
 }
 
-pub(crate) fn to_value(v: ValueRef<'_>) -> Value {
+/// A SQLite value as an Ensemble value.
+pub fn to_value(v: ValueRef<'_>) -> Value {
     match v {
         ValueRef::Null => Value::Null,
         ValueRef::Integer(i) => Value::Int(i),
@@ -20,7 +21,8 @@ pub(crate) fn to_value(v: ValueRef<'_>) -> Value {
     }
 }
 
-pub(crate) fn to_sql(v: &Value) -> rusqlite::types::Value {
+/// An Ensemble value as a SQLite value.
+pub fn to_sql(v: &Value) -> rusqlite::types::Value {
     match v {
         Value::Null => rusqlite::types::Value::Null,
         Value::Int(i) => rusqlite::types::Value::Integer(*i),

@@ -15,6 +15,8 @@
 //!   (see `Position` in ensemble-core and ARCHITECTURE.md).
 
 mod db;
+
+pub use db::{to_sql, to_value};
 mod storage;
 
 pub use storage::{digest_of, SqliteStorage, StorageError, TableDigest, META_TABLE};
