@@ -1,6 +1,4 @@
 //! Applications shipped with Ensemble.
 
 pub mod micro;
-pub mod rubis;
 pub mod shop;
-pub mod tpcw;
