@@ -293,8 +293,9 @@ pub fn application(name: &str) -> Result<Arc<Application>, String> {
     match name {
         "shop" => Ok(crate::apps::shop::application()),
         "micro" => Ok(crate::apps::micro::application()),
+        "rubis" => Ok(crate::apps::rubis::application()),
         other => Err(format!("unknown application `{other}` (known: {})", APPLICATIONS.join(", "))),
     }
 }
 
-pub const APPLICATIONS: &[&str] = &["shop", "micro"];
+pub const APPLICATIONS: &[&str] = &["shop", "micro", "rubis"];

@@ -1,4 +1,5 @@
 //! Applications shipped with Ensemble.
 
 pub mod micro;
+pub mod rubis;
 pub mod shop;
