@@ -294,8 +294,9 @@ pub fn application(name: &str) -> Result<Arc<Application>, String> {
         "shop" => Ok(crate::apps::shop::application()),
         "micro" => Ok(crate::apps::micro::application()),
         "rubis" => Ok(crate::apps::rubis::application()),
+        "tpcw" => Ok(crate::apps::tpcw::application()),
         other => Err(format!("unknown application `{other}` (known: {})", APPLICATIONS.join(", "))),
     }
 }
 
-pub const APPLICATIONS: &[&str] = &["shop", "micro", "rubis"];
+pub const APPLICATIONS: &[&str] = &["shop", "micro", "rubis", "tpcw"];

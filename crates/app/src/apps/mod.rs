@@ -3,3 +3,4 @@
 pub mod micro;
 pub mod rubis;
 pub mod shop;
+pub mod tpcw;
