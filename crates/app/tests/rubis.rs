@@ -454,3 +454,39 @@ fn the_write_share_knob_moves_the_measured_share() {
     let high = RubisMix::for_write_share(0.20).estimate_write_share(50_000, 3);
     assert!((low - 0.05).abs() < 0.01 && (high - 0.20).abs() < 0.01, "{low} {high}");
 }
+
+#[test]
+fn remote_items_knob_sends_item_picks_away_from_home() {
+    let app = app();
+    let ctx = ClientCtx { client_index: 1, home: InstanceId(2), instances: 4 };
+    let remote_share = |remote: f64| {
+        let db = fresh(&app);
+        let mut w = RubisWorkload::new(1, Arc::new(RubisMix::bidding()), remote);
+        let history = drive(&db, &mut w, &ctx, 11, 3_000);
+        let picks: Vec<i64> = history
+            .iter()
+            .filter(|(r, _)| matches!(r.txn.as_str(), "ViewItem" | "PutBid" | "BuyNow"))
+            .map(|(r, _)| int(&r.params[if r.txn == "ViewItem" { 0 } else { 1 }]))
+            .collect();
+        picks.iter().filter(|id| id.rem_euclid(4) != 2).count() as f64 / picks.len() as f64
+    };
+    let (none, half) = (remote_share(0.0), remote_share(0.5));
+    eprintln!("remote item picks: {none:.3} with the knob at 0, {half:.3} at 0.5");
+    assert_eq!(none, 0.0);
+    // Half the picks ignore the preference; three quarters of a page's items are remote.
+    assert!((0.2..=0.5).contains(&half), "{half}");
+}
+
+#[test]
+fn transaction_frequencies_cover_every_type() {
+    let freq = RubisMix::bidding().transaction_frequencies(100_000, 1);
+    assert_eq!(freq.len(), 26);
+    let total: f64 = freq.iter().map(|(_, f)| f).sum();
+    assert!((total - 1.0).abs() < 1e-9);
+    let app = app();
+    let writes: f64 = freq.iter().filter(|(t, _)| !app.is_read_only(t)).map(|(_, f)| f).sum();
+    let estimate = RubisMix::bidding().estimate_write_share(100_000, 1);
+    assert!((writes - estimate).abs() < 1e-9, "{writes} {estimate}");
+    // PutCommentAuth is also the page that PutComment authenticates with, so it is issued.
+    assert!(freq.iter().all(|(_, f)| *f > 0.0), "{freq:?}");
+}

@@ -8,6 +8,10 @@
 //! closed items); these proportions keep its shape (5 closed items per open one, 10 bids per
 //! item) at a size that loads in a fraction of a second at scale 1.
 //!
+//! Sellers live in 62 regions, so a search by region and category finds less than one open item
+//! per page at scale 1 (the emulator then goes to a random item, see its docs); larger scales
+//! fill those pages.
+//!
 //! Ids start at 1 in every table; closed items continue the ids of the open ones, so an item id
 //! names one item whether it is open or closed. Everything is drawn from `SmallRng` seeded with
 //! the configuration's seed.
