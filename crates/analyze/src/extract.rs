@@ -1049,7 +1049,9 @@ impl<'a> Extractor<'a> {
                 for k in keys {
                     let bound: Vec<(String, Term)> =
                         k.iter().filter_map(|kc| row.iter().find(|(c, _)| c.eq_ignore_ascii_case(kc)).and_then(|(c, t)| t.clone().map(|t| (c.clone(), t)))).collect();
-                    clauses.push(if bound.len() == k.len() { Clause::new(bound) } else { Clause::default() });
+                    // A colliding row agrees on every key column, so it agrees on the bound ones:
+                    // those alone over-approximate it (no bound column at all: any row).
+                    clauses.push(Clause::new(bound));
                 }
             }
             Condition::from_clauses(clauses)

@@ -229,3 +229,17 @@ fn identifiers_are_case_insensitive() {
     assert_eq!(attrs(only(&s, AccessKind::Read, "a")), ["*", "id", "v"]);
     assert_eq!(render(only(&s, AccessKind::Read, "a")), "a.id = :p");
 }
+
+#[test]
+fn an_insert_with_a_partly_bound_key_collides_only_where_the_bound_columns_match() {
+    // A composite key (cart, item) with the item computed by the body: a colliding row still has
+    // the cart the parameter names, so the key read is bound by it, not widened to any row.
+    let spec = common::spec(
+        "rw",
+        &["CREATE TABLE l (cart INTEGER NOT NULL, item INTEGER NOT NULL, qty INTEGER, PRIMARY KEY (cart, item))"],
+        &[("t", &["p", "q"], &[("s", "INSERT INTO l (cart, item, qty) VALUES (:p, :computed, :q)")])],
+    );
+    let a = analyze_spec(&spec, &Options::default()).unwrap();
+    let keys: Vec<String> = a.sets[0].reads.iter().filter(|e| e.table == "l").map(|e| e.condition.render("l", &|i| format!(":{}", ["p", "q"][i]))).collect();
+    assert_eq!(keys, ["l.cart = :p"], "{:?}", a.sets[0].reads);
+}
