@@ -1,4 +1,4 @@
-use ensemble_app::apps::{micro, shop};
+use ensemble_app::apps::{micro, rubis, shop, tpcw};
 use ensemble_app::{Application, ClientCtx, PartitionPlan, Workload};
 use ensemble_belt::GlobalExecution;
 use ensemble_core::topology::Topology;
@@ -50,6 +50,30 @@ pub enum Runtime {
 pub enum WorkloadSpec {
     Shop { browse_fraction: f64, max_lines: u32 },
     Micro { local_fraction: f64 },
+    /// TPC-W's Shopping Mix; `write_share` steers it toward that share of writing transactions
+    /// (the papers' 30 %); `None` is the reference mix.
+    Tpcw { write_share: Option<f64> },
+    /// RUBiS's bidding mix; `write_share` as for TPC-W (the papers' 15 %); `remote_items` is the
+    /// share of item choices that ignore the preference for items of the client's home instance.
+    Rubis { write_share: Option<f64>, remote_items: f64 },
+}
+
+/// The RUBiS mix for a write share is found by a simulation of the transition table: compute
+/// it once per run, not once per client.
+fn rubis_mix(write_share: Option<f64>) -> std::sync::Arc<rubis::RubisMix> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    static MIXES: OnceLock<Mutex<Vec<(Option<u64>, Arc<rubis::RubisMix>)>>> = OnceLock::new();
+    let key = write_share.map(f64::to_bits);
+    let mut mixes = MIXES.get_or_init(Default::default).lock().expect("no panic while holding the lock");
+    if let Some((_, m)) = mixes.iter().find(|(k, _)| *k == key) {
+        return m.clone();
+    }
+    let mix = Arc::new(match write_share {
+        Some(s) => rubis::RubisMix::for_write_share(s),
+        None => rubis::RubisMix::bidding(),
+    });
+    mixes.push((key, mix.clone()));
+    mix
 }
 
 impl WorkloadSpec {
@@ -57,6 +81,8 @@ impl WorkloadSpec {
         match app {
             "shop" => Ok(WorkloadSpec::Shop { browse_fraction: 0.5, max_lines: 4 }),
             "micro" => Ok(WorkloadSpec::Micro { local_fraction: 0.7 }),
+            "tpcw" => Ok(WorkloadSpec::Tpcw { write_share: None }),
+            "rubis" => Ok(WorkloadSpec::Rubis { write_share: None, remote_items: 0.0 }),
             other => Err(format!("no workload for application `{other}`")),
         }
     }
@@ -65,6 +91,8 @@ impl WorkloadSpec {
         match self {
             WorkloadSpec::Shop { .. } => "shop",
             WorkloadSpec::Micro { .. } => "micro",
+            WorkloadSpec::Tpcw { .. } => "tpcw",
+            WorkloadSpec::Rubis { .. } => "rubis",
         }
     }
 
@@ -73,6 +101,16 @@ impl WorkloadSpec {
             WorkloadSpec::Shop { browse_fraction, max_lines } => Box::new(shop::ShopWorkload::new(scale, *browse_fraction, *max_lines)),
             WorkloadSpec::Micro { local_fraction } => {
                 Box::new(micro::MicroWorkload { local_fraction: *local_fraction, parts: micro::PARTS_PER_SCALE * scale.max(1) as i64 })
+            }
+            WorkloadSpec::Tpcw { write_share } => {
+                let w = tpcw::TpcwWorkload::new(scale);
+                Box::new(match write_share {
+                    Some(s) => w.with_write_share(*s),
+                    None => w,
+                })
+            }
+            WorkloadSpec::Rubis { write_share, remote_items } => {
+                Box::new(rubis::RubisWorkload::new(scale, rubis_mix(*write_share), *remote_items))
             }
         }
     }
@@ -110,6 +148,8 @@ pub fn shipped_plan(app: &str) -> Option<&'static str> {
     match app {
         "shop" => Some(include_str!("../../../plans/shop.toml")),
         "micro" => Some(include_str!("../../../plans/micro.toml")),
+        "tpcw" => Some(include_str!("../../../plans/tpcw.toml")),
+        "rubis" => Some(include_str!("../../../plans/rubis.toml")),
         _ => None,
     }
 }
