@@ -92,3 +92,18 @@ fn wrong_plans_are_caught() {
     let r = check_plan(&micro, &p, &cfg).unwrap();
     assert!(r.violations.iter().any(|v| v.contains("local #") && v.contains("global_op(") && v.contains("global_counters(")), "{}", r.summary());
 }
+
+#[test]
+fn tpcw_and_rubis_derived_plans_hold() {
+    for name in ["tpcw", "rubis"] {
+        let app = ensemble_app::application(name).unwrap();
+        let cfg = CheckConfig { operations: 1500, ..CheckConfig::default() };
+        let plan = derived(name, &Options::default());
+        let r = check_plan(&app, &plan, &cfg).unwrap();
+        assert!(r.ok(), "{name}: {}", r.summary());
+        // The shipped plan is the derived one.
+        let shipped = ensemble_app::PartitionPlan::load(std::path::Path::new(&format!("{}/../../plans/{name}.toml", env!("CARGO_MANIFEST_DIR"))), &app).unwrap();
+        assert_eq!(shipped.transactions, plan.transactions, "{name}");
+        assert_eq!(shipped.tables, plan.tables, "{name}");
+    }
+}

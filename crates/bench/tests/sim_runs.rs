@@ -112,3 +112,23 @@ fn the_analyzers_plan_runs_exactly_like_the_hand_written_one() {
         assert_eq!(serde_json::to_string(&a.summary).unwrap(), serde_json::to_string(&b.summary).unwrap(), "{app_name}");
     }
 }
+
+#[test]
+fn tpcw_and_rubis_are_serializable_under_every_system() {
+    for app in ["tpcw", "rubis"] {
+        for (system, n) in [(System::Ensemble, 3), (System::ReadOnly, 2), (System::Centralized, 1)] {
+            let mut e = quick(app, system, n, Topology::wan5());
+            e.measure_s = 4.0;
+            e.clients = 10;
+            assert_checked(&e);
+        }
+    }
+    // With the papers' write shares.
+    let mut e = quick("tpcw", System::Ensemble, 3, Topology::wan5());
+    e.workload = WorkloadSpec::Tpcw { write_share: Some(0.3) };
+    let r = assert_checked(&e);
+    assert!(r.summary.classes["global"].count > 0);
+    let mut e = quick("rubis", System::Ensemble, 3, Topology::wan5());
+    e.workload = WorkloadSpec::Rubis { write_share: Some(0.15), remote_items: 0.2 };
+    assert_checked(&e);
+}
