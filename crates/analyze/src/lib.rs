@@ -279,6 +279,20 @@ pub fn analyze_spec(spec: &AppSpec, options: &Options) -> Result<Analysis, Analy
         placements = classify::placements(spec, &sets, &classes, &choice);
         warnings.clear();
     }
+    // A read-only local type that reads only replicated tables runs at whichever instance
+    // receives it: replicated tables change only by global operations, whose updates reach every
+    // instance in token order, and nobody reads from a type that writes nothing. Routing it by a
+    // key would only send it across the network for nothing. With partial replicas local writers
+    // make copies differ, so this holds only when replicas are identical.
+    let mut choice = choice;
+    for t in (0..n).filter(|_| options.replicas == Replicas::Identical) {
+        let replicated_only = sets[t].reads.iter().all(|r| {
+            placements.iter().any(|p| p.table == r.table && p.placement == ensemble_app::TablePlacement::Replicated)
+        });
+        if classes[t] == PlanClass::Local && pinned[t].is_none() && sets[t].writes.is_empty() && replicated_only && !choice[t].is_empty() {
+            choice[t].clear();
+        }
+    }
     let plan = PartitionPlan {
         application: spec.name.clone(),
         fingerprint: spec.fingerprint.clone(),

@@ -303,3 +303,18 @@ fn a_generated_thirty_type_application_is_searched_to_the_end() {
         }
     }
 }
+
+#[test]
+fn read_only_types_over_replicated_tables_run_anywhere() {
+    // getBook reads only `item`, which only global operations write: routing it by i_id would
+    // only send it across the network.
+    let app = ensemble_app::application("tpcw").unwrap();
+    let a = analyze(&app, &Options::default()).unwrap();
+    for t in ["getBook", "getBestSellers", "getCustomer"] {
+        assert_eq!(a.class_of(t), Some(PlanClass::Local), "{t}");
+        assert!(a.partition_by(t).unwrap().is_empty(), "{t}: {:?}", a.partition_by(t));
+    }
+    // A read of a partitioned table keeps its routing.
+    assert_eq!(a.partition_by("getCart").unwrap(), vec!["sc_id"]);
+    assert_eq!(a.partition_by("doCart").unwrap(), vec!["sc_id"]);
+}

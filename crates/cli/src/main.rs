@@ -129,6 +129,10 @@ struct FigureArgs {
     /// gyro-fig4, wan-scaling: client counts to step through, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "10,25,50,100,200,400")]
     clients: Vec<u32>,
+    /// table3, wan-scaling on tpcw or rubis: steer the mix to this share of writing transactions
+    /// (the papers: 0.3 for TPC-W, 0.15 for RUBiS); without it, the reference mix.
+    #[arg(long)]
+    write_share: Option<f64>,
     /// overhead: closed-loop client threads.
     #[arg(long, default_value_t = 4)]
     threads: u32,
@@ -270,11 +274,17 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         progress: !a.output.quiet,
         check: !a.output.no_check,
     };
+    let workload = match (a.app.as_str(), a.write_share) {
+        (_, None) => None,
+        ("tpcw", Some(s)) => Some(WorkloadSpec::Tpcw { write_share: Some(s) }),
+        ("rubis", Some(s)) => Some(WorkloadSpec::Rubis { write_share: Some(s), remote_items: 0.0 }),
+        (other, Some(_)) => bail!("--write-share is for tpcw and rubis, not {other}"),
+    };
     let fig = match a.name.as_str() {
         "gyro-fig3" => figures::gyro_fig3(&o)?,
         "gyro-fig4" => figures::gyro_fig4(&o, &a.clients)?,
-        "table3" => figures::table3(&a.app, &o, None)?,
-        "wan-scaling" => figures::wan_scaling(&a.app, &o, &a.clients, None)?,
+        "table3" => figures::table3(&a.app, &o, workload.as_ref())?,
+        "wan-scaling" => figures::wan_scaling(&a.app, &o, &a.clients, workload.as_ref())?,
         "overhead" => {
             let text = overhead::run(a.threads, a.measure, a.seed, !a.output.quiet)?;
             println!("{text}");
@@ -282,11 +292,18 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         }
         other => bail!("unknown figure `{other}` (known: gyro-fig3, gyro-fig4, table3, wan-scaling, overhead)"),
     };
-    let stem = if matches!(a.name.as_str(), "table3" | "wan-scaling") { format!("{}-{}", a.name, a.app) } else { a.name.clone() };
+    let stem = match (a.name.as_str(), a.write_share) {
+        ("table3" | "wan-scaling", None) => format!("{}-{}", a.name, a.app),
+        ("table3" | "wan-scaling", Some(s)) => format!("{}-{}-writes{:.0}", a.name, a.app, s * 100.0),
+        _ => a.name.clone(),
+    };
     let path = a.output.out.join(format!("figure-{stem}-seed{}.json", a.seed));
     write_json(&path, &fig.runs)?;
     eprintln!("wrote {}", path.display());
     println!("{}\n\n{}", fig.title, fig.table);
+    if let Some(s) = a.write_share {
+        println!("mix steered to {:.0}% writing transactions (--write-share {s})", s * 100.0);
+    }
     println!("simulated: warm-up {} s, window {} s, seed {}, {} cores per instance, {:?} global execution", a.warmup, a.measure, a.seed, a.cores, o.global_execution);
     if fig.runs.iter().any(|r| r.check_passed == Some(false)) {
         bail!("a run failed its serializability check");
