@@ -6,7 +6,7 @@ use ensemble_app::apps::rubis::mix::{Interaction, Next, RubisMix, INTERACTIONS, 
 use ensemble_app::apps::rubis::txns::{item_col, DAY};
 use ensemble_app::apps::rubis::{self, RubisWorkload};
 use ensemble_app::{Application, ClientCtx, DataConfig, Workload};
-use ensemble_core::{ClientId, InstanceId, Outcome, Request, Rows, Value};
+use ensemble_core::{ClientId, InstanceId, Outcome, Request, Value};
 use ensemble_sqlite::SqliteStorage;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -16,46 +16,19 @@ use std::time::Instant;
 
 const TABLES: [&str; 8] = ["categories", "regions", "users", "items", "old_items", "bids", "comments", "buy_now"];
 
+mod common;
+use common::{aborted, fresh, i, int, ok, t};
+
 fn app() -> Arc<Application> {
     rubis::application()
 }
 
-fn fresh(app: &Arc<Application>) -> SqliteStorage {
-    let db = SqliteStorage::open_in_memory(Arc::clone(app), InstanceId(0)).unwrap();
-    db.create_schema().unwrap();
-    db.load(&(app.generate)(DataConfig { scale: 1, seed: 1 }), |_, _, _| true).unwrap();
-    db
-}
 
-fn run(db: &SqliteStorage, txn: &str, params: Vec<Value>) -> Outcome {
-    db.execute_direct(&Request { client: ClientId(0), seq: 0, txn: txn.into(), params }).unwrap()
-}
 
-fn ok(db: &SqliteStorage, txn: &str, params: Vec<Value>) -> Rows {
-    match run(db, txn, params) {
-        Outcome::Committed(rows) => rows,
-        Outcome::Aborted(why) => panic!("{txn} aborted: {why}"),
-    }
-}
 
-fn aborted(db: &SqliteStorage, txn: &str, params: Vec<Value>) -> String {
-    match run(db, txn, params) {
-        Outcome::Aborted(why) => why,
-        Outcome::Committed(rows) => panic!("{txn} committed {rows:?}"),
-    }
-}
 
-fn i(v: i64) -> Value {
-    Value::Int(v)
-}
 
-fn t(s: &str) -> Value {
-    Value::Text(s.into())
-}
 
-fn int(v: &Value) -> i64 {
-    v.as_int().unwrap()
-}
 
 fn item_row(db: &SqliteStorage, item: i64) -> Vec<Value> {
     ok(db, "ViewItem", vec![i(item)]).remove(0)

@@ -13,42 +13,18 @@ use std::time::Instant;
 
 const NOW: i64 = tpcw::BASE_TIME + 1_000;
 
+
+
+
+
+
+
+
+mod common;
+use common::{aborted, i, int, ok, t};
+
 fn fresh() -> SqliteStorage {
-    let app = tpcw::application();
-    let s = SqliteStorage::open_in_memory(app.clone(), InstanceId(0)).unwrap();
-    s.create_schema().unwrap();
-    s.load(&(app.generate)(DataConfig { scale: 1, seed: 1 }), |_, _, _| true).unwrap();
-    s
-}
-
-fn run(s: &SqliteStorage, txn: &str, params: Vec<Value>) -> Outcome {
-    s.execute_direct(&Request { client: ClientId(1), seq: 0, txn: txn.into(), params }).unwrap()
-}
-
-fn ok(s: &SqliteStorage, txn: &str, params: Vec<Value>) -> Rows {
-    match run(s, txn, params) {
-        Outcome::Committed(rows) => rows,
-        Outcome::Aborted(why) => panic!("{txn} aborted: {why}"),
-    }
-}
-
-fn aborted(s: &SqliteStorage, txn: &str, params: Vec<Value>) -> String {
-    match run(s, txn, params) {
-        Outcome::Aborted(why) => why,
-        Outcome::Committed(rows) => panic!("{txn} committed: {rows:?}"),
-    }
-}
-
-fn i(v: i64) -> Value {
-    Value::Int(v)
-}
-
-fn t(s: &str) -> Value {
-    Value::Text(s.into())
-}
-
-fn int(v: &Value) -> i64 {
-    v.as_int().unwrap()
+    common::fresh(&tpcw::application())
 }
 
 fn txt(v: &Value) -> &str {

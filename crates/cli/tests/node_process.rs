@@ -56,28 +56,24 @@ impl Conn {
     }
 }
 
+/// `ensemble node` for instance 0 of a one-instance cluster running `exp`, its files in `dir`.
+fn node_command(dir: &std::path::Path, exp: &Experiment) -> Command {
+    let exp_path = dir.join("experiment.json");
+    std::fs::write(&exp_path, serde_json::to_string(exp).unwrap()).unwrap();
+    let cluster_path = dir.join("cluster.toml");
+    ClusterSpec::local(1, None, false).unwrap().save(&cluster_path).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ensemble"));
+    cmd.args(["node", "--instance", "0"]).arg("--experiment").arg(exp_path).arg("--cluster").arg(cluster_path).arg("--db").arg(dir.join("i0.db"));
+    cmd
+}
+
 #[test]
 fn a_node_refuses_bad_frames_and_requests_and_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let mut exp = Experiment::new("shop", System::Centralized, 1, Topology::lan()).unwrap();
     exp.runtime = Runtime::Real;
-    let exp_path = dir.path().join("experiment.json");
-    std::fs::write(&exp_path, serde_json::to_string(&exp).unwrap()).unwrap();
-    let spec = ClusterSpec::local(1, None, false).unwrap();
-    let cluster_path = dir.path().join("cluster.toml");
-    spec.save(&cluster_path).unwrap();
     let db = dir.path().join("i0.db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ensemble"))
-        .args(["node", "--instance", "0"])
-        .arg("--experiment")
-        .arg(&exp_path)
-        .arg("--cluster")
-        .arg(&cluster_path)
-        .arg("--db")
-        .arg(&db)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = node_command(dir.path(), &exp).stdout(Stdio::piped()).spawn().unwrap();
     let (_, addr) = wait_for_ready_line(BufReader::new(child.stdout.take().unwrap())).unwrap();
 
     // A well-behaved client, connected first and kept open throughout.
@@ -138,21 +134,7 @@ fn a_node_refuses_a_plan_that_does_not_match_the_application() {
     let dir = tempfile::tempdir().unwrap();
     let mut exp = Experiment::new("shop", System::Ensemble, 1, Topology::lan()).unwrap();
     exp.plan.fingerprint = "0000000000000000".into();
-    let exp_path = dir.path().join("experiment.json");
-    std::fs::write(&exp_path, serde_json::to_string(&exp).unwrap()).unwrap();
-    let spec = ClusterSpec::local(1, None, false).unwrap();
-    let cluster_path = dir.path().join("cluster.toml");
-    spec.save(&cluster_path).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ensemble"))
-        .args(["node", "--instance", "0"])
-        .arg("--experiment")
-        .arg(&exp_path)
-        .arg("--cluster")
-        .arg(&cluster_path)
-        .arg("--db")
-        .arg(dir.path().join("i0.db"))
-        .output()
-        .unwrap();
+    let out = node_command(dir.path(), &exp).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("fingerprint 0000000000000000 is not the application's"), "{err}");
