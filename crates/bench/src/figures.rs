@@ -1,9 +1,8 @@
 //! The papers' experiments as functions: each runs a series of simulated experiments and
 //! returns the table it printed plus every run's result.
 
-use crate::experiment::{Experiment, System, WorkloadSpec};
+use crate::experiment::{Experiment, Runtime, System, WorkloadSpec};
 use crate::report::{render, RunResult};
-use crate::run;
 use ensemble_belt::GlobalExecution;
 use ensemble_core::topology::Topology;
 
@@ -18,11 +17,25 @@ pub struct FigureOpts {
     pub global_execution: GlobalExecution,
     pub progress: bool,
     pub check: bool,
+    /// Where each run happens. Real processes need the `ensemble` binary to start nodes, so the
+    /// CLI hands in its runner (`run`).
+    pub runtime: Runtime,
+    pub run: fn(&Experiment, bool) -> anyhow::Result<RunResult>,
 }
 
 impl Default for FigureOpts {
     fn default() -> Self {
-        FigureOpts { seed: 1, warmup_s: 5.0, measure_s: 20.0, cores: 2, global_execution: GlobalExecution::Parallel, progress: true, check: true }
+        FigureOpts {
+            seed: 1,
+            warmup_s: 5.0,
+            measure_s: 20.0,
+            cores: 2,
+            global_execution: GlobalExecution::Parallel,
+            progress: true,
+            check: true,
+            runtime: Runtime::Sim,
+            run: crate::run,
+        }
     }
 }
 
@@ -34,6 +47,11 @@ impl FigureOpts {
         e.measure_s = self.measure_s;
         e.global_execution = self.global_execution;
         e.check = self.check;
+        e.runtime = self.runtime;
+        if self.runtime == Runtime::Real {
+            // An idle token on loopback would otherwise spin a core.
+            e.idle_pause_us = 500;
+        }
     }
 }
 
@@ -76,7 +94,7 @@ pub fn gyro_fig3(o: &FigureOpts) -> anyhow::Result<Figure> {
     let mut rows = vec![["local %", "ops/s", "local mean ms", "global mean ms", "all mean ms", "global/local", "check"].map(String::from).to_vec()];
     let mut runs = vec![];
     for lf in LOCAL_FRACTIONS {
-        let r = run(&micro(lf, 5, o), o.progress)?;
+        let r = (o.run)(&micro(lf, 5, o), o.progress)?;
         let ratio = match (r.summary.classes.get("local"), r.summary.classes.get("global")) {
             (Some(l), Some(g)) if l.mean_ms > 0.0 => format!("{:.2}x", g.mean_ms / l.mean_ms),
             _ => "-".into(),
@@ -104,7 +122,7 @@ pub fn gyro_fig4(o: &FigureOpts, client_steps: &[u32]) -> anyhow::Result<Figure>
     for lf in [0.1, 0.3, 0.5, 0.7, 0.9] {
         let mut best = (0.0f64, 0u32);
         for &c in client_steps {
-            let r = run(&micro(lf, c, o), o.progress)?;
+            let r = (o.run)(&micro(lf, c, o), o.progress)?;
             let all = r.summary.classes.get("all");
             rows.push(vec![
                 format!("{:.0}", lf * 100.0),
@@ -171,7 +189,7 @@ pub fn table3(app: &str, o: &FigureOpts, workload: Option<&WorkloadSpec>) -> any
     let mut runs: Vec<RunResult> = vec![];
     let mut central = None;
     for (system, n) in WAN_CONFIGS {
-        let r = run(&wan_experiment(app, system, n, 5, o, workload)?, o.progress)?;
+        let r = (o.run)(&wan_experiment(app, system, n, 5, o, workload)?, o.progress)?;
         let mean = r.summary.classes.get("all").map(|c| c.mean_ms).unwrap_or(f64::NAN);
         if system == System::Centralized {
             central = Some(mean);
@@ -202,7 +220,7 @@ pub fn wan_scaling(app: &str, o: &FigureOpts, client_steps: &[u32], workload: Op
     for (system, n) in WAN_CONFIGS {
         let mut best = (0.0f64, 0u32);
         for &c in client_steps {
-            let r = run(&wan_experiment(app, system, n, c, o, workload)?, o.progress)?;
+            let r = (o.run)(&wan_experiment(app, system, n, c, o, workload)?, o.progress)?;
             let all = r.summary.classes.get("all");
             let mean = all.map(|a| a.mean_ms).unwrap_or(0.0);
             rows.push(vec![

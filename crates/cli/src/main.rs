@@ -126,6 +126,9 @@ struct FigureArgs {
     cores: u32,
     #[arg(long)]
     sequential: bool,
+    /// Run every experiment of the figure as real processes over TCP instead of in the simulator.
+    #[arg(long)]
+    real: bool,
     /// gyro-fig4, wan-scaling: client counts to step through, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "10,25,50,100,200,400")]
     clients: Vec<u32>,
@@ -241,7 +244,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let exps = experiments(&a)?;
     let mut results = Vec::new();
     for e in &exps {
-        let r = if a.real { real::run_real(e, !a.output.quiet)? } else { ensemble_bench::run(e, !a.output.quiet)? };
+        let r = run_anywhere(e, !a.output.quiet)?;
         let path = a.output.out.join(format!("{}-seed{}.json", e.label, e.seed));
         write_json(&path, &r)?;
         eprintln!("wrote {}", path.display());
@@ -264,6 +267,14 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs an experiment where its `runtime` says; real processes are this binary's `node` command.
+fn run_anywhere(e: &Experiment, progress: bool) -> anyhow::Result<ensemble_bench::RunResult> {
+    match e.runtime {
+        Runtime::Sim => ensemble_bench::run(e, progress),
+        Runtime::Real => real::run_real(e, progress),
+    }
+}
+
 fn figure(a: FigureArgs) -> anyhow::Result<()> {
     let o = FigureOpts {
         seed: a.seed,
@@ -273,6 +284,8 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         global_execution: if a.sequential { GlobalExecution::Sequential } else { GlobalExecution::Parallel },
         progress: !a.output.quiet,
         check: !a.output.no_check,
+        runtime: if a.real { Runtime::Real } else { Runtime::Sim },
+        run: run_anywhere,
     };
     let workload = match (a.app.as_str(), a.write_share) {
         (_, None) => None,
@@ -304,7 +317,11 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     if let Some(s) = a.write_share {
         println!("mix steered to {:.0}% writing transactions (--write-share {s})", s * 100.0);
     }
-    println!("simulated: warm-up {} s, window {} s, seed {}, {} cores per instance, {:?} global execution", a.warmup, a.measure, a.seed, a.cores, o.global_execution);
+    if a.real {
+        println!("real processes on this machine: warm-up {} s, window {} s, seed {}, {:?} global execution", a.warmup, a.measure, a.seed, o.global_execution);
+    } else {
+        println!("simulated: warm-up {} s, window {} s, seed {}, {} cores per instance, {:?} global execution", a.warmup, a.measure, a.seed, a.cores, o.global_execution);
+    }
     if fig.runs.iter().any(|r| r.check_passed == Some(false)) {
         bail!("a run failed its serializability check");
     }
