@@ -62,7 +62,9 @@ pub enum WorkloadSpec {
 /// it once per run, not once per client.
 fn rubis_mix(write_share: Option<f64>) -> std::sync::Arc<rubis::RubisMix> {
     use std::sync::{Arc, Mutex, OnceLock};
-    static MIXES: OnceLock<Mutex<Vec<(Option<u64>, Arc<rubis::RubisMix>)>>> = OnceLock::new();
+    /// Mixes computed so far, by the bits of their write share.
+    type Mixes = Mutex<Vec<(Option<u64>, Arc<rubis::RubisMix>)>>;
+    static MIXES: OnceLock<Mixes> = OnceLock::new();
     let key = write_share.map(f64::to_bits);
     let mut mixes = MIXES.get_or_init(Default::default).lock().expect("no panic while holding the lock");
     if let Some((_, m)) = mixes.iter().find(|(k, _)| *k == key) {

@@ -27,10 +27,10 @@ fn one_int(rows: &Rows) -> Option<i64> {
 }
 
 fn create_cart(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
-    if !db.query("cart_status", &[p[0].clone()])?.is_empty() {
+    if !db.query("cart_status", std::slice::from_ref(&p[0]))?.is_empty() {
         return Err(TxnError::Abort(format!("cart {} exists", int(&p[0]))));
     }
-    db.execute("insert_cart", &[p[0].clone()])?;
+    db.execute("insert_cart", std::slice::from_ref(&p[0]))?;
     Ok(vec![])
 }
 
@@ -39,12 +39,12 @@ fn add_item(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
     if qty <= 0 {
         return Err(TxnError::Abort("quantity must be positive".into()));
     }
-    match db.query("cart_status", &[cart.clone()])?.first().and_then(|r| r[0].as_text().map(str::to_owned)) {
+    match db.query("cart_status", std::slice::from_ref(&cart))?.first().and_then(|r| r[0].as_text().map(str::to_owned)) {
         None => return Err(TxnError::Abort(format!("no cart {}", int(&cart)))),
         Some(s) if s != "open" => return Err(TxnError::Abort(format!("cart {} is {s}", int(&cart)))),
         Some(_) => {}
     }
-    let Some(stock) = one_int(&db.query("item_stock", &[item.clone()])?) else {
+    let Some(stock) = one_int(&db.query("item_stock", std::slice::from_ref(&item))?) else {
         return Err(TxnError::Abort(format!("no item {}", int(&item))));
     };
     let already = one_int(&db.query("line_qty", &[cart.clone(), item.clone()])?);
@@ -60,12 +60,12 @@ fn add_item(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
 
 fn order(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
     let cart = p[0].clone();
-    match db.query("cart_status", &[cart.clone()])?.first().and_then(|r| r[0].as_text().map(str::to_owned)) {
+    match db.query("cart_status", std::slice::from_ref(&cart))?.first().and_then(|r| r[0].as_text().map(str::to_owned)) {
         None => return Err(TxnError::Abort(format!("no cart {}", int(&cart)))),
         Some(s) if s != "open" => return Err(TxnError::Abort(format!("cart {} is {s}", int(&cart)))),
         Some(_) => {}
     }
-    let lines = db.query("cart_contents", &[cart.clone()])?;
+    let lines = db.query("cart_contents", std::slice::from_ref(&cart))?;
     if lines.is_empty() {
         return Err(TxnError::Abort(format!("cart {} is empty", int(&cart))));
     }
