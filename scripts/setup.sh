@@ -4,7 +4,9 @@
 #    extension) generates its bindings with bindgen, which loads libclang at build time.
 set -euo pipefail
 need=()
-if ! ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so' && ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1; then
+# libclang-cpp (a C++ interface some machines carry) is not what bindgen loads; look for libclang
+# itself, as bindgen names it: libclang.so, libclang-NN.so, or either with a version suffix.
+if ! ldconfig -p 2>/dev/null | grep -Eq 'libclang(-[0-9.]+)?\.so' && ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* >/dev/null 2>&1; then
   need+=(libclang-dev)
 fi
 command -v cargo >/dev/null || { echo "setup: cargo not found; install the Rust toolchain (rustup) first" >&2; exit 1; }
