@@ -21,6 +21,10 @@ pub struct FigureOpts {
     /// CLI hands in its runner (`run`).
     pub runtime: Runtime,
     pub run: fn(&Experiment, bool) -> anyhow::Result<RunResult>,
+    /// How many independent series of a figure run side by side. Simulated runs are
+    /// deterministic whatever runs beside them, so this changes wall time only; real runs share
+    /// the machine's cores and are always run one at a time.
+    pub jobs: usize,
 }
 
 impl Default for FigureOpts {
@@ -35,6 +39,7 @@ impl Default for FigureOpts {
             check: true,
             runtime: Runtime::Sim,
             run: crate::run,
+            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }
@@ -116,38 +121,160 @@ pub fn gyro_fig3(o: &FigureOpts) -> anyhow::Result<Figure> {
 /// Gyro Figure 4 / Eliá Figure 5: throughput and latency as clients increase, per local
 /// fraction; the saturation throughput is the highest throughput reached.
 pub fn gyro_fig4(o: &FigureOpts, client_steps: &[u32]) -> anyhow::Result<Figure> {
-    let mut rows = vec![["local %", "clients", "ops/s", "mean ms", "p99 ms", "local mean", "global mean", "check"].map(String::from).to_vec()];
-    let mut summary = vec![["local %", "saturation ops/s", "at clients"].map(String::from).to_vec()];
+    let mut rows = vec![["local %", "clients", "warm-up s", "ops/s", "mean ms", "p99 ms", "local mean", "global mean", "check"].map(String::from).to_vec()];
+    let mut summary = vec![["local %", "saturation ops/s", "at clients", "5 s reached"].map(String::from).to_vec()];
+    let fractions = [0.1, 0.3, 0.5, 0.7, 0.9];
+    let series = run_series(o, &fractions, |&lf, progress| {
+        sweep_to_latency_limit(o, client_steps, progress, |c| Ok(micro(lf, c, o)), &format!("{:.0}% local", lf * 100.0))
+    })?;
     let mut runs = vec![];
-    for lf in [0.1, 0.3, 0.5, 0.7, 0.9] {
-        let mut best = (0.0f64, 0u32);
-        for &c in client_steps {
-            let r = (o.run)(&micro(lf, c, o), o.progress)?;
+    for (lf, sweep) in fractions.iter().zip(series) {
+        for r in &sweep.runs {
             let all = r.summary.classes.get("all");
             rows.push(vec![
                 format!("{:.0}", lf * 100.0),
-                c.to_string(),
+                r.experiment.clients.to_string(),
+                r.experiment.warmup_s.to_string(),
                 format!("{:.1}", r.summary.throughput),
                 all.map(|a| format!("{:.1}", a.mean_ms)).unwrap_or_default(),
                 all.map(|a| format!("{:.1}", a.p99_ms)).unwrap_or_default(),
-                ms(&r, "local"),
-                ms(&r, "global"),
-                verdict(&r),
+                ms(r, "local"),
+                ms(r, "global"),
+                verdict(r),
             ]);
-            if r.summary.throughput > best.0 {
-                best = (r.summary.throughput, c);
-            }
-            let mean = all.map(|a| a.mean_ms).unwrap_or(0.0);
-            runs.push(r);
-            // Past 5 s of mean latency the papers stop adding clients.
-            if mean > 5_000.0 {
-                break;
-            }
         }
-        summary.push(vec![format!("{:.0}", lf * 100.0), format!("{:.1}", best.0), best.1.to_string()]);
+        let (best, at) = sweep.best();
+        summary.push(vec![format!("{:.0}", lf * 100.0), format!("{best:.1}"), at.to_string(), sweep.reached_text()]);
+        runs.extend(sweep.runs);
     }
     let table = format!("{}\n{}", render(&rows), render(&summary));
     Ok(Figure { title: "Gyro Fig. 4: micro-benchmark throughput against latency (wan5, 3 instances, clients at all five sites)".into(), table, runs })
+}
+
+/// The papers add clients until the mean latency passes this.
+pub const LATENCY_LIMIT_MS: f64 = 5_000.0;
+/// Extra steps a simulated sweep may take past the listed client counts to reach the limit.
+const EXTRA_STEPS: usize = 4;
+
+/// One configuration's runs as clients increase.
+pub struct Sweep {
+    pub runs: Vec<RunResult>,
+    /// Whether the last run's mean latency passed [`LATENCY_LIMIT_MS`].
+    pub reached_limit: bool,
+}
+
+impl Sweep {
+    /// The highest throughput of the sweep and the client count it was reached at.
+    pub fn best(&self) -> (f64, u32) {
+        self.runs.iter().map(|r| (r.summary.throughput, r.experiment.clients)).fold((0.0, 0), |b, x| if x.0 > b.0 { x } else { b })
+    }
+
+    fn reached_text(&self) -> String {
+        match (self.reached_limit, self.runs.last()) {
+            (true, Some(r)) => format!("at {} clients", r.experiment.clients),
+            _ => "no".into(),
+        }
+    }
+}
+
+fn mean_ms(r: &RunResult) -> f64 {
+    r.summary.classes.get("all").map(|a| a.mean_ms).unwrap_or(0.0)
+}
+
+/// Client count for the next step past the listed ones. In a closed loop without think time,
+/// clients = throughput × latency (Little's law); once throughput has stopped growing, this many
+/// clients put the mean latency just past the limit. The step grows by at least a quarter and
+/// at most eightfold, so a sweep that is still far from saturation keeps climbing without
+/// overshooting by orders of magnitude.
+pub fn next_client_step(last_clients: u32, throughput: f64) -> u32 {
+    let target = (throughput * LATENCY_LIMIT_MS / 1e3 * 1.1).ceil();
+    let target = if target.is_finite() { target.min(u32::MAX as f64) as u32 } else { u32::MAX };
+    let least = last_clients.saturating_add(last_clients.div_ceil(4)).max(last_clients.saturating_add(1));
+    target.clamp(least, last_clients.saturating_mul(8).max(least))
+}
+
+/// Warm-up for a step of `clients` after a step that ran at `last_throughput`. Every client sends
+/// its first request at time zero, so a queue of `clients` requests drains for about
+/// clients / throughput seconds before the loop is in its steady state, and no reply can report
+/// a latency longer than the time since the start. A warm-up shorter than that would cap the
+/// measured latency, so it is stretched to 1.5 × the latency Little's law predicts (at most
+/// 3 × the 5 s limit: past it the sweep stops whatever the exact figure).
+pub fn step_warmup_s(configured: f64, clients: u32, last_throughput: Option<f64>) -> f64 {
+    let predicted = match last_throughput {
+        Some(x) if x > 0.0 => clients as f64 / x,
+        _ => 0.0,
+    };
+    configured.max((1.5 * predicted).min(3.0 * LATENCY_LIMIT_MS / 1e3)).ceil()
+}
+
+/// Runs `make(clients)` at each listed client count until the mean latency passes the limit.
+/// In the simulator, a sweep whose listed steps end below the limit goes on with
+/// [`next_client_step`] for up to [`EXTRA_STEPS`] more runs; real runs stop at the list, since
+/// their clients are threads on this machine.
+fn sweep_to_latency_limit(
+    o: &FigureOpts,
+    client_steps: &[u32],
+    progress: bool,
+    make: impl Fn(u32) -> anyhow::Result<Experiment>,
+    name: &str,
+) -> anyhow::Result<Sweep> {
+    let mut runs: Vec<RunResult> = vec![];
+    let mut steps: Vec<u32> = client_steps.to_vec();
+    let mut i = 0;
+    while i < steps.len() {
+        let started = std::time::Instant::now();
+        let mut e = make(steps[i])?;
+        e.warmup_s = step_warmup_s(e.warmup_s, steps[i], runs.last().map(|r| r.summary.throughput));
+        let r = (o.run)(&e, progress)?;
+        let mean = mean_ms(&r);
+        if o.progress && !progress {
+            eprintln!(
+                "{name}: {} clients, {:.1} ops/s, {mean:.1} ms mean after {} s of warm-up, check {} ({:.0} s of wall time)",
+                steps[i],
+                r.summary.throughput,
+                r.experiment.warmup_s,
+                verdict(&r),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        let throughput = r.summary.throughput;
+        runs.push(r);
+        if mean > LATENCY_LIMIT_MS {
+            return Ok(Sweep { runs, reached_limit: true });
+        }
+        if i + 1 == steps.len() && o.runtime == Runtime::Sim && steps.len() < client_steps.len() + EXTRA_STEPS {
+            steps.push(next_client_step(steps[i], throughput));
+        }
+        i += 1;
+    }
+    Ok(Sweep { runs, reached_limit: false })
+}
+
+/// Runs `series(item, progress)` for every item, `o.jobs` at a time, and returns the results in
+/// the items' order. With more than one job the per-run progress bars would overwrite each
+/// other, so each series gets `progress = false` and reports its steps in lines instead.
+fn run_series<T: Sync, R: Send>(
+    o: &FigureOpts,
+    items: &[T],
+    series: impl Fn(&T, bool) -> anyhow::Result<R> + Sync,
+) -> anyhow::Result<Vec<R>> {
+    let jobs = if o.runtime == Runtime::Real { 1 } else { o.jobs.clamp(1, items.len().max(1)) };
+    if jobs == 1 {
+        return items.iter().map(|t| series(t, o.progress)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<anyhow::Result<R>>>> = items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let r = series(item, false);
+                *results[i].lock().expect("no series panicked while holding its slot") = Some(r);
+            });
+        }
+    });
+    results.into_iter().map(|m| m.into_inner().expect("no series panicked").expect("every series ran")).collect()
 }
 
 /// The configurations of Gyro Table III / Eliá Table 3 and Figure 4.
@@ -213,41 +340,38 @@ pub fn table3(app: &str, o: &FigureOpts, workload: Option<&WorkloadSpec>) -> any
 /// Eliá Figure 4 / Gyro Figure 6: throughput against latency as clients increase until the mean
 /// latency passes 5 s, for each configuration of Table III.
 pub fn wan_scaling(app: &str, o: &FigureOpts, client_steps: &[u32], workload: Option<&WorkloadSpec>) -> anyhow::Result<Figure> {
-    let mut rows = vec![["configuration", "clients", "ops/s", "mean ms", "p99 ms", "check"].map(String::from).to_vec()];
-    let mut summary = vec![["configuration", "max ops/s", "at clients", "vs centralized"].map(String::from).to_vec()];
+    let mut rows = vec![["configuration", "clients", "warm-up s", "ops/s", "mean ms", "p99 ms", "check"].map(String::from).to_vec()];
+    let mut summary = vec![["configuration", "max ops/s", "at clients", "vs centralized", "5 s reached"].map(String::from).to_vec()];
+    let series = run_series(o, &WAN_CONFIGS, |&(system, n), progress| {
+        sweep_to_latency_limit(o, client_steps, progress, |c| wan_experiment(app, system, n, c, o, workload), &config_name(system, n))
+    })?;
     let mut runs = vec![];
     let mut central = None;
-    for (system, n) in WAN_CONFIGS {
-        let mut best = (0.0f64, 0u32);
-        for &c in client_steps {
-            let r = (o.run)(&wan_experiment(app, system, n, c, o, workload)?, o.progress)?;
+    for ((system, n), sweep) in WAN_CONFIGS.iter().zip(series) {
+        for r in &sweep.runs {
             let all = r.summary.classes.get("all");
-            let mean = all.map(|a| a.mean_ms).unwrap_or(0.0);
             rows.push(vec![
-                config_name(system, n),
-                c.to_string(),
+                config_name(*system, *n),
+                r.experiment.clients.to_string(),
+                r.experiment.warmup_s.to_string(),
                 format!("{:.1}", r.summary.throughput),
-                format!("{mean:.1}"),
+                format!("{:.1}", mean_ms(r)),
                 all.map(|a| format!("{:.1}", a.p99_ms)).unwrap_or_default(),
-                verdict(&r),
+                verdict(r),
             ]);
-            if r.summary.throughput > best.0 {
-                best = (r.summary.throughput, c);
-            }
-            runs.push(r);
-            if mean > 5_000.0 {
-                break;
-            }
         }
-        if system == System::Centralized {
-            central = Some(best.0);
+        let (best, at) = sweep.best();
+        if *system == System::Centralized {
+            central = Some(best);
         }
         summary.push(vec![
-            config_name(system, n),
-            format!("{:.1}", best.0),
-            best.1.to_string(),
-            central.map(|c| format!("{:.1}x", best.0 / c)).unwrap_or_default(),
+            config_name(*system, *n),
+            format!("{best:.1}"),
+            at.to_string(),
+            central.map(|c| format!("{:.1}x", best / c)).unwrap_or_default(),
+            sweep.reached_text(),
         ]);
+        runs.extend(sweep.runs);
     }
     let table = format!("{}\n{}", render(&rows), render(&summary));
     Ok(Figure { title: format!("Throughput against latency for {app} (wan5, clients at all five sites, up to 5 s mean latency)"), table, runs })

@@ -38,7 +38,7 @@ enum Command {
 
 #[derive(Args, Clone)]
 struct BenchArgs {
-    /// Application: shop or micro.
+    /// Application: shop, micro, tpcw or rubis.
     #[arg(default_value = "shop")]
     app: String,
     /// Systems to compare, comma-separated: ensemble, centralized, read-only.
@@ -129,9 +129,17 @@ struct FigureArgs {
     /// Run every experiment of the figure as real processes over TCP instead of in the simulator.
     #[arg(long)]
     real: bool,
-    /// gyro-fig4, wan-scaling: client counts to step through, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "10,25,50,100,200,400")]
-    clients: Vec<u32>,
+    /// gyro-fig4, wan-scaling: client counts to step through, comma-separated. Each series stops
+    /// once its mean latency passes 5 s; a simulated series that has not got there by the last
+    /// count goes on by Little's law (clients = 1.1 × 5 s × the last throughput, at most eight
+    /// times the last count) for up to four more steps. Default: 10,25,50,100,200,400 for
+    /// gyro-fig4, 10,40,160,640,2560,10240 for wan-scaling.
+    #[arg(long, value_delimiter = ',')]
+    clients: Option<Vec<u32>>,
+    /// Simulated figures: series run side by side on this many threads (results do not depend
+    /// on it). Default: the machine's cores.
+    #[arg(long)]
+    jobs: Option<usize>,
     /// table3, wan-scaling on tpcw or rubis: steer the mix to this share of writing transactions
     /// (the papers: 0.3 for TPC-W, 0.15 for RUBiS); without it, the reference mix.
     #[arg(long)]
@@ -286,7 +294,9 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         check: !a.output.no_check,
         runtime: if a.real { Runtime::Real } else { Runtime::Sim },
         run: run_anywhere,
+        jobs: a.jobs.unwrap_or(FigureOpts::default().jobs),
     };
+    let clients = |default: &[u32]| a.clients.clone().unwrap_or_else(|| default.to_vec());
     let workload = match (a.app.as_str(), a.write_share) {
         (_, None) => None,
         ("tpcw", Some(s)) => Some(WorkloadSpec::Tpcw { write_share: Some(s) }),
@@ -295,9 +305,9 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     };
     let fig = match a.name.as_str() {
         "gyro-fig3" => figures::gyro_fig3(&o)?,
-        "gyro-fig4" => figures::gyro_fig4(&o, &a.clients)?,
+        "gyro-fig4" => figures::gyro_fig4(&o, &clients(&[10, 25, 50, 100, 200, 400]))?,
         "table3" => figures::table3(&a.app, &o, workload.as_ref())?,
-        "wan-scaling" => figures::wan_scaling(&a.app, &o, &a.clients, workload.as_ref())?,
+        "wan-scaling" => figures::wan_scaling(&a.app, &o, &clients(&[10, 40, 160, 640, 2560, 10240]), workload.as_ref())?,
         "overhead" => {
             let text = overhead::run(a.threads, a.measure, a.seed, !a.output.quiet)?;
             println!("{text}");
@@ -318,9 +328,9 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         println!("mix steered to {:.0}% writing transactions (--write-share {s})", s * 100.0);
     }
     if a.real {
-        println!("real processes on this machine: warm-up {} s, window {} s, seed {}, {:?} global execution", a.warmup, a.measure, a.seed, o.global_execution);
+        println!("real processes on this machine: warm-up {} s (longer where a table says so), window {} s, seed {}, {:?} global execution", a.warmup, a.measure, a.seed, o.global_execution);
     } else {
-        println!("simulated: warm-up {} s, window {} s, seed {}, {} cores per instance, {:?} global execution", a.warmup, a.measure, a.seed, a.cores, o.global_execution);
+        println!("simulated: warm-up {} s (longer where a table says so), window {} s, seed {}, {} cores per instance, {:?} global execution", a.warmup, a.measure, a.seed, a.cores, o.global_execution);
     }
     if fig.runs.iter().any(|r| r.check_passed == Some(false)) {
         bail!("a run failed its serializability check");
