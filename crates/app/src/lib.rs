@@ -13,4 +13,4 @@ pub mod workload;
 
 pub use model::*;
 pub use plan::{PartitionPlan, PlanClass, PlanError, Route, TablePlacement, TxnPlan};
-pub use workload::{ClientCtx, Workload};
+pub use workload::{ClientCtx, InteractionProgress, Workload};

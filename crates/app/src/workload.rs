@@ -24,9 +24,24 @@ impl ClientCtx {
     }
 }
 
+/// Where the last observed request leaves the client's web interaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InteractionProgress {
+    /// The workload has no interactions: every request is a page of its own.
+    Unpaged,
+    /// More requests of the same interaction follow, without thinking in between.
+    Continues,
+    /// The interaction of this name has run its last request.
+    Ended(&'static str),
+}
+
 pub trait Workload: Send {
     /// The next request: transaction type and parameters.
     fn next(&mut self, rng: &mut dyn RngCore, ctx: &ClientCtx) -> (String, Vec<Value>);
     /// What became of the last request (a multi-step session may depend on it).
     fn observe(&mut self, _txn: &str, _outcome: &Outcome) {}
+    /// Asked after every reply (observed or refused): whether the interaction goes on.
+    fn interaction(&self) -> InteractionProgress {
+        InteractionProgress::Unpaged
+    }
 }

@@ -1,13 +1,15 @@
-use ensemble_app::{ClientCtx, Workload};
+use ensemble_app::{ClientCtx, InteractionProgress, Workload};
 use ensemble_core::{
-    Client, ClientEffect, ClientEvent, ClientId, Completion, CompletionResult, InstanceId, Request, RequestError, ReplyBody,
-    Time, TimerId,
+    Client, ClientEffect, ClientEvent, ClientId, Completion, CompletionResult, InstanceId, InteractionEnd, Request, RequestError,
+    ReplyBody, Time, TimerId,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Duration;
 
-/// Pause between a reply and the next request.
+/// Pause between a reply and the next request; for workloads made of web interactions, between
+/// the last reply of an interaction and the first request of the next, as a browser's user
+/// thinks between pages and not between the queries one page runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ThinkTime {
     None,
@@ -30,6 +32,8 @@ pub struct ClosedLoopClient {
     /// No new request is issued at or after this time, so a run can drain and its history be
     /// complete.
     stop_at: Option<Time>,
+    /// When the current web interaction's first request was issued.
+    interaction_started: Option<Time>,
 }
 
 struct InFlight {
@@ -45,7 +49,7 @@ impl ClosedLoopClient {
     pub fn new(id: ClientId, ctx: ClientCtx, workload: Box<dyn Workload>, seed: u64, think: ThinkTime) -> Self {
         // Each client its own stream: adding a client does not change the others' requests.
         let rng = ChaCha8Rng::seed_from_u64(seed ^ id.0.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        ClosedLoopClient { id, ctx, workload, rng, think, next_seq: 0, in_flight: None, next_timer: 0, stop_at: None }
+        ClosedLoopClient { id, ctx, workload, rng, think, next_seq: 0, in_flight: None, next_timer: 0, stop_at: None, interaction_started: None }
     }
 
     pub fn stop_at(mut self, t: Time) -> Self {
@@ -66,6 +70,7 @@ impl ClosedLoopClient {
         let request = Request { client: self.id, seq: self.next_seq, txn, params };
         out.push(ClientEffect::Send { to: self.ctx.home, request: request.clone() });
         self.in_flight = Some(InFlight { request, issued: now, redirects: 0 });
+        self.interaction_started.get_or_insert(now);
     }
 
     fn think_then_issue(&mut self, now: Time, out: &mut Vec<ClientEffect>) {
@@ -90,8 +95,19 @@ impl ClosedLoopClient {
         if let CompletionResult::Done { outcome, .. } = &result {
             self.workload.observe(&f.request.txn, outcome);
         }
-        out.push(ClientEffect::Completed(Completion { request: f.request, issued: f.issued, completed: now, redirects: f.redirects, result }));
-        self.think_then_issue(now, out);
+        let progress = self.workload.interaction();
+        let interaction = match progress {
+            InteractionProgress::Ended(name) => {
+                self.interaction_started.take().map(|started| InteractionEnd { name: name.to_string(), started })
+            }
+            InteractionProgress::Unpaged | InteractionProgress::Continues => None,
+        };
+        out.push(ClientEffect::Completed(Completion { request: f.request, issued: f.issued, completed: now, redirects: f.redirects, result, interaction }));
+        if progress == InteractionProgress::Continues {
+            self.issue(now, out);
+        } else {
+            self.think_then_issue(now, out);
+        }
     }
 }
 

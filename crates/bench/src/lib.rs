@@ -13,7 +13,7 @@ pub mod report;
 pub mod sim_run;
 
 pub use experiment::{Experiment, Runtime, System, WorkloadSpec};
-pub use metrics::{ClassSummary, Metrics, Summary};
+pub use metrics::{ClassSummary, Metrics, Summary, INTERACTION};
 pub use report::{print_table, write_json, RunResult};
 
 /// Runs an experiment where its `runtime` says.

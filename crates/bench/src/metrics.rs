@@ -10,6 +10,11 @@ pub fn new_histogram() -> Histogram<u64> {
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The class under which whole web interactions are measured, from the first request's issue to
+/// the last one's reply (TPC-W's and RUBiS's pages; the papers report latency per interaction).
+/// Not an operation class: it does not count towards "all" or the throughput.
+pub const INTERACTION: &str = "interaction";
+
 /// Records the completions that fall in the measurement window `[start, end)` (by completion time).
 pub struct Metrics {
     start: Time,
@@ -37,7 +42,8 @@ pub struct Summary {
     pub window_s: f64,
     /// Completed operations per second in the window (committed and aborted; refused ones not).
     pub throughput: f64,
-    /// Per class: "all", "local", "global", "commutative".
+    /// Per class: "all", "local", "global", "commutative", and [`INTERACTION`] for workloads made
+    /// of web interactions.
     pub classes: BTreeMap<String, ClassSummary>,
     /// Operations whose body aborted (an application decision such as "out of stock").
     pub aborted: u64,
@@ -69,6 +75,10 @@ impl Metrics {
                 return;
             }
         };
+        if let Some(i) = &c.interaction {
+            let us = c.completed.saturating_sub(i.started).as_micros().max(1) as u64;
+            self.latency.entry(INTERACTION).or_insert_with(new_histogram).saturating_record(us);
+        }
         let us = c.completed.saturating_sub(c.issued).as_micros().max(1) as u64;
         for k in [class, "all"] {
             self.latency

@@ -132,3 +132,36 @@ fn tpcw_and_rubis_are_serializable_under_every_system() {
     e.workload = WorkloadSpec::Rubis { write_share: Some(0.15), remote_items: 0.2 };
     assert_checked(&e);
 }
+
+/// TPC-W and RUBiS pages run several transactions back to back; the client measures each page
+/// from its first request to its last reply and thinks only between pages.
+#[test]
+fn web_interactions_are_measured_whole_and_think_time_falls_between_them() {
+    for app in ["tpcw", "rubis"] {
+        let mut e = quick(app, System::Ensemble, 3, Topology::wan5());
+        e.clients = 5;
+        e.think_ms = 500.0;
+        let s = ensemble_bench::sim_run::simulate(&e, false).unwrap();
+        let pages = &s.result.summary.classes[ensemble_bench::INTERACTION];
+        let txns = &s.result.summary.classes["all"];
+        assert!(pages.count > 0 && pages.count < txns.count, "{app}: {} pages, {} transactions", pages.count, txns.count);
+        assert!(pages.mean_ms > txns.mean_ms, "{app}: a page ({} ms) takes longer than one of its transactions ({} ms)", pages.mean_ms, txns.mean_ms);
+        // Within a page the next request leaves as the reply arrives; across pages, after thinking.
+        let (mut within, mut across) = (0, 0);
+        for client in 0..e.clients as u64 {
+            let mine: Vec<_> = s.history.iter().filter(|c| c.request.client.0 == client).collect();
+            for w in mine.windows(2) {
+                if w[0].interaction.is_none() {
+                    assert_eq!(w[1].issued, w[0].completed, "{app}: client {client} paused inside a page");
+                    within += 1;
+                } else if w[1].issued > w[0].completed {
+                    across += 1;
+                }
+            }
+        }
+        assert!(within > 0 && across > 0, "{app}: {within} requests within pages, {across} after thinking");
+        let names: std::collections::BTreeSet<&str> = s.history.iter().filter_map(|c| c.interaction.as_ref()).map(|i| i.name.as_str()).collect();
+        assert!(names.len() >= 5, "{app}: pages of only {names:?} ended");
+        assert!(s.check().unwrap().check_passed == Some(true));
+    }
+}

@@ -101,6 +101,18 @@ pub struct Completion {
     /// MAP replies followed before the answer came.
     pub redirects: u32,
     pub result: CompletionResult,
+    /// Set when this request was the last of a web interaction (a page of TPC-W or RUBiS runs
+    /// several transactions one after the other): the papers measure latency per interaction.
+    #[serde(default)]
+    pub interaction: Option<InteractionEnd>,
+}
+
+/// A web interaction that a completion ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InteractionEnd {
+    pub name: String,
+    /// When the interaction's first request was issued.
+    pub started: Time,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

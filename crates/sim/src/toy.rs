@@ -290,7 +290,7 @@ impl Client for ClosedLoopClient {
                         return;
                     }
                 };
-                out.push(ClientEffect::Completed(Completion { request, issued, completed: now, redirects, result }));
+                out.push(ClientEffect::Completed(Completion { request, issued, completed: now, redirects, result, interaction: None }));
                 if self.think.is_zero() {
                     self.issue(now, out);
                 } else {

@@ -130,7 +130,7 @@ impl Client for ToyClient {
                     ReplyBody::Done { outcome, class, instance, position } => CompletionResult::Done { outcome, class, instance, position },
                     other => panic!("unexpected reply {other:?}"),
                 };
-                out.push(ClientEffect::Completed(Completion { request, issued, completed: now, redirects: 0, result }));
+                out.push(ClientEffect::Completed(Completion { request, issued, completed: now, redirects: 0, result, interaction: None }));
                 if self.sent < self.total {
                     out.push(ClientEffect::SetTimer { id: TimerId(self.sent), after: Duration::from_micros(200) });
                 }

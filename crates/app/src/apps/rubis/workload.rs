@@ -23,7 +23,7 @@
 use super::data::{comment_text, item_text, nickname, password, Cardinalities, CATEGORIES, DATA_NOW, MINT_BASE, REGIONS};
 use super::mix::{Interaction, Next, RubisMix, Walk, INTERACTIONS, OUTCOMES};
 use super::txns::{item_col, min_bid, search_col, DAY, ITEMS_PER_PAGE, RATINGS};
-use crate::workload::{ClientCtx, Workload};
+use crate::workload::{ClientCtx, InteractionProgress, Workload};
 use ensemble_core::{Outcome, Row, Value};
 use rand::{Rng, RngCore};
 use std::collections::VecDeque;
@@ -434,6 +434,14 @@ impl Workload for RubisWorkload {
             self.enter(rng, ctx);
         }
         ("BrowseCategories".into(), vec![])
+    }
+
+    fn interaction(&self) -> InteractionProgress {
+        if self.pending.is_empty() {
+            InteractionProgress::Ended(self.walk.state.name())
+        } else {
+            InteractionProgress::Continues
+        }
     }
 
     fn observe(&mut self, txn: &str, outcome: &Outcome) {

@@ -11,7 +11,7 @@ use super::data::{a_string, n_string, Cardinalities};
 use super::{
     digsyl, title_word, user_name, BASE_TIME, CC_TYPES, COUNTRIES, DAY, ITEMS, SHIP_TYPES, SUBJECTS, TITLE_WORDS,
 };
-use crate::workload::{ClientCtx, Workload};
+use crate::workload::{ClientCtx, InteractionProgress, Workload};
 use ensemble_core::{Outcome, Rows, Value};
 use rand::{Rng, RngCore};
 use std::collections::{BTreeMap, VecDeque};
@@ -588,6 +588,13 @@ impl Workload for TpcwWorkload {
         let i = self.random_item(rng);
         *self.issued.entry("getRelated").or_insert(0) += 1;
         ("getRelated".into(), vec![int(i)])
+    }
+
+    fn interaction(&self) -> InteractionProgress {
+        match (self.queue.is_empty(), self.current) {
+            (true, Some(i)) => InteractionProgress::Ended(i.name()),
+            _ => InteractionProgress::Continues,
+        }
     }
 
     fn observe(&mut self, txn: &str, outcome: &Outcome) {
