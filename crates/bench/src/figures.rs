@@ -211,7 +211,7 @@ pub fn step_warmup_s(configured: f64, clients: u32, last_throughput: Option<f64>
 /// Runs `make(clients)` at each listed client count until the mean latency passes the limit.
 /// In the simulator, a sweep whose listed steps end below the limit goes on with
 /// [`next_client_step`] for up to [`EXTRA_STEPS`] more runs; real runs stop at the list, since
-/// their clients are threads on this machine.
+/// their clients share this machine's cores with the nodes.
 fn sweep_to_latency_limit(
     o: &FigureOpts,
     client_steps: &[u32],
