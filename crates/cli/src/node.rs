@@ -60,6 +60,9 @@ pub fn run(a: NodeArgs) -> anyhow::Result<()> {
     println!("{}", ready_line(cfg.instance, cfg.listen));
     std::io::stdout().flush()?;
     let report = ensemble_net::run_node_on(listener, cfg, node, open, ShutdownHandle::new())?;
-    eprintln!("{report:?}");
+    // One write for the whole line: the nodes of a run share the terminal's stderr, and
+    // piecewise writes from several processes interleave into an unreadable line.
+    let line = format!("{report:?}\n");
+    std::io::stderr().write_all(line.as_bytes())?;
     Ok(())
 }
