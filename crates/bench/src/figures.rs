@@ -160,18 +160,21 @@ const EXTRA_STEPS: usize = 4;
 /// One configuration's runs as clients increase.
 pub struct Sweep {
     pub runs: Vec<RunResult>,
-    /// Whether the last run's mean latency passed [`LATENCY_LIMIT_MS`].
-    pub reached_limit: bool,
 }
 
 impl Sweep {
+    /// Whether the last run's mean latency passed [`LATENCY_LIMIT_MS`].
+    pub fn reached_limit(&self) -> bool {
+        self.runs.last().is_some_and(|r| mean_ms(r) > LATENCY_LIMIT_MS)
+    }
+
     /// The highest throughput of the sweep and the client count it was reached at.
     pub fn best(&self) -> (f64, u32) {
         self.runs.iter().map(|r| (r.summary.throughput, r.experiment.clients)).fold((0.0, 0), |b, x| if x.0 > b.0 { x } else { b })
     }
 
     fn reached_text(&self) -> String {
-        match (self.reached_limit, self.runs.last()) {
+        match (self.reached_limit(), self.runs.last()) {
             (true, Some(r)) => format!("at {} clients", r.experiment.clients),
             _ => "no".into(),
         }
@@ -241,14 +244,14 @@ fn sweep_to_latency_limit(
         let throughput = r.summary.throughput;
         runs.push(r);
         if mean > LATENCY_LIMIT_MS {
-            return Ok(Sweep { runs, reached_limit: true });
+            break;
         }
         if i + 1 == steps.len() && o.runtime == Runtime::Sim && steps.len() < client_steps.len() + EXTRA_STEPS {
             steps.push(next_client_step(steps[i], throughput));
         }
         i += 1;
     }
-    Ok(Sweep { runs, reached_limit: false })
+    Ok(Sweep { runs })
 }
 
 /// Runs `series(item, progress)` for every item, `o.jobs` at a time, and returns the results in
