@@ -37,7 +37,8 @@
 
 use crate::sql::{parse_one, Dialect};
 use ensemble_app::{Application, Db, DbError, ParamType, PartitionPlan, PlanClass, TablePlacement, TxnError, TxnType};
-use ensemble_core::{ClientId, InstanceId, OpClass, Request, Rows, Value};
+use ensemble_app::{InstanceId, OpClass};
+use ensemble_core::{ClientId, Request, Rows, Value};
 use ensemble_sqlite::{to_sql, to_value, SqliteStorage};
 use rand::{Rng, SeedableRng};
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};

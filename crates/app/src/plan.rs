@@ -7,7 +7,8 @@
 //! ids that route to itself, as Eliá does), any other value by its stable hash.
 
 use crate::model::Application;
-use ensemble_core::{InstanceId, OpClass, Request, RequestError, Value};
+use crate::{InstanceId, OpClass};
+use ensemble_core::{Request, RequestError, Value};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

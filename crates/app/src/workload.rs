@@ -2,7 +2,8 @@
 //! that multi-step sessions (create a cart, fill it, order it) are expressible; it draws from the
 //! generator it is handed, never from ambient randomness.
 
-use ensemble_core::{InstanceId, Outcome, Value};
+use crate::InstanceId;
+use ensemble_core::{Outcome, Value};
 use rand::RngCore;
 
 /// What a workload knows about the client it drives.

@@ -2,11 +2,14 @@
 //!
 //! [`ConveyorBelt`] is one instance's protocol state machine: commutative and local requests
 //! become storage jobs at once; global requests wait in the queue Q; the token carries
-//! ⟨state update, origin⟩ entries around a fixed ring. [`ClosedLoopClient`] is the client
-//! library: it sends each request to its home instance and follows MAP replies.
+//! ⟨state update, origin⟩ entries around a fixed ring. Instance `i` is process `i`; a client
+//! (`ensemble_app::ClosedLoopClient`) sends each request to its home instance and follows MAP
+//! replies ([`ReplyBody::Redirect`](ensemble_core::ReplyBody::Redirect)).
+//!
+//! [`Belt`] names the protocol's types for the drivers: token messages, the SQL storage contract
+//! of `ensemble_app::storage`, and [`BeltEvidence`] on every reply (class, instance, serial
+//! position, and the rows read and written when the run records histories).
 
-mod client;
 mod node;
 
-pub use client::{ClosedLoopClient, ThinkTime};
-pub use node::{BeltConfig, BeltStats, ConveyorBelt, GlobalExecution, Message, Token, TokenEntry};
+pub use node::{Belt, BeltConfig, BeltEvidence, BeltStats, ConveyorBelt, GlobalExecution, Message, Token, TokenEntry};

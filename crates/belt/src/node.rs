@@ -1,7 +1,10 @@
-use ensemble_app::{Application, PartitionPlan, TablePlacement};
+use ensemble_app::{
+    Application, ExecRole, InstanceId, OpClass, PartitionPlan, Position, RowAccess, StateUpdate, StorageJob, StorageResult,
+    TablePlacement,
+};
+use ensemble_core::topology::Cpu;
 use ensemble_core::{
-    ExecRole, InstanceId, Node, NodeEffect, NodeEvent, OpClass, Position, Reply, ReplyBody, Request, RequestError, StateUpdate,
-    StorageJob, StorageResult, Time, TimerId, WorkId,
+    Done, Effect, Event, Process, ProcessId, Protocol, Reply, ReplyBody, Request, RequestError, Time, TimerId, WorkId,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -20,6 +23,29 @@ pub enum GlobalExecution {
     Sequential,
 }
 
+/// The Conveyor Belt's type family for the drivers.
+#[derive(Debug)]
+pub struct Belt;
+
+impl Protocol for Belt {
+    type Msg = Message;
+    type Job = StorageJob;
+    type JobResult = StorageResult;
+    type Evidence = BeltEvidence;
+}
+
+/// What a belt reply says about the operation: how it was coordinated, where it ran, where it
+/// sits in the proof's serial order, and (when the run records histories) the rows it read and
+/// wrote.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BeltEvidence {
+    pub class: OpClass,
+    pub instance: InstanceId,
+    pub position: Position,
+    #[serde(default)]
+    pub access: Option<RowAccess>,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BeltConfig {
     pub instances: u32,
@@ -28,6 +54,9 @@ pub struct BeltConfig {
     /// Zero keeps the belt moving at network speed (the simulator's default); a real deployment
     /// on loopback uses a short pause so an idle ring does not spin a core.
     pub idle_pause: Duration,
+    /// What storage work costs on a simulated core (the topology's CPU model): a transaction
+    /// by its type, applying a state update by its row changes.
+    pub costs: Cpu,
 }
 
 /// ⟨u, q⟩: the state update of the `seq`-th global operation, executed at `origin`.
@@ -135,24 +164,28 @@ impl ConveyorBelt {
         self.queue.len()
     }
 
-    fn work(&mut self, pending: Pending, job: StorageJob, out: &mut Vec<NodeEffect<Message>>) {
+    fn work(&mut self, pending: Pending, job: StorageJob, out: &mut Vec<Effect<Belt>>) {
         let work = WorkId(self.next_work);
         self.next_work += 1;
         self.pending.insert(work, pending);
-        out.push(NodeEffect::Storage { work, job });
+        let cost = match &job {
+            StorageJob::Execute { request, .. } => self.cfg.costs.execute_time(&request.txn),
+            StorageJob::Apply { updates, .. } => self.cfg.costs.apply_time(updates.iter().map(|u| u.changes.len()).sum()),
+        };
+        out.push(Effect::Storage { work, job, cost });
     }
 
-    fn reply(&self, request: &Request, body: ReplyBody, out: &mut Vec<NodeEffect<Message>>) {
-        out.push(NodeEffect::Reply { to: request.client, reply: Reply { client: request.client, seq: request.seq, body } });
+    fn reply(&self, request: &Request, body: ReplyBody<BeltEvidence>, out: &mut Vec<Effect<Belt>>) {
+        out.push(Effect::Reply { to: request.client, reply: Reply { client: request.client, seq: request.seq, body } });
     }
 
-    fn refuse(&mut self, request: &Request, e: RequestError, out: &mut Vec<NodeEffect<Message>>) {
+    fn refuse(&mut self, request: &Request, e: RequestError, out: &mut Vec<Effect<Belt>>) {
         self.stats.rejected += 1;
         self.reply(request, ReplyBody::Error(e), out);
     }
 
     /// Algorithm 2, lines 1–9.
-    fn on_request(&mut self, request: Request, out: &mut Vec<NodeEffect<Message>>) {
+    fn on_request(&mut self, request: Request, out: &mut Vec<Effect<Belt>>) {
         if let Err(e) = self.app.check_request(&request) {
             return self.refuse(&request, e, out);
         }
@@ -162,7 +195,7 @@ impl ConveyorBelt {
         };
         if let Some(owner) = route.instance.filter(|i| *i != self.id) {
             self.stats.maps_sent += 1;
-            return self.reply(&request, ReplyBody::Map { instance: owner }, out);
+            return self.reply(&request, ReplyBody::Redirect { to: owner.process() }, out);
         }
         match route.class {
             OpClass::Commutative | OpClass::Local => {
@@ -184,7 +217,7 @@ impl ConveyorBelt {
     }
 
     /// Algorithm 2, lines 10–15: drop our own entries, apply the others'.
-    fn on_token(&mut self, mut token: Token, out: &mut Vec<NodeEffect<Message>>) {
+    fn on_token(&mut self, mut token: Token, out: &mut Vec<Effect<Belt>>) {
         self.stats.tokens_received += 1;
         token.hops += 1;
         // Our own entries are the oldest: every other instance has applied them since our last turn.
@@ -220,7 +253,7 @@ impl ConveyorBelt {
     }
 
     /// Algorithm 2, lines 16–21: take the atomic snapshot Q′ and run it.
-    fn run_snapshot(&mut self, out: &mut Vec<NodeEffect<Message>>) {
+    fn run_snapshot(&mut self, out: &mut Vec<Effect<Belt>>) {
         let snapshot: VecDeque<Request> = std::mem::take(&mut self.queue);
         if snapshot.is_empty() {
             return self.rest_or_pass(out);
@@ -231,7 +264,7 @@ impl ConveyorBelt {
         self.start_globals(out);
     }
 
-    fn start_globals(&mut self, out: &mut Vec<NodeEffect<Message>>) {
+    fn start_globals(&mut self, out: &mut Vec<Effect<Belt>>) {
         let parallel = self.cfg.global_execution == GlobalExecution::Parallel;
         let mut jobs = Vec::new();
         if let Some((_, Holding::Executing { waiting, running, .. })) = &mut self.token {
@@ -251,31 +284,31 @@ impl ConveyorBelt {
         }
     }
 
-    fn rest_or_pass(&mut self, out: &mut Vec<NodeEffect<Message>>) {
+    fn rest_or_pass(&mut self, out: &mut Vec<Effect<Belt>>) {
         let (token, holding) = self.token.as_mut().expect("holding the token");
         let brought_nothing = token.entries.iter().all(|e| e.origin == self.id);
         if !self.cfg.idle_pause.is_zero() && brought_nothing && !matches!(holding, Holding::Resting { .. }) {
             let timer = TimerId(self.next_timer);
             self.next_timer += 1;
             *holding = Holding::Resting { timer: Some(timer) };
-            out.push(NodeEffect::SetTimer { id: timer, after: self.cfg.idle_pause });
+            out.push(Effect::SetTimer { id: timer, after: self.cfg.idle_pause });
             return;
         }
         self.pass_token(out);
     }
 
     /// Algorithm 2, line 22. A ring of one keeps the token and waits for the next global request.
-    fn pass_token(&mut self, out: &mut Vec<NodeEffect<Message>>) {
+    fn pass_token(&mut self, out: &mut Vec<Effect<Belt>>) {
         let (token, _) = self.token.take().expect("holding the token");
         let next = InstanceId((self.id.0 + 1) % self.cfg.instances);
         if next == self.id {
             self.token = Some((token, Holding::Resting { timer: None }));
         } else {
-            out.push(NodeEffect::Send { to: next, msg: Message::Token(token) });
+            out.push(Effect::Send { to: next.process(), msg: Message::Token(token) });
         }
     }
 
-    fn on_storage(&mut self, work: WorkId, result: StorageResult, out: &mut Vec<NodeEffect<Message>>) {
+    fn on_storage(&mut self, work: WorkId, result: StorageResult, out: &mut Vec<Effect<Belt>>) {
         let Some(pending) = self.pending.remove(&work) else {
             panic!("instance {}: completion for unknown work {work:?}", self.id);
         };
@@ -283,8 +316,8 @@ impl ConveyorBelt {
             Pending::Op { request, class } => {
                 self.stats.locals_executed += 1;
                 let body = match result {
-                    StorageResult::Executed { outcome, position, .. } => {
-                        ReplyBody::Done { outcome, class, instance: self.id, position }
+                    StorageResult::Executed { outcome, position, access, .. } => {
+                        ReplyBody::Done(Done { outcome, evidence: BeltEvidence { class, instance: self.id, position, access } })
                     }
                     StorageResult::Rejected(e) => ReplyBody::Error(e),
                     other => ReplyBody::Error(RequestError::Storage { txn: request.txn.clone(), message: failure_text(&other) }),
@@ -305,12 +338,14 @@ impl ConveyorBelt {
             Pending::Global { request } => {
                 self.stats.globals_executed += 1;
                 match result {
-                    StorageResult::Executed { outcome, update, position: Position::Global { seq } } => {
+                    StorageResult::Executed { outcome, update, position: Position::Global { seq }, access } => {
                         if let Some((_, Holding::Executing { running, done, .. })) = &mut self.token {
                             *running -= 1;
                             done.insert(seq, update);
                         }
-                        let body = ReplyBody::Done { outcome, class: OpClass::Global, instance: self.id, position: Position::Global { seq } };
+                        let evidence =
+                            BeltEvidence { class: OpClass::Global, instance: self.id, position: Position::Global { seq }, access };
+                        let body = ReplyBody::Done(Done { outcome, evidence });
                         self.reply(&request, body, out);
                     }
                     other => {
@@ -331,7 +366,7 @@ impl ConveyorBelt {
     }
 
     /// Appends the snapshot's updates in the order the database serialized them, then passes on.
-    fn finish_snapshot_if_done(&mut self, out: &mut Vec<NodeEffect<Message>>) {
+    fn finish_snapshot_if_done(&mut self, out: &mut Vec<Effect<Belt>>) {
         let finished = matches!(&self.token, Some((_, Holding::Executing { waiting, running: 0, .. })) if waiting.is_empty());
         if !finished {
             return;
@@ -353,7 +388,7 @@ impl ConveyorBelt {
         self.pass_token(out);
     }
 
-    fn on_timer(&mut self, id: TimerId, out: &mut Vec<NodeEffect<Message>>) {
+    fn on_timer(&mut self, id: TimerId, out: &mut Vec<Effect<Belt>>) {
         match &self.token {
             Some((_, Holding::Resting { timer: Some(timer) })) if *timer == id => self.pass_token(out),
             // A pause that a global request cut short.
@@ -370,26 +405,41 @@ fn failure_text(r: &StorageResult) -> String {
     }
 }
 
-impl Node for ConveyorBelt {
-    type Msg = Message;
-
-    fn id(&self) -> InstanceId {
-        self.id
+impl Process<Belt> for ConveyorBelt {
+    fn id(&self) -> ProcessId {
+        self.id.process()
     }
 
     /// Instance 0 creates the token.
-    fn start(&mut self, _now: Time, out: &mut Vec<NodeEffect<Message>>) {
+    fn start(&mut self, _now: Time, out: &mut Vec<Effect<Belt>>) {
         if self.id.0 == 0 {
             self.on_token(Token { hops: 0, globals: 0, entries: vec![] }, out);
         }
     }
 
-    fn on_event(&mut self, _now: Time, event: NodeEvent<Message>, out: &mut Vec<NodeEffect<Message>>) {
+    fn on_event(&mut self, _now: Time, event: Event<Belt>, out: &mut Vec<Effect<Belt>>) {
         match event {
-            NodeEvent::Request(r) => self.on_request(r, out),
-            NodeEvent::Message { msg: Message::Token(t), .. } => self.on_token(t, out),
-            NodeEvent::Timer(id) => self.on_timer(id, out),
-            NodeEvent::StorageDone { work, result } => self.on_storage(work, result, out),
+            Event::Request(r) => self.on_request(r, out),
+            Event::Message { msg: Message::Token(t), .. } => self.on_token(t, out),
+            Event::Timer(id) => self.on_timer(id, out),
+            Event::StorageDone { work, result } => self.on_storage(work, result, out),
         }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let s = &self.stats;
+        vec![
+            ("tokens_received", s.tokens_received),
+            ("updates_applied", s.updates_applied),
+            ("globals_executed", s.globals_executed),
+            ("locals_executed", s.locals_executed),
+            ("maps_sent", s.maps_sent),
+            ("rejected", s.rejected),
+            ("max_batch", s.max_batch),
+        ]
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.halted.clone()
     }
 }

@@ -5,7 +5,8 @@ use ensemble_core::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// Which system serves the clients.
+/// The Conveyor Belt's systems: the belt with a partition plan, and the papers' two baselines,
+/// which are the belt with a derived plan. Other protocols name their systems themselves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum System {
@@ -30,7 +31,7 @@ impl System {
             "ensemble" => Ok(System::Ensemble),
             "centralized" => Ok(System::Centralized),
             "read-only" => Ok(System::ReadOnly),
-            other => Err(format!("unknown system `{other}` (known: ensemble, centralized, read-only)")),
+            other => Err(format!("`{other}` is not a Conveyor Belt system (ensemble, centralized, read-only)")),
         }
     }
 }
@@ -56,6 +57,9 @@ pub enum WorkloadSpec {
     /// RUBiS's bidding mix; `write_share` as for TPC-W (the papers' 15 %); `remote_items` is the
     /// share of item choices that ignore the preference for items of the client's home instance.
     Rubis { write_share: Option<f64>, remote_items: f64 },
+    /// Key-value transactions (`ensemble_app::apps::kv`): `reads` keys read and one written, of
+    /// 1000 × scale keys.
+    Kv { reads: u32 },
 }
 
 /// The RUBiS mix for a write share is found by a simulation of the transition table: compute
@@ -85,7 +89,8 @@ impl WorkloadSpec {
             "micro" => Ok(WorkloadSpec::Micro { local_fraction: 0.7 }),
             "tpcw" => Ok(WorkloadSpec::Tpcw { write_share: None }),
             "rubis" => Ok(WorkloadSpec::Rubis { write_share: None, remote_items: 0.0 }),
-            other => Err(format!("no workload for application `{other}`")),
+            "kv" => Ok(WorkloadSpec::Kv { reads: 2 }),
+            other => Err(format!("no workload `{other}` (known: shop, micro, tpcw, rubis, kv)")),
         }
     }
 
@@ -95,6 +100,7 @@ impl WorkloadSpec {
             WorkloadSpec::Micro { .. } => "micro",
             WorkloadSpec::Tpcw { .. } => "tpcw",
             WorkloadSpec::Rubis { .. } => "rubis",
+            WorkloadSpec::Kv { .. } => "kv",
         }
     }
 
@@ -114,6 +120,7 @@ impl WorkloadSpec {
             WorkloadSpec::Rubis { write_share, remote_items } => {
                 Box::new(rubis::RubisWorkload::new(scale, rubis_mix(*write_share), *remote_items))
             }
+            WorkloadSpec::Kv { reads } => Box::new(ensemble_app::apps::kv::KvWorkload { keys: 1000 * u64::from(scale.max(1)), reads: *reads }),
         }
     }
 }
@@ -122,7 +129,8 @@ impl WorkloadSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Experiment {
     pub label: String,
-    pub system: System,
+    /// The system under test, by the name its harness answers to (`--system`).
+    pub system: String,
     pub runtime: Runtime,
     pub instances: u32,
     pub topology: Topology,
@@ -137,12 +145,17 @@ pub struct Experiment {
     pub seed: u64,
     pub scale: u32,
     pub workload: WorkloadSpec,
+    /// Conveyor Belt settings (other systems ignore them): how the token holder runs its
+    /// globals, see `BeltConfig::idle_pause`, and the partition plan.
     pub global_execution: GlobalExecution,
-    /// See `BeltConfig::idle_pause`.
     pub idle_pause_us: u64,
     pub plan: PartitionPlan,
-    /// Replay the run in the proof's serial order and compare (see ensemble-check).
+    /// Check the run as its system's harness does (the belt: replay in the proof's serial order;
+    /// the dependency-graph checker where the protocol records histories).
     pub check: bool,
+    /// Write the run's history here, in `ensemble check`'s JSON format.
+    #[serde(skip)]
+    pub history_file: Option<std::path::PathBuf>,
 }
 
 /// The hand-written plans shipped in `plans/`.
@@ -165,7 +178,7 @@ impl Experiment {
         let client_sites = (0..topology.sites.len()).collect();
         Ok(Experiment {
             label: format!("{}-{}-{}", app_name, system.name(), instances),
-            system,
+            system: system.name().to_string(),
             runtime: Runtime::Sim,
             instances,
             topology,
@@ -181,7 +194,29 @@ impl Experiment {
             idle_pause_us: 0,
             plan,
             check: true,
+            history_file: None,
         })
+    }
+
+    /// An experiment of any system with the `ensemble bench` defaults: a Conveyor Belt system
+    /// gets its plan, any other an empty one (it ignores it).
+    pub fn for_system(workload: &str, system: &str, instances: u32, topology: Topology) -> Result<Experiment, String> {
+        if let Ok(belt) = System::parse(system) {
+            return Experiment::new(workload, belt, instances, topology);
+        }
+        let mut e = Experiment::new("shop", System::Ensemble, instances, topology)?;
+        e.workload = WorkloadSpec::default_for(workload)?;
+        e.system = system.to_string();
+        e.label = format!("{workload}-{system}-{instances}");
+        e.plan = PartitionPlan {
+            application: workload.to_string(),
+            fingerprint: String::new(),
+            origin: format!("none: {system} does not partition operations"),
+            max_instances: None,
+            tables: Default::default(),
+            transactions: Default::default(),
+        };
+        Ok(e)
     }
 
     /// The plan a system runs with: the shipped (or given) plan for Ensemble, a derived one for
@@ -206,12 +241,12 @@ impl Experiment {
         ensemble_app::application(self.workload.app())
     }
 
-    /// Checks everything that can be checked before a run starts.
-    pub fn validate(&self) -> Result<Arc<Application>, String> {
-        let app = self.application()?;
-        self.plan.validate(&app).map_err(|e| e.to_string())?;
-        self.plan.check_instances(self.instances)?;
+    /// Checks what every system needs before a run starts; the system's harness checks the rest.
+    pub fn validate(&self) -> Result<(), String> {
         self.topology.validate().map_err(|e| e.to_string())?;
+        if self.instances == 0 {
+            return Err("at least one instance is needed".into());
+        }
         if self.clients == 0 {
             return Err("at least one client is needed".into());
         }
@@ -224,13 +259,22 @@ impl Experiment {
         if self.measure_s <= 0.0 || self.warmup_s < 0.0 {
             return Err("the measurement window must be positive and the warm-up not negative".into());
         }
+        Ok(())
+    }
+
+    /// What the belt needs on top: the application, and a plan valid for it and the instances.
+    pub fn validate_belt(&self) -> Result<Arc<Application>, String> {
+        self.validate()?;
+        let app = self.application()?;
+        self.plan.validate(&app).map_err(|e| e.to_string())?;
+        self.plan.check_instances(self.instances)?;
         Ok(app)
     }
 
     /// Site and client context of client `c`.
     pub fn client_placement(&self, c: u32) -> (usize, ClientCtx) {
         let site = self.client_sites[c as usize % self.client_sites.len()];
-        let home = ensemble_core::InstanceId(self.topology.closest_instance(site, self.instances));
+        let home = ensemble_app::InstanceId(self.topology.closest_instance(site, self.instances));
         (site, ClientCtx { client_index: c as u64, home, instances: self.instances })
     }
 }

@@ -1,25 +1,43 @@
-//! The benchmark harness.
+//! The benchmark harness, one for every protocol.
 //!
-//! An [`Experiment`] names everything a run depends on: application, system (Ensemble with a
-//! partition plan, or a baseline), instances, topology, clients and where they sit, windows, seed.
-//! [`run`] executes it in the simulator or as real processes, measures throughput and latency
-//! per operation class from HDR histograms, checks the run for serializability, and returns a
+//! An [`Experiment`] names everything a run depends on: the system, workload, instances,
+//! topology, clients and where they sit, windows, seed. A protocol plugs in through one trait,
+//! [`Harness`]: the processes to deploy, the clients, how completions are classified, how a run is
+//! checked. [`sim_run`] runs any harness in the simulator, [`real_run`] as node processes over TCP;
+//! both measure throughput and latency per class from HDR histograms, check the run, and return a
 //! [`RunResult`] that is written as JSON beside its full configuration and printed as a table.
 
 pub mod experiment;
 pub mod figures;
+pub mod harness;
 pub mod metrics;
 pub mod report;
 pub mod sim_run;
+pub mod systems;
 
 pub use experiment::{Experiment, Runtime, System, WorkloadSpec};
+pub use harness::{Classified, Harness, RunOutput, StorageFactory, Verdict};
 pub use metrics::{ClassSummary, Metrics, Summary, INTERACTION};
 pub use report::{print_table, write_json, RunResult};
 
-/// Runs an experiment where its `runtime` says.
-pub fn run(exp: &Experiment, progress: bool) -> anyhow::Result<RunResult> {
-    match exp.runtime {
-        Runtime::Sim => sim_run::run_sim(exp, progress),
-        Runtime::Real => anyhow::bail!("the real runtime is driven by the `ensemble` binary (it starts node processes); use `ensemble bench --real`"),
+/// The last step of every run, simulated or real: write the history file if asked, check.
+pub fn finish_run<H: Harness>(h: &H, exp: &Experiment, run: RunOutput<'_, H>, result: &mut RunResult) -> anyhow::Result<()> {
+    if let Some(path) = &exp.history_file {
+        match h.history(exp, &run)? {
+            Some(history) => history.save(path)?,
+            None => anyhow::bail!("system `{}` does not record histories, so --history has nothing to write", exp.system),
+        }
     }
+    if exp.check {
+        let verdict = h.check(exp, run)?;
+        result.check = Some(verdict.summary);
+        result.check_passed = Some(verdict.passed);
+    }
+    Ok(())
+}
+
+/// Runs a Conveyor Belt experiment in the simulator: the figures' default runner (the `ensemble`
+/// binary hands in one that knows every system and the real runtime).
+pub fn run(exp: &Experiment, progress: bool) -> anyhow::Result<RunResult> {
+    sim_run::run_sim(&systems::belt::BeltHarness::new(), exp, progress)
 }

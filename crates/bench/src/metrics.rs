@@ -1,6 +1,8 @@
-//! Throughput and latency per operation class, from HDR histograms.
+//! Throughput and latency per latency class (named by the protocol's harness), aborts by cause,
+//! and per-phase latency, from HDR histograms.
 
-use ensemble_core::{Completion, CompletionResult, Outcome, Time};
+use crate::harness::Classified;
+use ensemble_core::{Completion, CompletionResult, Time};
 pub use hdrhistogram::Histogram;
 
 /// A latency histogram in microseconds, from 1 µs to one hour, three significant figures.
@@ -21,7 +23,10 @@ pub struct Metrics {
     end: Time,
     /// Latency in microseconds per class, plus "all".
     latency: BTreeMap<&'static str, Histogram<u64>>,
+    /// Latency in microseconds per phase.
+    phases: BTreeMap<&'static str, Histogram<u64>>,
     aborted: u64,
+    aborts_by_cause: BTreeMap<&'static str, u64>,
     errors: u64,
     redirects: u64,
 }
@@ -42,11 +47,18 @@ pub struct Summary {
     pub window_s: f64,
     /// Completed operations per second in the window (committed and aborted; refused ones not).
     pub throughput: f64,
-    /// Per class: "all", "local", "global", "commutative", and [`INTERACTION`] for workloads made
-    /// of web interactions.
+    /// Per class: "all", the protocol's classes ("local", "global", "commutative" for the belt),
+    /// and [`INTERACTION`] for workloads made of web interactions.
     pub classes: BTreeMap<String, ClassSummary>,
-    /// Operations whose body aborted (an application decision such as "out of stock").
+    /// Per phase (execution, termination), for protocols that report phases.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phases: BTreeMap<String, ClassSummary>,
+    /// Operations that aborted, whatever the cause.
     pub aborted: u64,
+    /// Aborts by cause: `body` (an application decision such as "out of stock"),
+    /// `certification`, `conflict`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub aborts_by_cause: BTreeMap<String, u64>,
     /// Requests refused with an error.
     pub errors: u64,
     /// MAP replies followed.
@@ -55,26 +67,35 @@ pub struct Summary {
 
 impl Metrics {
     pub fn new(start: Time, end: Time) -> Metrics {
-        Metrics { start, end, latency: BTreeMap::new(), aborted: 0, errors: 0, redirects: 0 }
+        Metrics {
+            start,
+            end,
+            latency: BTreeMap::new(),
+            phases: BTreeMap::new(),
+            aborted: 0,
+            aborts_by_cause: BTreeMap::new(),
+            errors: 0,
+            redirects: 0,
+        }
     }
 
-    pub fn record(&mut self, c: &Completion) {
+    pub fn record<E>(&mut self, c: &Completion<E>, k: &Classified) {
         if c.completed < self.start || c.completed >= self.end {
             return;
         }
         self.redirects += c.redirects as u64;
-        let class = match &c.result {
-            CompletionResult::Done { class, outcome, .. } => {
-                if matches!(outcome, Outcome::Aborted(_)) {
-                    self.aborted += 1;
-                }
-                class.name()
-            }
-            CompletionResult::Error(_) => {
-                self.errors += 1;
-                return;
-            }
-        };
+        if let CompletionResult::Error(_) = &c.result {
+            self.errors += 1;
+            return;
+        }
+        if let Some(cause) = k.abort {
+            self.aborted += 1;
+            *self.aborts_by_cause.entry(cause.name()).or_default() += 1;
+        }
+        for (phase, d) in &k.phases {
+            self.phases.entry(phase).or_insert_with(new_histogram).saturating_record(d.as_micros().max(1) as u64);
+        }
+        let class = k.class;
         if let Some(i) = &c.interaction {
             let us = c.completed.saturating_sub(i.started).as_micros().max(1) as u64;
             self.latency.entry(INTERACTION).or_insert_with(new_histogram).saturating_record(us);
@@ -90,27 +111,38 @@ impl Metrics {
 
     pub fn summary(&self) -> Summary {
         let window_s = self.end.saturating_sub(self.start).as_secs_f64();
-        let classes: BTreeMap<String, ClassSummary> = self
-            .latency
-            .iter()
-            .map(|(k, h)| {
-                let ms = |us: u64| us as f64 / 1e3;
-                (
-                    k.to_string(),
-                    ClassSummary {
-                        count: h.len(),
-                        throughput: h.len() as f64 / window_s,
-                        mean_ms: round3(h.mean() / 1e3),
-                        p50_ms: ms(h.value_at_quantile(0.50)),
-                        p90_ms: ms(h.value_at_quantile(0.90)),
-                        p99_ms: ms(h.value_at_quantile(0.99)),
-                        max_ms: ms(h.max()),
-                    },
-                )
-            })
-            .collect();
+        let summarize = |hists: &BTreeMap<&'static str, Histogram<u64>>| -> BTreeMap<String, ClassSummary> {
+            hists
+                .iter()
+                .map(|(k, h)| {
+                    let ms = |us: u64| us as f64 / 1e3;
+                    (
+                        k.to_string(),
+                        ClassSummary {
+                            count: h.len(),
+                            throughput: h.len() as f64 / window_s,
+                            mean_ms: round3(h.mean() / 1e3),
+                            p50_ms: ms(h.value_at_quantile(0.50)),
+                            p90_ms: ms(h.value_at_quantile(0.90)),
+                            p99_ms: ms(h.value_at_quantile(0.99)),
+                            max_ms: ms(h.max()),
+                        },
+                    )
+                })
+                .collect()
+        };
+        let classes = summarize(&self.latency);
         let throughput = classes.get("all").map(|c| c.throughput).unwrap_or(0.0);
-        Summary { window_s, throughput: round3(throughput), classes, aborted: self.aborted, errors: self.errors, redirects: self.redirects }
+        Summary {
+            window_s,
+            throughput: round3(throughput),
+            classes,
+            phases: summarize(&self.phases),
+            aborted: self.aborted,
+            aborts_by_cause: self.aborts_by_cause.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            errors: self.errors,
+            redirects: self.redirects,
+        }
     }
 }
 

@@ -14,10 +14,23 @@ pub struct RunResult {
     /// The serializability check's verdict, when the run was checked.
     pub check: Option<String>,
     pub check_passed: Option<bool>,
-    /// Simulator: events processed, messages, per-instance CPU utilisation in the window.
+    /// Simulator: events processed, messages, per-process CPU utilisation in the window.
     pub sim: Option<SimFigures>,
-    /// Per instance, the Conveyor Belt's counters.
-    pub belt: Vec<serde_json::Value>,
+    /// Per process, the protocol's counters.
+    pub processes: Vec<ProcessCounters>,
+}
+
+/// One process's counters (`Process::counters`), in the order the protocol lists them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProcessCounters {
+    pub process: ensemble_core::ProcessId,
+    pub counters: Vec<(String, u64)>,
+}
+
+impl ProcessCounters {
+    pub fn new(process: ensemble_core::ProcessId, counters: &[(&'static str, u64)]) -> ProcessCounters {
+        ProcessCounters { process, counters: counters.iter().map(|(k, v)| (k.to_string(), *v)).collect() }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -42,24 +55,23 @@ fn ms(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
 }
 
-/// A table of runs: one line each, latencies in milliseconds.
-pub fn print_table(results: &[RunResult]) -> String {
-    let header = [
-        "run", "system", "inst", "clients", "ops/s", "mean", "p50", "p90", "p99", "local mean", "local p99", "global mean",
-        "global p99", "aborted", "check",
-    ];
-    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
+/// A table of runs: one line each, latencies in milliseconds, a mean and p99 column for each of
+/// `classes` (the protocols' latency classes, as their harnesses list them). A `local` column
+/// shows the commutative class's mean where a run has no local operations.
+pub fn print_table(results: &[RunResult], classes: &[&str]) -> String {
+    let mut header: Vec<String> = ["run", "system", "inst", "clients", "ops/s", "mean", "p50", "p90", "p99"].map(String::from).to_vec();
+    for k in classes {
+        header.push(format!("{k} mean"));
+        header.push(format!("{k} p99"));
+    }
+    header.extend(["aborted", "check"].map(String::from));
+    let mut rows: Vec<Vec<String>> = vec![header];
     for r in results {
         let s = &r.summary;
         let c = |k: &str| s.classes.get(k);
-        let local_mean = match (c("local"), c("commutative")) {
-            (Some(l), _) => Some(l.mean_ms),
-            (None, Some(cm)) => Some(cm.mean_ms),
-            _ => None,
-        };
-        rows.push(vec![
+        let mut row = vec![
             r.experiment.label.clone(),
-            r.experiment.system.name().into(),
+            r.experiment.system.clone(),
             r.experiment.instances.to_string(),
             r.experiment.clients.to_string(),
             format!("{:.1}", s.throughput),
@@ -67,10 +79,19 @@ pub fn print_table(results: &[RunResult]) -> String {
             ms(c("all").map(|x| x.p50_ms)),
             ms(c("all").map(|x| x.p90_ms)),
             ms(c("all").map(|x| x.p99_ms)),
-            ms(local_mean),
-            ms(c("local").map(|x| x.p99_ms)),
-            ms(c("global").map(|x| x.mean_ms)),
-            ms(c("global").map(|x| x.p99_ms)),
+        ];
+        for k in classes {
+            let mean = match (c(k), *k == "local") {
+                (Some(x), _) => Some(x.mean_ms),
+                (None, true) => c("commutative").map(|x| x.mean_ms),
+                (None, false) => None,
+            };
+            row.push(ms(mean));
+            row.push(ms(c(k).map(|x| x.p99_ms)));
+        }
+        rows.push(row);
+        let row = rows.last_mut().expect("just pushed");
+        row.extend(vec![
             s.aborted.to_string(),
             match r.check_passed {
                 Some(true) => "serializable".into(),

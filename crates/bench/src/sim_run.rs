@@ -1,88 +1,76 @@
-//! Runs an experiment in the deterministic simulator.
+//! Runs an experiment in the deterministic simulator, for any [`Harness`].
 
 use crate::experiment::Experiment;
+use crate::harness::{Harness, RunOutput};
 use crate::metrics::Metrics;
-use crate::report::{RunResult, SimFigures};
-use ensemble_app::{DataConfig, PartitionPlan};
-use ensemble_belt::{BeltConfig, ClosedLoopClient, ConveyorBelt, ThinkTime};
-use ensemble_core::{ClientId, Completion, InstanceId, Time};
+use crate::report::{ProcessCounters, RunResult, SimFigures};
+use ensemble_core::{Completion, ProcessId, Protocol, Time};
 use ensemble_sim::Simulation;
-use ensemble_sqlite::SqliteStorage;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// After the measurement window clients stop issuing; the run goes on until no completion has
 /// arrived for this long (longer than any round trip of the shipped topologies), so that every
-/// request has its reply and every instance has seen every global update.
+/// request has its reply and every process has seen every update.
 const QUIET: Duration = Duration::from_secs(3);
 /// A run that has not drained after this long is reported as such by the check.
 const MAX_DRAIN: Duration = Duration::from_secs(600);
 
 /// A finished simulation before its check: what the checker needs, kept apart so that tests can
 /// tamper with it and see the checker object.
-pub struct Simulated {
+pub struct Simulated<H: Harness> {
     pub result: RunResult,
-    pub app: Arc<ensemble_app::Application>,
-    pub plan: Arc<PartitionPlan>,
-    pub data: ensemble_app::Dataset,
-    pub history: Vec<Completion>,
-    pub storages: Vec<SqliteStorage>,
-    /// Instances whose belt halted, with the reason.
-    pub halted: Vec<String>,
+    pub history: Vec<Completion<<H::P as Protocol>::Evidence>>,
+    pub storages: Vec<Option<H::S>>,
+    /// Processes that reported a failure, with the reason.
+    pub failures: Vec<String>,
 }
 
-impl Simulated {
-    /// Runs the serializability check and records its verdict in the result.
-    pub fn check(mut self) -> anyhow::Result<RunResult> {
-        let refs: Vec<&SqliteStorage> = self.storages.iter().collect();
-        let mut report = ensemble_check::check(&self.app, &self.plan, &self.data, &self.history, &refs)?;
-        report.violations.extend(self.halted.iter().map(|h| format!("belt halted at {h}")));
-        self.result.check = Some(report.summary());
-        self.result.check_passed = Some(report.ok());
-        Ok(self.result)
+impl<H: Harness> Simulated<H> {
+    /// Runs the protocol's checks, writes the history file if the experiment asks for one, and
+    /// records the verdict in the result.
+    pub fn check(self, h: &H, exp: &Experiment) -> anyhow::Result<RunResult> {
+        let Simulated { mut result, history, storages, failures } = self;
+        let run = RunOutput { history: &history, storages, failures };
+        crate::finish_run(h, exp, run, &mut result)?;
+        Ok(result)
     }
 }
 
-pub fn run_sim(exp: &Experiment, progress: bool) -> anyhow::Result<RunResult> {
-    let s = simulate(exp, progress)?;
-    if exp.check {
-        s.check()
+pub fn run_sim<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::Result<RunResult> {
+    let s = simulate(h, exp, progress)?;
+    if exp.check || exp.history_file.is_some() {
+        s.check(h, exp)
     } else {
         Ok(s.result)
     }
 }
 
-/// Runs the experiment; the history is kept when `exp.check` is set.
-pub fn simulate(exp: &Experiment, progress: bool) -> anyhow::Result<Simulated> {
-    let app = exp.validate().map_err(anyhow::Error::msg)?;
-    let plan = Arc::new(exp.plan.clone());
-    let n = exp.instances;
-    let data = (app.generate)(DataConfig { scale: exp.scale, seed: exp.seed });
-    let mut sim: Simulation<ConveyorBelt, SqliteStorage> = Simulation::new(exp.topology.clone(), exp.seed)?;
-    let cfg = BeltConfig { instances: n, global_execution: exp.global_execution, idle_pause: Duration::from_micros(exp.idle_pause_us) };
-    for i in 0..n {
-        let id = InstanceId(i);
-        let storage = SqliteStorage::open_in_memory(app.clone(), id)?;
-        storage.create_schema()?;
-        load_partition(&storage, &data, &plan, id, n)?;
-        sim.add_node(ConveyorBelt::new(id, cfg.clone(), app.clone(), plan.clone()), exp.topology.instance_site(i), storage)?;
+/// Runs the experiment; the history is kept when it will be checked or written.
+pub fn simulate<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::Result<Simulated<H>> {
+    exp.validate().map_err(anyhow::Error::msg)?;
+    h.validate(exp).map_err(anyhow::Error::msg)?;
+    let deployment = h.deployment(exp);
+    let n = deployment.len();
+    let mut sim: Simulation<H::P, H::S> = Simulation::new(exp.topology.clone(), deployment, exp.seed)?;
+    for i in 0..n as u32 {
+        let id = ProcessId(i);
+        sim.add_process(h.process(exp, id)?, h.sim_storage(exp, id)?)?;
     }
     let end = Time::ZERO + Duration::from_secs_f64(exp.warmup_s + exp.measure_s);
-    let think = if exp.think_ms > 0.0 { ThinkTime::Exponential { mean: Duration::from_secs_f64(exp.think_ms / 1e3) } } else { ThinkTime::None };
     for c in 0..exp.clients {
-        let (site, ctx) = exp.client_placement(c);
-        let client = ClosedLoopClient::new(ClientId(c as u64), ctx, exp.workload.client(exp.scale), exp.seed, think).stop_at(end);
-        sim.add_client(Box::new(client), site)?;
+        let (client, site) = h.client(exp, c, end);
+        sim.add_client(client, site)?;
     }
 
     let start = Time::ZERO + Duration::from_secs_f64(exp.warmup_s);
     let mut metrics = Metrics::new(start, end);
-    let mut history: Vec<Completion> = Vec::new();
+    let keep = exp.check || exp.history_file.is_some();
+    let mut history = Vec::new();
     let last_completion = std::cell::Cell::new(Time::ZERO);
     let bar = progress_bar(progress, exp);
-    let mut record = |now: Time, c: &Completion| {
-        metrics.record(c);
-        if exp.check {
+    let mut record = |now: Time, c: &Completion<<H::P as Protocol>::Evidence>| {
+        metrics.record(c, &h.classify(c));
+        if keep {
             history.push(c.clone());
         }
         last_completion.set(now);
@@ -110,35 +98,39 @@ pub fn simulate(exp: &Experiment, progress: bool) -> anyhow::Result<Simulated> {
     }
     bar.finish_and_clear();
 
-    let window = Duration::from_secs_f64(exp.measure_s) * exp.topology.cpu.cores;
+    let window = Duration::from_secs_f64(exp.measure_s);
     let cpu_utilisation = busy_at_end
         .iter()
-        .zip(busy_at_start.iter().chain(std::iter::repeat(&Duration::ZERO)))
-        .map(|(e, s)| ((e.saturating_sub(*s)).as_secs_f64() / window.as_secs_f64() * 1e3).round() / 1e3)
+        .zip(busy_at_start.iter().chain(std::iter::repeat(&(Duration::ZERO, 1))))
+        .map(|((e, cores), (s, _))| {
+            let capacity = window * *cores;
+            ((e.saturating_sub(*s)).as_secs_f64() / capacity.as_secs_f64() * 1e3).round() / 1e3
+        })
         .collect();
     let stats = sim.stats();
     let sim_figures = SimFigures { events: stats.events, messages: stats.messages_sent, virtual_s: sim.now().as_secs_f64(), cpu_utilisation };
-    let belt = (0..n).map(|i| serde_json::to_value(sim.node(InstanceId(i)).stats()).expect("stats serialize")).collect();
-    let halted: Vec<String> = (0..n).filter_map(|i| sim.node(InstanceId(i)).halted().map(|m| format!("i{i}: {m}"))).collect();
+    let reports = sim.process_reports();
+    let processes = reports.iter().map(|(id, counters, _)| ProcessCounters::new(*id, counters)).collect();
+    let failures: Vec<String> = reports.iter().filter_map(|(id, _, f)| f.as_ref().map(|m| format!("{id}: {m}"))).collect();
 
     let storages = sim.into_storages();
-    let result = RunResult { experiment: exp.clone(), summary: metrics.summary(), check: None, check_passed: None, sim: Some(sim_figures), belt };
-    Ok(Simulated { result, app, plan, data, history, storages, halted })
+    let result = RunResult {
+        experiment: exp.clone(),
+        summary: metrics.summary(),
+        check: None,
+        check_passed: None,
+        sim: Some(sim_figures),
+        processes,
+    };
+    Ok(Simulated { result, history, storages, failures })
 }
 
-fn busy(sim: &Simulation<ConveyorBelt, SqliteStorage>, n: u32) -> Vec<Duration> {
-    (0..n).map(|i| sim.stats().node(InstanceId(i)).map(|s| s.busy).unwrap_or_default()).collect()
-}
-
-/// Loads the rows instance `id` holds: all of every replicated table, its partitions of the others.
-pub fn load_partition(
-    storage: &SqliteStorage,
-    data: &ensemble_app::Dataset,
-    plan: &PartitionPlan,
-    id: InstanceId,
-    n: u32,
-) -> anyhow::Result<u64> {
-    Ok(storage.load(data, |table, cols, row| plan.holds_row(table, id, n, |c| cols.iter().position(|x| x == c).map(|p| &row[p])))?)
+/// Each process's busy time so far, with the cores it runs on.
+fn busy<P: Protocol, S: ensemble_core::Storage<Job = P::Job, Result = P::JobResult>>(
+    sim: &Simulation<P, S>,
+    n: usize,
+) -> Vec<(Duration, u32)> {
+    (0..n as u32).map(|i| sim.stats().process(ProcessId(i)).map(|s| (s.busy, s.cores.max(1))).unwrap_or((Duration::ZERO, 1))).collect()
 }
 
 fn progress_bar(progress: bool, exp: &Experiment) -> indicatif::ProgressBar {

@@ -67,33 +67,38 @@ fn same_seed_same_result_file() {
 fn the_checker_catches_a_wrong_reply_a_diverged_replica_and_a_lost_global() {
     let mut e = quick("shop", System::Ensemble, 3, Topology::wan5());
     e.measure_s = 4.0;
-    let base = || ensemble_bench::sim_run::simulate(&e, false).unwrap();
+    let h = ensemble_bench::systems::belt::BeltHarness::new();
+    let base = || ensemble_bench::sim_run::simulate(&h, &e, false).unwrap();
 
     // A reply the serial replay would not give.
     let mut s = base();
     let c = s
         .history
         .iter_mut()
-        .find(|c| c.request.txn == "add_item" && matches!(c.result, ensemble_core::CompletionResult::Done { .. }))
+        .find(|c| c.request.txn == "add_item" && matches!(c.result, ensemble_core::CompletionResult::Done(_)))
         .unwrap();
-    if let ensemble_core::CompletionResult::Done { outcome, .. } = &mut c.result {
-        *outcome = ensemble_core::Outcome::Committed(vec![vec![ensemble_core::Value::Int(-1)]]);
+    if let ensemble_core::CompletionResult::Done(done) = &mut c.result {
+        done.outcome = ensemble_core::Outcome::Committed(vec![vec![ensemble_core::Value::Int(-1)]]);
     }
-    let r = s.check().unwrap();
+    let r = s.check(&h, &e).unwrap();
     assert_eq!(r.check_passed, Some(false));
     assert!(r.check.unwrap().contains("the run replied"));
 
     // A replica whose replicated table drifted.
     let s = base();
-    s.storages[2].connection().execute("UPDATE items SET stock = stock + 1 WHERE item_id = 3", []).unwrap();
-    let r = s.check().unwrap();
+    s.storages[2].as_ref().unwrap().connection().execute("UPDATE items SET stock = stock + 1 WHERE item_id = 3", []).unwrap();
+    let r = s.check(&h, &e).unwrap();
     assert!(r.check.unwrap().contains("table `items` at instance i2"));
 
     // A global operation whose reply is missing from the history.
     let mut s = base();
-    let i = s.history.iter().position(|c| matches!(c.result, ensemble_core::CompletionResult::Done { class: ensemble_core::OpClass::Global, .. })).unwrap();
+    let i = s
+        .history
+        .iter()
+        .position(|c| matches!(&c.result, ensemble_core::CompletionResult::Done(d) if d.evidence.class == ensemble_app::OpClass::Global))
+        .unwrap();
     s.history.remove(i);
-    let r = s.check().unwrap();
+    let r = s.check(&h, &e).unwrap();
     assert!(r.check.unwrap().contains("global sequence numbers are not"));
 }
 
@@ -141,7 +146,7 @@ fn web_interactions_are_measured_whole_and_think_time_falls_between_them() {
         let mut e = quick(app, System::Ensemble, 3, Topology::wan5());
         e.clients = 5;
         e.think_ms = 500.0;
-        let s = ensemble_bench::sim_run::simulate(&e, false).unwrap();
+        let s = ensemble_bench::sim_run::simulate(&ensemble_bench::systems::belt::BeltHarness::new(), &e, false).unwrap();
         let pages = &s.result.summary.classes[ensemble_bench::INTERACTION];
         let txns = &s.result.summary.classes["all"];
         assert!(pages.count > 0 && pages.count < txns.count, "{app}: {} pages, {} transactions", pages.count, txns.count);
@@ -162,6 +167,6 @@ fn web_interactions_are_measured_whole_and_think_time_falls_between_them() {
         assert!(within > 0 && across > 0, "{app}: {within} requests within pages, {across} after thinking");
         let names: std::collections::BTreeSet<&str> = s.history.iter().filter_map(|c| c.interaction.as_ref()).map(|i| i.name.as_str()).collect();
         assert!(names.len() >= 5, "{app}: pages of only {names:?} ended");
-        assert!(s.check().unwrap().check_passed == Some(true));
+        assert!(s.check(&ensemble_bench::systems::belt::BeltHarness::new(), &e).unwrap().check_passed == Some(true));
     }
 }

@@ -16,11 +16,13 @@ fn queue_model(e: &Experiment, _progress: bool) -> anyhow::Result<RunResult> {
         window_s: e.measure_s,
         throughput,
         classes: BTreeMap::from([("all".to_string(), all)]),
+        phases: BTreeMap::new(),
         aborted: 0,
+        aborts_by_cause: BTreeMap::new(),
         errors: 0,
         redirects: 0,
     };
-    Ok(RunResult { experiment: e.clone(), summary, check: Some("model".into()), check_passed: Some(true), sim: None, belt: vec![] })
+    Ok(RunResult { experiment: e.clone(), summary, check: Some("model".into()), check_passed: Some(true), sim: None, processes: vec![] })
 }
 
 fn opts(jobs: usize, runtime: Runtime) -> FigureOpts {

@@ -16,18 +16,21 @@
 //! 4. every instance has seen every global operation.
 //!
 //! A run that passes is serializable: its replies and final state are those of a serial
-//! execution. The check needs no knowledge of the protocol beyond the positions, so other
-//! protocols that report positions reuse it.
+//! execution. The check needs no knowledge of the token beyond the positions, so any protocol
+//! over the SQL storage contract that reports positions reuses it. It is the second, independent
+//! oracle beside the dependency-graph checker (`ensemble-history`), which the same runs also pass
+//! when they record what each transaction read and wrote.
 
-use ensemble_app::{Application, Dataset, PartitionPlan, TablePlacement};
-use ensemble_core::{Completion, CompletionResult, InstanceId, Outcome, Position, Request, Rows};
+use ensemble_app::{Application, Dataset, InstanceId, PartitionPlan, Position, TablePlacement};
+use ensemble_belt::BeltEvidence;
+use ensemble_core::{Completion, CompletionResult, Outcome, Request, Rows};
 use ensemble_sqlite::{digest_of, SqliteStorage, StorageError};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct CheckReport {
+pub struct ReplayReport {
     pub operations: u64,
     pub globals: u64,
     pub locals: u64,
@@ -37,7 +40,7 @@ pub struct CheckReport {
     pub tables: BTreeMap<String, (u64, String)>,
 }
 
-impl CheckReport {
+impl ReplayReport {
     pub fn ok(&self) -> bool {
         self.violations.is_empty()
     }
@@ -86,15 +89,16 @@ pub fn check(
     app: &Arc<Application>,
     plan: &PartitionPlan,
     dataset: &Dataset,
-    history: &[Completion],
+    history: &[Completion<BeltEvidence>],
     instances: &[&SqliteStorage],
-) -> Result<CheckReport, StorageError> {
-    let mut report = CheckReport::default();
+) -> Result<ReplayReport, StorageError> {
+    let mut report = ReplayReport::default();
     let mut ops: Vec<(SerialKey, &Request, &Outcome)> = Vec::new();
     let mut global_seqs = Vec::new();
     let mut local_writes: BTreeMap<InstanceId, Vec<u64>> = BTreeMap::new();
     for c in history {
-        let CompletionResult::Done { outcome, position, .. } = &c.result else { continue };
+        let CompletionResult::Done(done) = &c.result else { continue };
+        let (outcome, position) = (&done.outcome, &done.evidence.position);
         match position {
             Position::Global { seq } => {
                 report.globals += 1;

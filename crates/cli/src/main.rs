@@ -1,13 +1,16 @@
-//! `ensemble`: run and measure applications scaled out with the Conveyor Belt.
+//! `ensemble`: run, measure and check transactional protocols: applications scaled out with the
+//! Conveyor Belt, and every protocol whose harness `systems` lists.
 
 mod node;
 mod overhead;
 mod real;
+mod systems;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use ensemble_bench::figures::{self, FigureOpts};
-use ensemble_bench::{print_table, write_json, Experiment, Runtime, System, WorkloadSpec};
+use ensemble_bench::{print_table, write_json, Experiment, Harness, Runtime, System, WorkloadSpec};
+use systems::WithHarness;
 use ensemble_belt::GlobalExecution;
 use ensemble_core::topology::Topology;
 use std::path::PathBuf;
@@ -32,16 +35,30 @@ enum Command {
     Plan(PlanArgs),
     /// Print a topology preset as TOML (a starting point for a topology file).
     Topology { name: String },
-    /// Run one instance as a process (started by `bench --real`; not usually run by hand).
+    /// Run one host of a real deployment: the processes the deployment puts in one OS process
+    /// (started by `bench --real`; not usually run by hand).
     Node(node::NodeArgs),
+    /// Check a history file (JSON: transactions with what they read, from which writer, and
+    /// wrote; optionally each replica's install order) against a consistency criterion.
+    Check(CheckArgs),
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// The history, in the format of crates/history/FORMAT.md (what `bench --history` writes).
+    history: PathBuf,
+    /// ser, us, si, psi, nmsi or rc; comma-separated for several.
+    #[arg(long, default_value = "ser", value_delimiter = ',')]
+    criterion: Vec<String>,
 }
 
 #[derive(Args, Clone)]
 struct BenchArgs {
-    /// Application: shop, micro, tpcw or rubis.
+    /// Workload: the applications shop, micro, tpcw, rubis; kv (key-value transactions).
     #[arg(default_value = "shop")]
     app: String,
-    /// Systems to compare, comma-separated: ensemble, centralized, read-only.
+    /// Systems to compare, comma-separated: ensemble, centralized, read-only (the Conveyor Belt
+    /// and its baselines), primary-backup (a toy key-value protocol).
     #[arg(long, default_value = "ensemble,centralized", value_delimiter = ',')]
     system: Vec<String>,
     /// Instances for ensemble and read-only (centralized always has one); comma-separated for a sweep.
@@ -90,6 +107,10 @@ struct BenchArgs {
     /// Run as real processes over TCP on this machine instead of in the simulator.
     #[arg(long)]
     real: bool,
+    /// Write each run's history (what every transaction read and wrote) here, in the format
+    /// `ensemble check` reads; with several runs, the run's label is added to the file name.
+    #[arg(long)]
+    history: Option<PathBuf>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -190,6 +211,7 @@ fn main() {
         Command::Plan(a) => plan(a),
         Command::Topology { name } => Topology::load(&name).map_err(Into::into).map(|t| print!("{}", toml::to_string(&t).expect("a topology serializes"))),
         Command::Node(a) => node::run(a),
+        Command::Check(a) => check(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
@@ -207,14 +229,14 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
     }
     let plan_text = a.plan.as_ref().map(|p| std::fs::read_to_string(p).with_context(|| format!("reading plan {}", p.display()))).transpose()?;
     let mut out = Vec::new();
-    for s in &a.system {
-        let system = System::parse(s).map_err(anyhow::Error::msg)?;
-        let counts: Vec<u32> = if system == System::Centralized { vec![1] } else { a.instances.clone() };
+    for system in &a.system {
+        let belt = System::parse(system).ok();
+        let counts: Vec<u32> = if belt == Some(System::Centralized) { vec![1] } else { a.instances.clone() };
         for n in counts {
-            let mut e = Experiment::new(&a.app, system, n, topology.clone()).map_err(anyhow::Error::msg)?;
-            if system == System::Ensemble && plan_text.is_some() {
+            let mut e = Experiment::for_system(&a.app, system, n, topology.clone()).map_err(anyhow::Error::msg)?;
+            if belt == Some(System::Ensemble) && plan_text.is_some() {
                 let app = e.application().map_err(anyhow::Error::msg)?;
-                e.plan = Experiment::plan_for(&app, system, plan_text.as_deref()).map_err(anyhow::Error::msg)?;
+                e.plan = Experiment::plan_for(&app, System::Ensemble, plan_text.as_deref()).map_err(anyhow::Error::msg)?;
             }
             e.runtime = if a.real { Runtime::Real } else { Runtime::Sim };
             e.clients = a.clients;
@@ -240,12 +262,94 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                 // An idle token on loopback would otherwise spin a core.
                 e.idle_pause_us = 500;
             }
-            e.label = format!("{}-{}-{}{}", a.app, system.name(), e.instances, if a.real { "-real" } else { "" });
-            e.validate().map_err(anyhow::Error::msg)?;
+            e.label = format!("{}-{}-{}{}", a.app, system, e.instances, if a.real { "-real" } else { "" });
+            systems::dispatch(system, Validate(&e))?.map_err(anyhow::Error::msg)?;
             out.push(e);
         }
     }
+    if let Some(path) = &a.history {
+        let several = out.len() > 1;
+        for e in &mut out {
+            e.history_file = Some(if several { labelled(path, &e.label) } else { path.clone() });
+        }
+    }
     Ok(out)
+}
+
+/// `dir/stem.ext` becomes `dir/stem-label.ext`.
+fn labelled(path: &std::path::Path, label: &str) -> PathBuf {
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "history".into());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{label}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{label}"),
+    };
+    path.with_file_name(name)
+}
+
+struct Validate<'a>(&'a Experiment);
+
+impl WithHarness for Validate<'_> {
+    type Out = Result<(), String>;
+    fn with<H: Harness>(self, h: &H) -> Self::Out {
+        self.0.validate()?;
+        h.validate(self.0)
+    }
+}
+
+struct Run<'a> {
+    exp: &'a Experiment,
+    progress: bool,
+}
+
+impl WithHarness for Run<'_> {
+    type Out = anyhow::Result<ensemble_bench::RunResult>;
+    fn with<H: Harness>(self, h: &H) -> Self::Out {
+        match self.exp.runtime {
+            Runtime::Sim => ensemble_bench::sim_run::run_sim(h, self.exp, self.progress),
+            Runtime::Real => real::run_real(h, self.exp, self.progress),
+        }
+    }
+}
+
+struct TableClasses;
+
+impl WithHarness for TableClasses {
+    type Out = &'static [&'static str];
+    fn with<H: Harness>(self, h: &H) -> Self::Out {
+        h.table_classes()
+    }
+}
+
+/// The latency classes the systems of `exps` show in a table, in order of first appearance.
+fn table_classes(exps: &[Experiment]) -> anyhow::Result<Vec<&'static str>> {
+    let mut classes: Vec<&'static str> = Vec::new();
+    for e in exps {
+        for c in systems::dispatch(&e.system, TableClasses)? {
+            if !classes.contains(c) {
+                classes.push(c);
+            }
+        }
+    }
+    Ok(classes)
+}
+
+fn check(a: CheckArgs) -> anyhow::Result<()> {
+    let criteria = a
+        .criterion
+        .iter()
+        .map(|c| c.parse::<ensemble_history::Criterion>().map_err(|e| anyhow::anyhow!("--criterion: {e}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let history = ensemble_history::History::load(&a.history)?;
+    let mut failed = false;
+    for c in criteria {
+        let report = ensemble_history::check(&history, c);
+        println!("{report}");
+        failed |= !report.ok();
+    }
+    if failed {
+        bail!("{} does not satisfy every criterion asked for", a.history.display());
+    }
+    Ok(())
 }
 
 fn bench(a: BenchArgs) -> anyhow::Result<()> {
@@ -258,7 +362,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         eprintln!("wrote {}", path.display());
         results.push(r);
     }
-    println!("{}", print_table(&results));
+    println!("{}", print_table(&results, &table_classes(&exps)?));
     let wall = if a.real { "real processes on this machine" } else { "simulated (virtual time)" };
     println!(
         "app {} | topology {} | {} clients at sites {:?} | window {} s after {} s warm-up | {wall} | latencies in ms",
@@ -275,12 +379,10 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs an experiment where its `runtime` says; real processes are this binary's `node` command.
+/// Runs an experiment of any system where its `runtime` says; real processes are this binary's
+/// `node` command.
 fn run_anywhere(e: &Experiment, progress: bool) -> anyhow::Result<ensemble_bench::RunResult> {
-    match e.runtime {
-        Runtime::Sim => ensemble_bench::run(e, progress),
-        Runtime::Real => real::run_real(e, progress),
-    }
+    systems::dispatch(&e.system, Run { exp: e, progress })?
 }
 
 fn figure(a: FigureArgs) -> anyhow::Result<()> {

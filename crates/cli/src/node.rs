@@ -1,68 +1,78 @@
-//! `ensemble node`: one instance as an OS process. It creates and loads its own database, prints a
-//! ready line, and serves until asked to shut down.
+//! `ensemble node`: one host of a real deployment as an OS process. It builds the processes the
+//! deployment puts on this host with the system's harness (creating and loading their storage),
+//! prints a ready line, serves until asked to shut down, and writes what its processes reported.
 
+use crate::systems::{self, WithHarness};
 use anyhow::Context;
 use clap::Args;
-use ensemble_app::DataConfig;
-use ensemble_bench::sim_run::load_partition;
-use ensemble_bench::Experiment;
-use ensemble_belt::{BeltConfig, ConveyorBelt};
-use ensemble_core::InstanceId;
+use ensemble_bench::{Experiment, Harness};
 use ensemble_net::cluster::ready_line;
-use ensemble_net::{ClusterSpec, ShutdownHandle};
-use ensemble_sqlite::SqliteStorage;
+use ensemble_net::{ClusterSpec, HostId, HostedProcess, ShutdownHandle};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 #[derive(Args)]
 pub struct NodeArgs {
-    /// The experiment (JSON, as in a result file): application, plan, data scale and seed.
+    /// The experiment (JSON, as in a result file): system, workload, data scale and seed.
     #[arg(long)]
     experiment: PathBuf,
-    /// Where every instance listens and sits.
+    /// Where every host listens and which processes it runs.
     #[arg(long)]
     cluster: PathBuf,
     #[arg(long)]
-    instance: u32,
-    /// This instance's database file (created; must not exist).
+    host: u32,
+    /// Where this host's processes keep their storage (databases are created; they must not
+    /// exist), and where the host writes its report when it stops.
     #[arg(long)]
-    db: PathBuf,
+    dir: PathBuf,
 }
 
 pub fn run(a: NodeArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&a.experiment).with_context(|| format!("reading {}", a.experiment.display()))?;
     let exp: Experiment = serde_json::from_str(&text).with_context(|| format!("{} is not an experiment", a.experiment.display()))?;
-    let app = exp.validate().map_err(anyhow::Error::msg)?;
     let spec = ClusterSpec::load(&a.cluster)?;
-    let id = InstanceId(a.instance);
-    let cfg = spec.node_config(id)?;
-    if a.db.exists() {
-        anyhow::bail!("database {} exists already; a node starts from a fresh database", a.db.display());
+    systems::dispatch(&exp.system.clone(), Serve { exp, spec, args: a })?
+}
+
+struct Serve {
+    exp: Experiment,
+    spec: ClusterSpec,
+    args: NodeArgs,
+}
+
+impl WithHarness for Serve {
+    type Out = anyhow::Result<()>;
+    fn with<H: Harness>(self, h: &H) -> anyhow::Result<()> {
+        let Serve { exp, spec, args } = self;
+        exp.validate().map_err(anyhow::Error::msg)?;
+        h.validate(&exp).map_err(anyhow::Error::msg)?;
+        anyhow::ensure!(
+            h.deployment(&exp) == spec.deployment,
+            "cluster file {} deploys other processes than experiment {} asks for",
+            args.cluster.display(),
+            args.experiment.display()
+        );
+        let host = HostId(args.host);
+        let cfg = spec.host_config(host)?;
+        let mut processes = Vec::new();
+        for &id in cfg.processes() {
+            let storage = h.real_storage(&exp, id, &args.dir)?.map(|open| {
+                let f: ensemble_net::StorageFactory<_, _> = Arc::new(move |worker| Box::new(open(worker)) as _);
+                f
+            });
+            processes.push(HostedProcess { process: h.process(&exp, id)?, storage });
+        }
+        let listener = std::net::TcpListener::bind(cfg.listen).with_context(|| format!("binding {}", cfg.listen))?;
+        println!("{}", ready_line(host, cfg.listen));
+        std::io::stdout().flush()?;
+        let report = ensemble_net::run_host_on(listener, cfg, processes, ShutdownHandle::new())?;
+        let path = crate::real::report_path(&args.dir, host);
+        std::fs::write(&path, serde_json::to_string(&report.processes)?).with_context(|| format!("writing {}", path.display()))?;
+        // One write for the whole line: the hosts of a run share the terminal's stderr, and
+        // piecewise writes from several processes interleave into an unreadable line.
+        let line = format!("{report:?}\n");
+        std::io::stderr().write_all(line.as_bytes())?;
+        Ok(())
     }
-    let plan = Arc::new(exp.plan.clone());
-    let n = spec.instances.len() as u32;
-    {
-        let db = SqliteStorage::open_file(&a.db, app.clone(), id)?;
-        db.create_schema()?;
-        let data = (app.generate)(DataConfig { scale: exp.scale, seed: exp.seed });
-        load_partition(&db, &data, &plan, id, n)?;
-    }
-    let belt_cfg = BeltConfig { instances: n, global_execution: exp.global_execution, idle_pause: Duration::from_micros(exp.idle_pause_us) };
-    let node = ConveyorBelt::new(id, belt_cfg, app.clone(), plan);
-    let listener = std::net::TcpListener::bind(cfg.listen).with_context(|| format!("binding {}", cfg.listen))?;
-    let path = a.db.clone();
-    let open = move |_worker: usize| {
-        // A node cannot serve without its database: failing to open it is fatal.
-        SqliteStorage::open_file(&path, app.clone(), id).unwrap_or_else(|e| panic!("opening {}: {e}", path.display()))
-    };
-    println!("{}", ready_line(cfg.instance, cfg.listen));
-    std::io::stdout().flush()?;
-    let report = ensemble_net::run_node_on(listener, cfg, node, open, ShutdownHandle::new())?;
-    // One write for the whole line: the nodes of a run share the terminal's stderr, and
-    // piecewise writes from several processes interleave into an unreadable line.
-    let line = format!("{report:?}\n");
-    std::io::stderr().write_all(line.as_bytes())?;
-    Ok(())
 }

@@ -6,7 +6,8 @@ use ensemble_app::{apps::shop, ClientCtx, DataConfig, Workload};
 use ensemble_bench::report::render;
 use ensemble_bench::{Experiment, System};
 use ensemble_core::topology::Topology;
-use ensemble_core::{ClientId, InstanceId, Request};
+use ensemble_app::InstanceId;
+use ensemble_core::{ClientId, Request};
 use ensemble_sqlite::SqliteStorage;
 type Histogram = hdr::Histogram<u64>;
 use rand::SeedableRng;
@@ -75,7 +76,7 @@ pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool) -> anyhow::R
     e.label = "overhead-ensemble".into();
     e.runtime = ensemble_bench::Runtime::Real;
     let d = direct(threads, measure_s, seed)?;
-    let r = crate::real::run_real(&e, progress)?;
+    let r = crate::real::run_real(&ensemble_bench::systems::belt::BeltHarness::new(), &e, progress)?;
     let all = &r.summary.classes["all"];
     let d_tput = d.ops as f64 / d.secs;
     let d_mean = d.hist.mean() / 1e3;

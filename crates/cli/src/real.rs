@@ -1,26 +1,29 @@
-//! `bench --real`: the experiment's instances as OS processes on this machine, talking TCP on
-//! loopback with the topology's delays emulated, clients driven from this process.
+//! `bench --real`: any system's deployment as OS processes on this machine (one per host, the
+//! `node` command), talking TCP on loopback with the topology's delays emulated, clients driven
+//! from this process. The same harness as the simulated run builds the processes, the clients,
+//! the classification and the check.
 
 use anyhow::Context;
+use ensemble_bench::harness::RunOutput;
 use ensemble_bench::metrics::Metrics;
-use ensemble_bench::{Experiment, RunResult};
-use ensemble_belt::{ClosedLoopClient, ThinkTime};
-use ensemble_core::{ClientId, Completion, InstanceId, Time};
+use ensemble_bench::report::ProcessCounters;
+use ensemble_bench::{Experiment, Harness, RunResult};
+use ensemble_core::{Completion, ProcessId, Protocol, Time};
 use ensemble_net::cluster::{send_shutdown, wait_for_ready_line};
-use ensemble_net::{run_clients, ClientSlot, ClusterSpec, TopologyRef};
-use ensemble_sqlite::SqliteStorage;
+use ensemble_net::{run_clients, ClientSlot, ClusterSpec, HostId, ProcessReport, TopologyRef};
 use std::io::BufReader;
 use std::ops::ControlFlow;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Time after the window for replies in flight and the token's last round.
+/// Time after the window for replies in flight and the protocol's last round.
 const DRAIN: Duration = Duration::from_secs(5);
 
-struct Nodes(Vec<Child>);
+/// Node processes of a run; killed if the run ends early.
+struct Hosts(Vec<Child>);
 
-impl Drop for Nodes {
+impl Drop for Hosts {
     fn drop(&mut self) {
         for c in &mut self.0 {
             let _ = c.kill();
@@ -29,10 +32,18 @@ impl Drop for Nodes {
     }
 }
 
-pub fn run_real(exp: &Experiment, progress: bool) -> anyhow::Result<RunResult> {
-    let app = exp.validate().map_err(anyhow::Error::msg)?;
+/// Where host `h` writes what its processes reported when it stops.
+pub fn report_path(dir: &Path, h: HostId) -> std::path::PathBuf {
+    dir.join(format!("host{}-report.json", h.0))
+}
+
+pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::Result<RunResult> {
+    exp.validate().map_err(anyhow::Error::msg)?;
+    h.validate(exp).map_err(anyhow::Error::msg)?;
     let dir = tempfile::tempdir()?;
-    let mut spec = ClusterSpec::local(exp.instances as usize, Some(TopologyRef::Inline(Box::new(exp.topology.clone()))), true)?;
+    let deployment = h.deployment(exp);
+    let n = deployment.len();
+    let mut spec = ClusterSpec::local(deployment, TopologyRef::Inline(Box::new(exp.topology.clone())), true)?;
     spec.seed = exp.seed;
     spec.workers = 2;
     let exp_path = dir.path().join("experiment.json");
@@ -40,61 +51,59 @@ pub fn run_real(exp: &Experiment, progress: bool) -> anyhow::Result<RunResult> {
     std::fs::write(&exp_path, serde_json::to_string(exp)?)?;
     spec.save(&cluster_path)?;
     let exe = std::env::current_exe().context("locating the ensemble binary")?;
-    let mut nodes = Nodes(Vec::new());
-    for i in 0..exp.instances {
+    let mut hosts = Hosts(Vec::new());
+    let host_ids: Vec<HostId> = spec.host_ids().map(|(id, _)| id).collect();
+    for host in &host_ids {
         let child = Command::new(&exe)
             .arg("node")
             .arg("--experiment")
             .arg(&exp_path)
             .arg("--cluster")
             .arg(&cluster_path)
-            .arg("--instance")
-            .arg(i.to_string())
-            .arg("--db")
-            .arg(dir.path().join(format!("i{i}.db")))
+            .arg("--host")
+            .arg(host.0.to_string())
+            .arg("--dir")
+            .arg(dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .context("starting a node process")?;
-        nodes.0.push(child);
+        hosts.0.push(child);
     }
-    for (i, child) in nodes.0.iter_mut().enumerate() {
+    for (host, child) in host_ids.iter().zip(hosts.0.iter_mut()) {
         let out = child.stdout.take().expect("piped");
-        let (id, _) = wait_for_ready_line(BufReader::new(out)).with_context(|| format!("instance {i} did not start"))?;
-        anyhow::ensure!(id == InstanceId(i as u32), "instance {i} announced itself as {id}");
+        let (id, _) = wait_for_ready_line(BufReader::new(out)).with_context(|| format!("host {} did not start", host.0))?;
+        anyhow::ensure!(id == *host, "host {} announced itself as host {}", host.0, id.0);
     }
 
     let epoch = Instant::now();
     let end = Duration::from_secs_f64(exp.warmup_s + exp.measure_s);
     let cfg = spec.client_config(epoch, epoch + end + DRAIN)?;
-    let think = if exp.think_ms > 0.0 { ThinkTime::Exponential { mean: Duration::from_secs_f64(exp.think_ms / 1e3) } } else { ThinkTime::None };
     let slots = (0..exp.clients)
         .map(|c| {
-            let (site, ctx) = exp.client_placement(c);
-            let client = ClosedLoopClient::new(ClientId(c as u64), ctx, exp.workload.client(exp.scale), exp.seed, think)
-                .stop_at(Time::from_duration(end));
-            ClientSlot { client: Box::new(client), site }
+            let (client, site) = h.client(exp, c, Time::from_duration(end));
+            ClientSlot { client, site }
         })
         .collect();
     let mut metrics = Metrics::new(Time::from_duration(Duration::from_secs_f64(exp.warmup_s)), Time::from_duration(end));
-    let mut history: Vec<Completion> = Vec::new();
+    let mut history: Vec<Completion<<H::P as Protocol>::Evidence>> = Vec::new();
     let bar = if progress { indicatif::ProgressBar::new_spinner() } else { indicatif::ProgressBar::hidden() };
     bar.set_message(format!("{} (real processes)", exp.label));
     let report = run_clients(cfg, slots, |c| {
-        metrics.record(&c);
+        metrics.record(&c, &h.classify(&c));
         history.push(c);
         bar.tick();
         ControlFlow::Continue(())
     })?;
     bar.finish_and_clear();
-    for s in &spec.instances {
+    for (_, s) in spec.host_ids() {
         send_shutdown(s.addr, Duration::from_secs(10))?;
     }
-    for (i, child) in nodes.0.iter_mut().enumerate() {
+    for (host, child) in host_ids.iter().zip(hosts.0.iter_mut()) {
         let status = child.wait()?;
-        anyhow::ensure!(status.success(), "instance {i} exited with {status}");
+        anyhow::ensure!(status.success(), "host {} exited with {status}", host.0);
     }
-    nodes.0.clear();
+    hosts.0.clear();
     anyhow::ensure!(
         report.requests_undeliverable == 0 && report.link_failures == 0,
         "the client driver lost {} request(s) and {} connection(s)",
@@ -102,16 +111,20 @@ pub fn run_real(exp: &Experiment, progress: bool) -> anyhow::Result<RunResult> {
         report.link_failures
     );
 
-    let (check, check_passed) = if exp.check {
-        let storages = (0..exp.instances)
-            .map(|i| SqliteStorage::open_file(&dir.path().join(format!("i{i}.db")), Arc::clone(&app), InstanceId(i)))
-            .collect::<Result<Vec<_>, _>>()?;
-        let refs: Vec<&SqliteStorage> = storages.iter().collect();
-        let data = (app.generate)(ensemble_app::DataConfig { scale: exp.scale, seed: exp.seed });
-        let r = ensemble_check::check(&app, &exp.plan, &data, &history, &refs)?;
-        (Some(r.summary()), Some(r.ok()))
-    } else {
-        (None, None)
-    };
-    Ok(RunResult { experiment: exp.clone(), summary: metrics.summary(), check, check_passed, sim: None, belt: vec![] })
+    let mut reports: Vec<ProcessReport> = Vec::new();
+    for host in &host_ids {
+        let path = report_path(dir.path(), *host);
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        reports.extend(serde_json::from_str::<Vec<ProcessReport>>(&text).with_context(|| format!("{} is not a host report", path.display()))?);
+    }
+    reports.sort_by_key(|r| r.id);
+    let counters: Vec<ProcessCounters> =
+        reports.iter().map(|r| ProcessCounters { process: r.id, counters: r.counters.clone() }).collect();
+    let failures: Vec<String> = reports.iter().filter_map(|r| r.failure.as_ref().map(|f| format!("{}: {f}", r.id))).collect();
+    let mut result = RunResult { experiment: exp.clone(), summary: metrics.summary(), check: None, check_passed: None, sim: None, processes: counters };
+    if exp.check || exp.history_file.is_some() {
+        let storages = (0..n as u32).map(|i| h.reopen_storage(exp, ProcessId(i), dir.path())).collect::<anyhow::Result<Vec<_>>>()?;
+        ensemble_bench::finish_run(h, exp, RunOutput { history: &history, storages, failures }, &mut result)?;
+    }
+    Ok(result)
 }

@@ -1,33 +1,39 @@
-//! The vocabulary every Ensemble crate speaks.
+//! The vocabulary every Ensemble crate speaks, whatever the protocol.
 //!
-//! Protocol code is *sans-IO*: a node or a client is a deterministic state machine that takes
-//! [`NodeEvent`]s / [`ClientEvent`]s and pushes [`NodeEffect`]s / [`ClientEffect`]s. Time is handed
-//! in as [`Time`]; randomness, where a protocol needs any, is a seeded generator it owns. The
-//! simulator (`ensemble-sim`) and the real runtime (`ensemble-net`) are the only places that turn
-//! effects into sockets, threads, timers and database connections.
+//! Protocol code is *sans-IO*: a [`Process`] or a [`Client`] is a deterministic state machine that
+//! takes events and pushes effects. Time is handed in as [`Time`]; randomness, where a protocol
+//! needs any, is a seeded generator it owns. The simulator (`ensemble-sim`) and the real runtime
+//! (`ensemble-net`) are the only places that turn effects into sockets, threads, timers and
+//! storage work. A protocol names its own types once, in a [`Protocol`] (its messages, its storage
+//! jobs and their results, the evidence its replies carry for the checker); everything here is
+//! generic over that, and nothing here knows a token, a partition plan or a certification.
+//!
+//! Where a process runs is a [`Deployment`]: machines (site, cores), processes placed on them,
+//! groups of processes that replicate the same data.
 
+pub mod deployment;
 pub mod process;
 pub mod request;
 pub mod time;
 pub mod topology;
-pub mod update;
 pub mod value;
 
+pub use deployment::{Deployment, DeploymentError, Group, Machine, Placement};
 pub use process::*;
 pub use request::*;
 pub use time::Time;
-pub use update::{ChangeKind, RowChange, StateUpdate};
 pub use value::{Row, Rows, Value};
 
 use serde::{Deserialize, Serialize};
 
-/// Index of a scale-out instance (an application instance with its own, independent DBMS).
+/// A protocol participant: a replica, a coordinator, a token-ring instance. Unique within a run;
+/// the drivers index dense vectors by it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct InstanceId(pub u32);
+pub struct ProcessId(pub u32);
 
-impl std::fmt::Display for InstanceId {
+impl std::fmt::Display for ProcessId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "i{}", self.0)
+        write!(f, "p{}", self.0)
     }
 }
 
@@ -41,10 +47,10 @@ impl std::fmt::Display for ClientId {
     }
 }
 
-/// Names one piece of storage work a node asked for, so its completion finds its way back.
+/// Names one piece of storage work a process asked for, so its completion finds its way back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct WorkId(pub u64);
 
-/// Names a timer a process set.
+/// Names a timer a process or client set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct TimerId(pub u64);

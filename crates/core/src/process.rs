@@ -1,106 +1,120 @@
 //! The sans-IO contracts between protocol state machines and the drivers that run them.
+//!
+//! A protocol names its types once ([`Protocol`]); its processes ([`Process`]) take [`Event`]s and
+//! push [`Effect`]s; storage work runs in a [`Storage`] the driver owns; clients ([`Client`]) send
+//! [`Request`]s and receive [`Reply`]s carrying the protocol's evidence. The simulator and the real
+//! runtime drive the same code through these traits and nothing else.
 
-use crate::{ClientId, InstanceId, OpClass, Outcome, Position, Reply, Request, RequestError, StateUpdate, Time, TimerId, WorkId};
+use crate::{ClientId, ProcessId, Reply, Request, RequestError, Time, TimerId, WorkId};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::fmt::Debug;
 use std::time::Duration;
 
-/// Something that happened to a node.
+/// The type family of one protocol. A marker type implements it; drivers are generic over it.
+pub trait Protocol: Debug + 'static {
+    /// Messages between processes. The real runtime sends them with postcard; the simulator
+    /// measures their postcard size when links have a bandwidth.
+    type Msg: Debug + Clone + Serialize + DeserializeOwned + Send + 'static;
+    /// Storage work a process asks for. It runs off the protocol's thread in the real runtime.
+    type Job: Debug + Send + 'static;
+    /// What a finished [`Self::Job`] reports.
+    type JobResult: Debug + Send + 'static;
+    /// What a reply carries for the harness and the checker: a serial position, the versions a
+    /// transaction read and wrote. Travels to clients over the wire.
+    type Evidence: Debug + Clone + Serialize + DeserializeOwned + Send + 'static;
+}
+
+/// Something that happened to a process.
 #[derive(Debug)]
-pub enum NodeEvent<M> {
+pub enum Event<P: Protocol> {
     /// A client's request arrived.
     Request(Request),
-    /// A protocol message from another instance.
-    Message { from: InstanceId, msg: M },
-    /// A timer the node set has fired.
+    /// A protocol message from another process (or from this one: messages to self take the
+    /// same path as any other between processes of one machine).
+    Message { from: ProcessId, msg: P::Msg },
+    /// A timer the process set has fired (and was not cancelled).
     Timer(TimerId),
-    /// Storage work the node asked for has completed.
-    StorageDone { work: WorkId, result: StorageResult },
+    /// Storage work the process asked for has completed.
+    StorageDone { work: WorkId, result: P::JobResult },
 }
 
-/// Something a node wants done.
+/// Something a process wants done. Effects of one handler are applied in the order pushed.
 #[derive(Debug)]
-pub enum NodeEffect<M> {
-    Send { to: InstanceId, msg: M },
-    Reply { to: ClientId, reply: Reply },
-    Storage { work: WorkId, job: StorageJob },
+pub enum Effect<P: Protocol> {
+    Send { to: ProcessId, msg: P::Msg },
+    Reply { to: ClientId, reply: Reply<P::Evidence> },
+    /// Run `job` in this process's storage. `cost` is its service time on a simulated core,
+    /// computed by the protocol from the cost model it was configured with; the real runtime
+    /// ignores it (the job costs what it costs).
+    Storage { work: WorkId, job: P::Job, cost: Duration },
     SetTimer { id: TimerId, after: Duration },
+    /// A timer that has not fired yet never will. Cancelling a fired or unknown timer is a no-op.
+    CancelTimer { id: TimerId },
+    /// The handler that pushed this did work worth `Duration` of CPU beyond the driver's base cost
+    /// of handling an event (certifying 32 reads costs more than 2). In the simulator the core
+    /// stays busy that much longer and the handler's other effects take effect after it; the
+    /// real runtime ignores it.
+    Charge(Duration),
 }
 
-/// A protocol participant at one instance.
-pub trait Node {
-    type Msg: std::fmt::Debug + Clone + Serialize + for<'de> Deserialize<'de> + Send + 'static;
-    fn id(&self) -> InstanceId;
-    /// Called once before any event, so the node can start timers or, for the first instance of
-    /// a ring, create the token.
-    fn start(&mut self, now: Time, out: &mut Vec<NodeEffect<Self::Msg>>);
-    fn on_event(&mut self, now: Time, event: NodeEvent<Self::Msg>, out: &mut Vec<NodeEffect<Self::Msg>>);
+/// A protocol participant.
+pub trait Process<P: Protocol> {
+    fn id(&self) -> ProcessId;
+    /// Called once before any event (and again on a process rebuilt after a crash), so the
+    /// process can start timers or, for the first instance of a ring, create the token.
+    fn start(&mut self, now: Time, out: &mut Vec<Effect<P>>);
+    fn on_event(&mut self, now: Time, event: Event<P>, out: &mut Vec<Effect<P>>);
+    /// Protocol counters for the result file, by name.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+    /// Why the process stopped serving, if an invariant broke (replicas diverged, say): a run
+    /// in which any process says so fails its check.
+    fn failure(&self) -> Option<String> {
+        None
+    }
 }
 
-/// Storage work: a transaction to run through the DBMS's client interface, or state updates to
-/// apply. The driver decides where and when it runs (a simulated CPU, a pool of connections).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum StorageJob {
-    /// Run `request` as one serializable transaction.
-    Execute { request: Request, role: ExecRole },
-    /// Apply the state updates of global operations `first_seq..first_seq+updates.len()` as one
-    /// transaction. Changes to tables this instance does not hold were filtered out by the node.
-    Apply { first_seq: u64, updates: Vec<StateUpdate> },
-}
-
-/// How a transaction is run, which decides what its result reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ExecRole {
-    /// A local or commutative operation: runs at once; the result reports its [`Position::Local`].
-    Local,
-    /// A global operation run by the token holder: its writes are captured as a state update and
-    /// it takes the next global sequence number inside its own transaction.
-    Global,
-}
-
-/// The outcome of a [`StorageJob`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum StorageResult {
-    Executed { outcome: Outcome, update: StateUpdate, position: Position },
-    Applied { globals_seen: u64 },
-    /// The request was malformed (unknown type, wrong parameters): nothing ran.
-    Rejected(RequestError),
-    /// The storage itself failed. For an `Apply` this means the replicas diverged: a bug.
-    Failed(String),
-}
-
-/// Runs storage jobs against one database connection. The simulator owns one per instance; the
-/// real runtime owns one per worker thread, all open on the same database.
+/// Runs storage jobs. The simulator owns one per process that has storage; the real runtime owns
+/// one per worker thread, all on the same data. Whatever a storage holds survives a crash of
+/// its process: a protocol's durable state lives here.
 pub trait Storage {
-    fn run(&mut self, job: &StorageJob) -> StorageResult;
+    type Job;
+    type Result;
+    fn run(&mut self, job: &Self::Job) -> Self::Result;
 }
+
+/// A storage as the drivers hold it for protocol `P`.
+pub type DynStorage<P> = Box<dyn Storage<Job = <P as Protocol>::Job, Result = <P as Protocol>::JobResult>>;
 
 /// Something that happened to a client.
 #[derive(Debug)]
-pub enum ClientEvent {
+pub enum ClientEvent<E> {
     /// The run starts; a closed-loop client sends its first request.
     Start,
-    Reply { from: InstanceId, reply: Reply },
+    Reply { from: ProcessId, reply: Reply<E> },
     Timer(TimerId),
 }
 
 /// Something a client wants done.
 #[derive(Debug)]
-pub enum ClientEffect {
-    Send { to: InstanceId, request: Request },
+pub enum ClientEffect<E> {
+    Send { to: ProcessId, request: Request },
     SetTimer { id: TimerId, after: Duration },
     /// A request finished: the driver hands this to the metrics recorder and the history.
-    Completed(Completion),
+    Completed(Completion<E>),
 }
 
-/// A finished request as the client saw it: what the harness measures and the checker replays.
+/// A finished request as the client saw it: what the harness measures and the checker reads.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Completion {
+pub struct Completion<E> {
     pub request: Request,
     pub issued: Time,
     pub completed: Time,
-    /// MAP replies followed before the answer came.
+    /// Redirects followed before the answer came.
     pub redirects: u32,
-    pub result: CompletionResult,
+    pub result: CompletionResult<E>,
     /// Set when this request was the last of a web interaction (a page of TPC-W or RUBiS runs
     /// several transactions one after the other): the papers measure latency per interaction.
     #[serde(default)]
@@ -116,13 +130,13 @@ pub struct InteractionEnd {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum CompletionResult {
-    Done { outcome: Outcome, class: OpClass, instance: InstanceId, position: Position },
+pub enum CompletionResult<E> {
+    Done(crate::Done<E>),
     Error(RequestError),
 }
 
 /// A client session.
-pub trait Client {
+pub trait Client<E> {
     fn id(&self) -> ClientId;
-    fn on_event(&mut self, now: Time, event: ClientEvent, out: &mut Vec<ClientEffect>);
+    fn on_event(&mut self, now: Time, event: ClientEvent<E>, out: &mut Vec<ClientEffect<E>>);
 }

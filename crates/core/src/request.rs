@@ -1,6 +1,6 @@
 //! What clients send and what they get back.
 
-use crate::{ClientId, InstanceId, Rows, Value};
+use crate::{ClientId, ProcessId, Rows, Value};
 use serde::{Deserialize, Serialize};
 
 /// A client request: run transaction type `txn` with `params`. `(client, seq)` names it uniquely.
@@ -12,66 +12,70 @@ pub struct Request {
     pub params: Vec<Value>,
 }
 
-/// How an operation was coordinated (Eliá §3.2). Reported per reply so that latency can be broken
-/// down by class.
+/// Why a transaction aborted. The DUR papers report abort rates by cause.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum OpClass {
-    /// Conflicts with nothing: any instance may run it.
-    Commutative,
-    /// Runs at once at its partition's instance.
-    Local,
-    /// Waits for the token, runs at its partition's instance, its state update is replicated.
-    Global,
+#[serde(rename_all = "kebab-case")]
+pub enum AbortCause {
+    /// The transaction's own logic decided (for example: not enough stock).
+    Body,
+    /// Certification found it conflicting with a transaction that committed first.
+    Certification,
+    /// It was aborted before certification because of a conflict (a preemptive abort, a
+    /// read that found no compatible version, a lock).
+    Conflict,
 }
 
-impl OpClass {
+impl AbortCause {
+    pub const ALL: [AbortCause; 3] = [AbortCause::Body, AbortCause::Certification, AbortCause::Conflict];
     pub fn name(self) -> &'static str {
         match self {
-            OpClass::Commutative => "commutative",
-            OpClass::Local => "local",
-            OpClass::Global => "global",
+            AbortCause::Body => "body",
+            AbortCause::Certification => "certification",
+            AbortCause::Conflict => "conflict",
         }
     }
 }
 
-/// Where an executed operation sits in the serial order the correctness proof constructs.
-///
-/// Each instance's database keeps two counters, updated inside the same transactions that do the
-/// work, so the database itself says where each transaction was serialized:
-/// `globals_seen`, the number of global operations (executed here or applied from the token)
-/// whose effects the transaction saw, and `local_writes`, the number of local writing transactions
-/// committed at this instance before it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Position {
-    /// The `seq`-th global operation (1-based) in token order.
-    Global { seq: u64 },
-    /// A commutative or local operation at `instance`.
-    Local { instance: InstanceId, globals_seen: u64, local_writes: u64, wrote: bool },
-}
-
-/// What a transaction's body returned.
+/// How a transaction ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
     /// It committed and returned these rows.
     Committed(Rows),
-    /// The body decided to abort (for example: not enough stock). Nothing was written.
-    Aborted(String),
+    /// It aborted: nothing it wrote is visible.
+    Aborted { cause: AbortCause, reason: String },
+}
+
+impl Outcome {
+    /// An abort the transaction's body decided.
+    pub fn body_abort(reason: impl Into<String>) -> Outcome {
+        Outcome::Aborted { cause: AbortCause::Body, reason: reason.into() }
+    }
+    pub fn committed(&self) -> bool {
+        matches!(self, Outcome::Committed(_))
+    }
 }
 
 /// The answer to one request.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Reply {
+pub struct Reply<E> {
     pub client: ClientId,
     pub seq: u64,
-    pub body: ReplyBody,
+    pub body: ReplyBody<E>,
+}
+
+/// A transaction that ran, with what the protocol says about it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Done<E> {
+    pub outcome: Outcome,
+    /// The protocol's evidence for the harness and the checker (see [`crate::Protocol`]).
+    pub evidence: E,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum ReplyBody {
-    /// Executed at `instance`.
-    Done { outcome: Outcome, class: OpClass, instance: InstanceId, position: Position },
-    /// Eliá's MAP message: this instance is the wrong one, send the request to `instance`.
-    Map { instance: InstanceId },
+pub enum ReplyBody<E> {
+    Done(Done<E>),
+    /// This process is the wrong one: send the request to `to` (Eliá's MAP message).
+    Redirect { to: ProcessId },
     /// The request was refused before anything ran; nothing was written.
     Error(RequestError),
 }

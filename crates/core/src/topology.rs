@@ -27,6 +27,14 @@ pub struct Topology {
     /// The machine every instance runs on.
     #[serde(default)]
     pub cpu: Cpu,
+    /// One-way delay in milliseconds between two processes of one machine, and of a message a
+    /// process sends itself (a loopback hop, not the network).
+    #[serde(default = "default_machine_local_ms")]
+    pub machine_local_ms: f64,
+}
+
+fn default_machine_local_ms() -> f64 {
+    0.01
 }
 
 /// The named distribution a message delay is drawn from. The mean is the link's `one_way_ms`.
@@ -103,6 +111,7 @@ impl Topology {
             jitter: Jitter::None,
             bandwidth_bps: None,
             cpu: Cpu::default(),
+            machine_local_ms: default_machine_local_ms(),
         }
     }
 
@@ -125,6 +134,7 @@ impl Topology {
             jitter: Jitter::None,
             bandwidth_bps: None,
             cpu: Cpu::default(),
+            machine_local_ms: default_machine_local_ms(),
         }
     }
 
@@ -140,6 +150,7 @@ impl Topology {
             jitter: Jitter::Normal { sd_ms: 5.0 },
             bandwidth_bps: None,
             cpu: Cpu::default(),
+            machine_local_ms: default_machine_local_ms(),
         }
     }
 
@@ -177,6 +188,9 @@ impl Topology {
         if self.one_way_ms.iter().flatten().any(|d| !d.is_finite() || *d < 0.0) {
             return Err(bad("delays must be finite and non-negative".into()));
         }
+        if !self.machine_local_ms.is_finite() || self.machine_local_ms < 0.0 {
+            return Err(bad("machine_local_ms must be finite and non-negative".into()));
+        }
         if self.cpu.cores == 0 {
             return Err(bad("cpu.cores must be at least 1".into()));
         }
@@ -198,6 +212,10 @@ impl Topology {
                 da.total_cmp(&db).then(a.cmp(b))
             })
             .expect("at least one instance")
+    }
+
+    pub fn machine_local_delay(&self) -> Duration {
+        Duration::from_nanos((self.machine_local_ms * 1e6).round() as u64)
     }
 
     pub fn mean_delay(&self, from_site: usize, to_site: usize) -> Duration {

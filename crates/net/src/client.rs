@@ -1,23 +1,29 @@
-//! The client driver: runs a set of sans-IO [`Client`]s against real nodes.
+//! The client driver: runs a set of sans-IO [`Client`]s against real hosts.
 //!
-//! Like the node, the clients' code runs on one thread — the one that called [`run_clients`] —
-//! fed by one channel of replies, timers and link failures; a tokio runtime does the i/o.
+//! Like a host, the clients' code runs on one thread — the one that called [`run_clients`] — fed
+//! by one channel of replies and link failures, with the clients' timers in an agenda of its own;
+//! a tokio runtime does the i/o.
 //!
-//! Connections: one TCP connection per (client, instance) pair, opened lazily on the client's
-//! first request to that instance and announced with `Hello::Client`. That keeps the node's reply
-//! routing trivial (a reply goes back on the connection its request came on) and matches a real
-//! deployment, where every user session has its own connections. Hundreds of clients times a few
-//! instances stay well within loopback limits.
+//! Connections: one TCP connection per (client, host) pair, opened lazily on the client's first
+//! request to any process of that host and announced with `Hello::Client`. Requests name their
+//! process and replies name theirs, so one connection serves every process of the host. That
+//! keeps the host's reply routing trivial (a reply goes back on the connection its request came
+//! on) and matches a real deployment, where every user session has its own connections.
+//! Hundreds of clients times a few hosts stay well within loopback limits.
 
+use crate::agenda::Agenda;
 use crate::conn::{connect_with_retry, write_loop, OutRx, Outlet};
 use crate::error::{io_context, NetError};
-use crate::frame::{encode_frame, Frame, FrameCodec, FrameError, Hello, NoMsg};
+use crate::frame::{encode_frame, Frame, FrameCodec, FrameError, Hello, Never};
 use crate::wan::WanEmulator;
 use crossbeam_channel::{RecvTimeoutError, Sender};
 use ensemble_core::topology::Topology;
-use ensemble_core::{Client, ClientEffect, ClientEvent, ClientId, Completion, InstanceId, Reply, Time, TimerId};
+use ensemble_core::{Client, ClientEffect, ClientEvent, ClientId, Completion, ProcessId, Reply, Request, Time, TimerId};
 use futures::StreamExt;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
@@ -25,30 +31,37 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 
-/// Where the instances are and how to reach them.
+/// Where a process is served: its host's address, and the process's site (for WAN emulation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessAddr {
+    pub addr: SocketAddr,
+    pub site: usize,
+}
+
+/// Where the processes are and how to reach them
+/// ([`ClusterSpec::client_config`](crate::ClusterSpec::client_config) makes one).
 #[derive(Clone, Debug)]
 pub struct ClientDriverConfig {
-    pub instances: BTreeMap<InstanceId, SocketAddr>,
-    pub instance_sites: BTreeMap<InstanceId, usize>,
-    /// `Some` emulates this topology's delays on every request (client site → instance site).
+    pub processes: BTreeMap<ProcessId, ProcessAddr>,
+    /// `Some` emulates this topology's delays on every request (client site → process site).
     pub topology: Option<Topology>,
     /// Seeds the WAN emulation's delay draws.
     pub seed: u64,
     pub connect_timeout: Duration,
-    /// Time zero for every client: all completions of a run, across drivers in one process, are
-    /// comparable when they share it.
+    /// Time zero for every client: all completions of a run, across drivers in one OS process,
+    /// are comparable when they share it.
     pub epoch: Instant,
     /// The run stops here at the latest.
     pub deadline: Instant,
 }
 
 impl ClientDriverConfig {
-    /// A configuration without WAN emulation that runs for at most `run_for` from now.
-    pub fn new(instances: BTreeMap<InstanceId, SocketAddr>, run_for: Duration) -> ClientDriverConfig {
+    /// A configuration without WAN emulation (every process at site 0) that runs for at most
+    /// `run_for` from now.
+    pub fn new(processes: BTreeMap<ProcessId, SocketAddr>, run_for: Duration) -> ClientDriverConfig {
         let epoch = Instant::now();
         ClientDriverConfig {
-            instance_sites: instances.keys().map(|i| (*i, 0)).collect(),
-            instances,
+            processes: processes.into_iter().map(|(p, addr)| (p, ProcessAddr { addr, site: 0 })).collect(),
             topology: None,
             seed: 0,
             connect_timeout: Duration::from_secs(30),
@@ -59,8 +72,8 @@ impl ClientDriverConfig {
 }
 
 /// One client session and the site it runs at.
-pub struct ClientSlot {
-    pub client: Box<dyn Client>,
+pub struct ClientSlot<E> {
+    pub client: Box<dyn Client<E>>,
     pub site: usize,
 }
 
@@ -78,35 +91,37 @@ pub struct ClientReport {
     pub requests_sent: u64,
     pub replies: u64,
     pub timers: u64,
-    /// Requests that could not be sent: unknown instance, or the connection failed.
+    /// Requests that could not be sent: unknown process, or the connection failed.
     pub requests_undeliverable: u64,
-    /// Connections that failed or that a node closed with an Error frame.
+    /// Connections that failed or that a host closed with an Error frame.
     pub link_failures: u64,
     pub stopped: StopReason,
 }
 
-enum Input {
-    Reply { slot: usize, from: InstanceId, reply: Reply },
-    Timer { slot: usize, id: TimerId },
-    LinkFailed { slot: usize, instance: InstanceId, why: String },
+enum Input<E> {
+    Reply { slot: usize, from: ProcessId, reply: Reply<E> },
+    LinkFailed { slot: usize, addr: SocketAddr, why: String },
 }
 
 /// Runs the clients until `cfg.deadline` or until `on_complete` breaks, handing every
 /// completion to `on_complete` as it happens. Blocks the calling thread, which runs all client
-/// code (so clients need not be `Send`).
-pub fn run_clients(
+/// code (so clients need not be `Send`). Each client starts in slot order.
+pub fn run_clients<E>(
     cfg: ClientDriverConfig,
-    clients: Vec<ClientSlot>,
-    mut on_complete: impl FnMut(Completion) -> ControlFlow<()>,
-) -> Result<ClientReport, NetError> {
+    clients: Vec<ClientSlot<E>>,
+    mut on_complete: impl FnMut(Completion<E>) -> ControlFlow<()>,
+) -> Result<ClientReport, NetError>
+where
+    E: Debug + Serialize + DeserializeOwned + Send + 'static,
+{
     if let Some(t) = &cfg.topology {
         t.validate()?;
         let n = t.sites.len();
         if let Some(s) = clients.iter().map(|c| c.site).find(|s| *s >= n) {
-            return Err(NetError::Config(format!("client site {s} out of range: topology `{}` has {n} sites", t.name)));
+            return Err(NetError::Config(format!("client site {s} out of range: topology `{}` has {n} site(s)", t.name)));
         }
-        if let Some((i, s)) = cfg.instance_sites.iter().find(|(_, s)| **s >= n) {
-            return Err(NetError::Config(format!("instance {i}: site {s} out of range ({n} sites)")));
+        if let Some((p, a)) = cfg.processes.iter().find(|(_, a)| a.site >= n) {
+            return Err(NetError::Config(format!("{p}: site {} out of range ({n} site(s))", a.site)));
         }
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -115,13 +130,14 @@ pub fn run_clients(
         .enable_all()
         .build()
         .map_err(io_context("start the tokio runtime"))?;
-    let (tx, rx) = crossbeam_channel::unbounded::<Input>();
+    let (tx, rx) = crossbeam_channel::unbounded::<Input<E>>();
     let mut driver = Driver {
+        wan: cfg.topology.clone().map(|t| WanEmulator::new(t, cfg.seed)),
         cfg,
         runtime: runtime.handle().clone(),
         inputs: tx,
         links: HashMap::new(),
-        wan: None,
+        timers: Agenda::new(),
         report: ClientReport {
             completions: 0,
             requests_sent: 0,
@@ -132,7 +148,6 @@ pub fn run_clients(
             stopped: StopReason::Deadline,
         },
     };
-    driver.wan = driver.cfg.topology.clone().map(|t| WanEmulator::new(t, driver.cfg.seed));
     let mut slots = clients;
     let mut effects = Vec::new();
 
@@ -144,9 +159,25 @@ pub fn run_clients(
             break;
         }
     }
-    while stop.is_continue() {
-        let input = match rx.recv_deadline(driver.cfg.deadline) {
+    'run: while stop.is_continue() {
+        // Timers that were due when the round began, then one input.
+        let now = Instant::now();
+        let mut budget = driver.timers.len();
+        while budget > 0 {
+            let Some((slot, id)) = driver.timers.pop_due(now) else { break };
+            budget -= 1;
+            driver.report.timers += 1;
+            let s: &mut ClientSlot<E> = &mut slots[slot];
+            s.client.on_event(driver.now(), ClientEvent::Timer(id), &mut effects);
+            stop = driver.apply(slot, &slots, &mut effects, &mut on_complete);
+            if stop.is_break() {
+                break 'run;
+            }
+        }
+        let wake = driver.timers.next_due().map_or(driver.cfg.deadline, |due| due.min(driver.cfg.deadline));
+        let input = match rx.recv_deadline(wake) {
             Ok(input) => input,
+            Err(RecvTimeoutError::Timeout) if Instant::now() < driver.cfg.deadline => continue,
             Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => break,
         };
         let (slot, event) = match input {
@@ -154,15 +185,11 @@ pub fn run_clients(
                 driver.report.replies += 1;
                 (slot, ClientEvent::Reply { from, reply })
             }
-            Input::Timer { slot, id } => {
-                driver.report.timers += 1;
-                (slot, ClientEvent::Timer(id))
-            }
-            Input::LinkFailed { slot, instance, why } => {
+            Input::LinkFailed { slot, addr, why } => {
                 driver.report.link_failures += 1;
                 let client = slots.get(slot).map(|s| s.client.id());
-                eprintln!("[ensemble-net clients] connection of {client:?} to {instance} failed: {why}");
-                driver.links.remove(&(slot, instance));
+                eprintln!("[ensemble-net clients] connection of {client:?} to {addr} failed: {why}");
+                driver.links.remove(&(slot, addr));
                 continue;
             }
         };
@@ -179,16 +206,18 @@ pub fn run_clients(
     Ok(report)
 }
 
-struct Driver {
+struct Driver<E> {
     cfg: ClientDriverConfig,
     runtime: tokio::runtime::Handle,
-    inputs: Sender<Input>,
-    links: HashMap<(usize, InstanceId), Outlet>,
+    inputs: Sender<Input<E>>,
+    /// Each client's connections, by host address.
+    links: HashMap<(usize, SocketAddr), Outlet>,
+    timers: Agenda<(), (usize, TimerId)>,
     wan: Option<WanEmulator>,
     report: ClientReport,
 }
 
-impl Driver {
+impl<E: Debug + Serialize + DeserializeOwned + Send + 'static> Driver<E> {
     fn now(&self) -> Time {
         Time::from_duration(Instant::now().saturating_duration_since(self.cfg.epoch))
     }
@@ -196,9 +225,9 @@ impl Driver {
     fn apply(
         &mut self,
         slot: usize,
-        slots: &[ClientSlot],
-        effects: &mut Vec<ClientEffect>,
-        on_complete: &mut impl FnMut(Completion) -> ControlFlow<()>,
+        slots: &[ClientSlot<E>],
+        effects: &mut Vec<ClientEffect<E>>,
+        on_complete: &mut impl FnMut(Completion<E>) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
         let Some(this) = slots.get(slot) else { return ControlFlow::Continue(()) };
         for effect in effects.drain(..) {
@@ -208,31 +237,13 @@ impl Driver {
                     on_complete(c)?;
                 }
                 ClientEffect::SetTimer { id, after } => {
-                    let tx = self.inputs.clone();
-                    self.runtime.spawn(async move {
-                        tokio::time::sleep(after).await;
-                        let _ = tx.send(Input::Timer { slot, id });
-                    });
+                    self.timers.schedule(Instant::now() + after, None, (slot, id));
                 }
                 ClientEffect::Send { to, request } => {
                     self.report.requests_sent += 1;
-                    let bytes = match encode_frame::<NoMsg>(&Frame::Request(request)) {
-                        Ok(b) => b,
-                        Err(e) => {
-                            self.report.requests_undeliverable += 1;
-                            eprintln!("[ensemble-net clients] request of {} dropped: {e}", this.client.id());
-                            continue;
-                        }
-                    };
-                    if !self.open_link(slot, this, to) {
+                    if let Err(why) = self.send(slot, this, to, request) {
                         self.report.requests_undeliverable += 1;
-                        eprintln!("[ensemble-net clients] request of {} to unknown instance {to} dropped", this.client.id());
-                        continue;
-                    }
-                    let link = self.links.get_mut(&(slot, to));
-                    if !link.is_some_and(|l| l.send(bytes, self.wan.as_mut(), this.site)) {
-                        self.report.requests_undeliverable += 1;
-                        eprintln!("[ensemble-net clients] request of {} to {to} dropped: connection failed", this.client.id());
+                        eprintln!("[ensemble-net clients] request of {} to {to} dropped: {why}", this.client.id());
                     }
                 }
             }
@@ -240,81 +251,77 @@ impl Driver {
         ControlFlow::Continue(())
     }
 
-    /// Opens the connection of `slot` to `instance` unless it is open; false if the instance
-    /// is unknown.
-    fn open_link(&mut self, slot: usize, this: &ClientSlot, instance: InstanceId) -> bool {
-        if !self.links.contains_key(&(slot, instance)) {
-            let Some(addr) = self.cfg.instances.get(&instance).copied() else { return false };
-            let site = self.cfg.instance_sites.get(&instance).copied().unwrap_or(0);
+    fn send(&mut self, slot: usize, this: &ClientSlot<E>, to: ProcessId, request: Request) -> Result<(), String> {
+        let Some(target) = self.cfg.processes.get(&to).copied() else { return Err(format!("{to} is not deployed")) };
+        let bytes = encode_frame::<Never, E>(&Frame::Request { to, request }).map_err(|e| e.to_string())?;
+        let link = self.links.entry((slot, target.addr)).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            self.runtime.spawn(client_link(
-                slot,
-                this.client.id(),
-                this.site,
-                instance,
-                addr,
-                rx,
-                self.inputs.clone(),
-                self.cfg.connect_timeout,
-            ));
-            self.links.insert((slot, instance), Outlet::new(tx, site));
+            let link = ClientLink { slot, client: this.client.id(), site: this.site, addr: target.addr };
+            self.runtime.spawn(link.run::<E>(rx, self.inputs.clone(), self.cfg.connect_timeout));
+            Outlet::new(tx)
+        });
+        let delay = self.wan.as_mut().map(|w| w.delay(this.site, target.site, bytes.len()));
+        if link.send(bytes, delay) {
+            Ok(())
+        } else {
+            Err("the connection failed".into())
         }
-        true
     }
 }
 
-/// One client's connection to one instance: dial, Hello, then requests out and replies in.
-#[allow(clippy::too_many_arguments)]
-async fn client_link(
+/// One client's connection to one host.
+struct ClientLink {
     slot: usize,
     client: ClientId,
     site: usize,
-    instance: InstanceId,
     addr: SocketAddr,
-    mut rx: OutRx,
-    inputs: Sender<Input>,
-    timeout: Duration,
-) {
-    let failed = |why: String| Input::LinkFailed { slot, instance, why };
-    let stream = match connect_with_retry(addr, timeout).await {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = inputs.send(failed(e.to_string()));
-            return;
-        }
-    };
-    let (rd, mut wr) = stream.into_split();
-    let hello = match encode_frame::<NoMsg>(&Frame::Hello(Hello::Client { client, site })) {
-        Ok(h) => h,
-        Err(e) => {
-            let _ = inputs.send(failed(e.to_string()));
-            return;
-        }
-    };
-    let reader_inputs = inputs.clone();
-    tokio::spawn(async move {
-        let mut frames = FramedRead::new(rd, FrameCodec::<NoMsg>::new());
-        let why = loop {
-            match frames.next().await {
-                None => return,
-                Some(Ok(Frame::Reply(reply))) => {
-                    if reader_inputs.send(Input::Reply { slot, from: instance, reply }).is_err() {
-                        return;
-                    }
-                }
-                Some(Ok(Frame::Error(text))) => break format!("the node reported: {text}"),
-                Some(Ok(other)) => break format!("unexpected {} frame from the node", other.kind()),
-                Some(Err(FrameError::Io(e))) => break e.to_string(),
-                Some(Err(e)) => break e.to_string(),
+}
+
+impl ClientLink {
+    /// Dial, Hello, then requests out and replies in.
+    async fn run<E: DeserializeOwned + Send + 'static>(self, mut rx: OutRx, inputs: Sender<Input<E>>, timeout: Duration) {
+        let ClientLink { slot, client, site, addr } = self;
+        let failed = |why: String| Input::LinkFailed { slot, addr, why };
+        let stream = match connect_with_retry(addr, timeout).await {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = inputs.send(failed(e.to_string()));
+                return;
             }
         };
-        let _ = reader_inputs.send(Input::LinkFailed { slot, instance, why });
-    });
-    let result = match wr.write_all(&hello).await {
-        Ok(()) => write_loop(&mut wr, &mut rx).await.map(|_| ()),
-        Err(e) => Err(e),
-    };
-    if let Err(e) = result {
-        let _ = inputs.send(failed(e.to_string()));
+        let (rd, mut wr) = stream.into_split();
+        let hello = match encode_frame::<Never, Never>(&Frame::Hello(Hello::Client { client, site })) {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = inputs.send(failed(e.to_string()));
+                return;
+            }
+        };
+        let reader_inputs = inputs.clone();
+        tokio::spawn(async move {
+            let mut frames = FramedRead::new(rd, FrameCodec::<Never, E>::new());
+            let why = loop {
+                match frames.next().await {
+                    None => return,
+                    Some(Ok(Frame::Reply { from, reply })) => {
+                        if reader_inputs.send(Input::Reply { slot, from, reply }).is_err() {
+                            return;
+                        }
+                    }
+                    Some(Ok(Frame::Error(text))) => break format!("the host reported: {text}"),
+                    Some(Ok(other)) => break format!("unexpected {} frame from the host", other.kind()),
+                    Some(Err(FrameError::Io(e))) => break e.to_string(),
+                    Some(Err(e)) => break e.to_string(),
+                }
+            };
+            let _ = reader_inputs.send(Input::LinkFailed { slot, addr, why });
+        });
+        let result = match wr.write_all(&hello).await {
+            Ok(()) => write_loop(&mut wr, &mut rx).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            let _ = inputs.send(failed(e.to_string()));
+        }
     }
 }

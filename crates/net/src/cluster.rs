@@ -1,21 +1,21 @@
-//! Running a cluster as separate processes: the spec every process reads, picking loopback
-//! ports, and telling when a node is ready — without sleeping.
+//! Running a cluster as separate OS processes: the spec every process reads, picking loopback
+//! ports, and telling when a host is ready — without sleeping.
 //!
-//! Readiness protocol: a node process binds its listener *first*, then prints
-//! [`ready_line`] on stdout, then calls [`run_node_on`](crate::run_node_on) with that listener.
-//! Because the listener is bound before the line is printed, a parent that has read the line may
-//! connect at once (connections queue in the kernel until the node accepts them).
-//! [`wait_for_ready_line`] reads it; [`wait_until_accepting`] is the fallback for a parent that
-//! cannot read the child's stdout.
+//! Readiness protocol: a host process binds its listener *first*, then prints [`ready_line`] on
+//! stdout, then calls [`run_host_on`](crate::run_host_on) with that listener. Because the
+//! listener is bound before the line is printed, a parent that has read the line may connect at
+//! once (connections queue in the kernel until the host accepts them). [`wait_for_ready_line`]
+//! reads it; [`wait_until_accepting`] is the fallback for a parent that cannot read the child's
+//! stdout.
 
-use crate::client::ClientDriverConfig;
+use crate::client::{ClientDriverConfig, ProcessAddr};
 use crate::error::{io_context, NetError};
-use crate::frame::{encode_frame, Frame, NoMsg};
-use crate::node::NodeConfig;
+use crate::frame::{encode_frame, AdminFrame, HostId};
+use crate::host::HostConfig;
+use crate::layout::{Directory, HostSpec};
 use ensemble_core::topology::Topology;
-use ensemble_core::InstanceId;
+use ensemble_core::{Deployment, ProcessId};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -41,17 +41,21 @@ impl TopologyRef {
     }
 }
 
-/// One instance of the cluster.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InstanceSpec {
-    pub id: u32,
-    pub addr: SocketAddr,
-    pub site: usize,
+impl From<Topology> for TopologyRef {
+    fn from(t: Topology) -> TopologyRef {
+        TopologyRef::Inline(Box::new(t))
+    }
 }
 
-/// What every process of a cluster reads: where each instance listens and at which site it is,
-/// and whether (and which) WAN to emulate.
+impl From<&str> for TopologyRef {
+    fn from(name_or_path: &str) -> TopologyRef {
+        TopologyRef::Named(name_or_path.into())
+    }
+}
+
+/// What every OS process of a cluster reads: the deployment (which processes exist, on which
+/// machines and sites, grouped into which OS processes), where each host (OS process) listens,
+/// and whether to emulate the topology's WAN.
 ///
 /// ```toml
 /// topology = "wan5"      # preset or file path; or a [topology] table
@@ -59,27 +63,43 @@ pub struct InstanceSpec {
 /// workers = 2
 /// seed = 1
 ///
-/// [[instances]]
-/// id = 0
+/// [[hosts]]              # one per OS process of the deployment, in order
 /// addr = "127.0.0.1:7000"
+/// processes = [0, 1]
+///
+/// [[hosts]]
+/// addr = "127.0.0.1:7001"
+/// processes = [2]
+///
+/// [deployment]
+/// [[deployment.machines]]
 /// site = 0
+/// cores = 2
+/// # ...
+/// [[deployment.processes]]
+/// process = 0
+/// machine = 0
+/// os_process = 0
+/// kind = "replica"
+/// # ...
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterSpec {
-    #[serde(default)]
-    pub topology: Option<TopologyRef>,
-    /// Emulate the topology's delays on loopback (needs `topology`).
+    pub topology: TopologyRef,
+    /// Emulate the topology's delays between machines on loopback.
     #[serde(default)]
     pub emulate_wan: bool,
-    /// Storage worker threads per node.
+    /// Storage worker threads per process that has storage.
     #[serde(default = "default_workers")]
     pub workers: usize,
     #[serde(default)]
     pub seed: u64,
     #[serde(default = "default_connect_timeout_ms")]
     pub connect_timeout_ms: u64,
-    pub instances: Vec<InstanceSpec>,
+    /// The deployment's OS processes, in order ([`Deployment::os_processes`]).
+    pub hosts: Vec<HostSpec>,
+    pub deployment: Deployment,
 }
 
 fn default_workers() -> usize {
@@ -91,120 +111,125 @@ fn default_connect_timeout_ms() -> u64 {
 }
 
 impl ClusterSpec {
-    /// `n` instances on free loopback ports, placed on sites as the topology places them
-    /// (`i % sites`), or all at site 0 without a topology.
-    pub fn local(n: usize, topology: Option<TopologyRef>, emulate_wan: bool) -> Result<ClusterSpec, NetError> {
-        let resolved = topology.as_ref().map(|t| t.resolve()).transpose()?;
-        let addrs = free_local_addrs(n).map_err(io_context("pick free loopback ports"))?;
-        let instances = addrs
+    /// The deployment's OS processes on free loopback ports. The ports are released on return,
+    /// so another program could take one before the host binds it; in one OS process, prefer
+    /// [`ClusterSpec::local_bound`].
+    pub fn local(deployment: Deployment, topology: impl Into<TopologyRef>, emulate_wan: bool) -> Result<ClusterSpec, NetError> {
+        Ok(ClusterSpec::local_bound(deployment, topology, emulate_wan)?.0)
+    }
+
+    /// [`ClusterSpec::local`] with each host's listener (in host order) still bound, for running
+    /// the hosts in this OS process with [`run_host_on`](crate::run_host_on): nothing can take
+    /// the ports in between, and peers may dial at once.
+    pub fn local_bound(
+        deployment: Deployment,
+        topology: impl Into<TopologyRef>,
+        emulate_wan: bool,
+    ) -> Result<(ClusterSpec, Vec<TcpListener>), NetError> {
+        let hosts = deployment.os_processes();
+        let listeners = (0..hosts.len())
+            .map(|_| TcpListener::bind("127.0.0.1:0"))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(io_context("pick free loopback ports"))?;
+        let hosts = hosts
             .into_iter()
-            .enumerate()
-            .map(|(i, addr)| InstanceSpec { id: i as u32, addr, site: resolved.as_ref().map_or(0, |t| t.instance_site(i as u32)) })
-            .collect();
+            .zip(&listeners)
+            .map(|(processes, l)| Ok(HostSpec { addr: l.local_addr().map_err(io_context("read a listener's address"))?, processes }))
+            .collect::<Result<Vec<_>, NetError>>()?;
         let spec = ClusterSpec {
-            topology,
+            topology: topology.into(),
             emulate_wan,
             workers: default_workers(),
             seed: 0,
             connect_timeout_ms: default_connect_timeout_ms(),
-            instances,
+            hosts,
+            deployment,
         };
         spec.validate()?;
-        Ok(spec)
+        Ok((spec, listeners))
     }
 
     pub fn from_toml(text: &str) -> Result<ClusterSpec, NetError> {
-        let spec: ClusterSpec = toml::from_str(text).map_err(|e| NetError::Spec(e.to_string()))?;
-        spec.validate()?;
-        Ok(spec)
+        ClusterSpec::parse(text).map_err(NetError::Spec)
     }
 
     pub fn to_toml(&self) -> Result<String, NetError> {
         toml::to_string(self).map_err(|e| NetError::Spec(e.to_string()))
     }
 
+    /// Reads and checks a spec file; every error names the file.
     pub fn load(path: &Path) -> Result<ClusterSpec, NetError> {
-        let text = std::fs::read_to_string(path).map_err(io_context(format!("read {}", path.display())))?;
-        ClusterSpec::from_toml(&text).map_err(|e| NetError::Spec(format!("{}: {e}", path.display())))
+        let text = std::fs::read_to_string(path).map_err(io_context(format!("read cluster spec {}", path.display())))?;
+        ClusterSpec::parse(&text).map_err(|e| NetError::Spec(format!("{}: {e}", path.display())))
     }
 
     pub fn save(&self, path: &Path) -> Result<(), NetError> {
         std::fs::write(path, self.to_toml()?).map_err(io_context(format!("write {}", path.display())))
     }
 
+    fn parse(text: &str) -> Result<ClusterSpec, String> {
+        let spec: ClusterSpec = toml::from_str(text).map_err(|e| e.to_string())?;
+        spec.check()?;
+        Ok(spec)
+    }
+
     pub fn validate(&self) -> Result<(), NetError> {
-        let bad = |m: String| Err(NetError::Spec(m));
-        if self.instances.is_empty() {
-            return bad("no instances".into());
+        self.check().map(|_| ()).map_err(NetError::Spec)
+    }
+
+    fn check(&self) -> Result<Directory, String> {
+        if self.workers == 0 {
+            return Err("workers must be at least 1".into());
         }
-        let mut seen = BTreeMap::new();
-        for i in &self.instances {
-            if seen.insert(i.id, ()).is_some() {
-                return bad(format!("instance {} listed twice", i.id));
-            }
-        }
-        if self.emulate_wan && self.topology.is_none() {
-            return bad("emulate_wan needs a topology".into());
-        }
-        if let Some(t) = self.resolved_topology()? {
-            if let Some(i) = self.instances.iter().find(|i| i.site >= t.sites.len()) {
-                return bad(format!("instance {}: site {} out of range: topology `{}` has {} sites", i.id, i.site, t.name, t.sites.len()));
-            }
-        }
-        Ok(())
+        let topology = self.topology.resolve().map_err(|e| e.to_string())?;
+        Directory::new(&self.deployment, &topology, &self.hosts)
     }
 
-    pub fn resolved_topology(&self) -> Result<Option<Topology>, NetError> {
-        self.topology.as_ref().map(|t| t.resolve()).transpose()
+    pub fn resolved_topology(&self) -> Result<Topology, NetError> {
+        self.topology.resolve()
     }
 
-    /// The topology whose delays the runtime should emulate, if any.
-    fn emulated_topology(&self) -> Result<Option<Topology>, NetError> {
-        if self.emulate_wan {
-            self.resolved_topology()
-        } else {
-            Ok(None)
-        }
+    /// The host that runs `p`.
+    pub fn host_of(&self, p: ProcessId) -> Option<HostId> {
+        self.hosts.iter().position(|h| h.processes.contains(&p)).map(|i| HostId(i as u32))
     }
 
-    pub fn instance(&self, id: InstanceId) -> Option<&InstanceSpec> {
-        self.instances.iter().find(|i| i.id == id.0)
+    /// The hosts, with their ids.
+    pub fn host_ids(&self) -> impl Iterator<Item = (HostId, &HostSpec)> {
+        self.hosts.iter().enumerate().map(|(i, h)| (HostId(i as u32), h))
     }
 
-    pub fn addrs(&self) -> BTreeMap<InstanceId, SocketAddr> {
-        self.instances.iter().map(|i| (InstanceId(i.id), i.addr)).collect()
-    }
-
-    pub fn sites(&self) -> BTreeMap<InstanceId, usize> {
-        self.instances.iter().map(|i| (InstanceId(i.id), i.site)).collect()
-    }
-
-    /// The configuration of node `id`.
-    pub fn node_config(&self, id: InstanceId) -> Result<NodeConfig, NetError> {
-        let me = self.instance(id).ok_or_else(|| NetError::Spec(format!("no instance {id} in the cluster")))?;
-        let mut peers = self.addrs();
-        peers.remove(&id);
-        let mut peer_sites = self.sites();
-        peer_sites.remove(&id);
-        Ok(NodeConfig {
-            instance: id,
+    /// The configuration of host `host`.
+    pub fn host_config(&self, host: HostId) -> Result<HostConfig, NetError> {
+        let me = self
+            .hosts
+            .get(host.index())
+            .ok_or_else(|| NetError::Spec(format!("no host {host}: the cluster has {} host(s)", self.hosts.len())))?;
+        Ok(HostConfig {
+            host,
             listen: me.addr,
-            peers,
-            site: me.site,
-            peer_sites,
-            topology: self.emulated_topology()?,
+            hosts: self.hosts.clone(),
+            deployment: self.deployment.clone(),
+            topology: self.resolved_topology()?,
+            emulate_wan: self.emulate_wan,
             workers: self.workers,
-            seed: self.seed ^ u64::from(id.0).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            seed: self.seed ^ u64::from(host.0).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             connect_timeout: Duration::from_millis(self.connect_timeout_ms),
         })
     }
 
-    /// The configuration of a client driver that runs until `deadline`, timing from `epoch`.
+    /// The configuration of a client driver that runs until `deadline`, timing from `epoch`:
+    /// every process's host address and site.
     pub fn client_config(&self, epoch: Instant, deadline: Instant) -> Result<ClientDriverConfig, NetError> {
+        let topology = self.resolved_topology()?;
+        let dir = Directory::new(&self.deployment, &topology, &self.hosts).map_err(NetError::Spec)?;
+        let processes = dir
+            .processes()
+            .map(|(p, place)| (p, ProcessAddr { addr: self.hosts[place.host.index()].addr, site: place.site }))
+            .collect();
         Ok(ClientDriverConfig {
-            instances: self.addrs(),
-            instance_sites: self.sites(),
-            topology: self.emulated_topology()?,
+            processes,
+            topology: self.emulate_wan.then_some(topology),
             seed: self.seed ^ 0xC11E_47C1_1E47,
             connect_timeout: Duration::from_millis(self.connect_timeout_ms),
             epoch,
@@ -215,41 +240,42 @@ impl ClusterSpec {
 
 /// `n` distinct free ports on 127.0.0.1. The listeners are all bound at once (so the ports are
 /// distinct) and released on return; another process could take one in between, so prefer
-/// binding a listener and passing it to [`run_node_on`](crate::run_node_on) when in one process.
+/// binding a listener and passing it to [`run_host_on`](crate::run_host_on) when in one process.
 pub fn free_local_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
     let listeners = (0..n).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>()?;
     listeners.iter().map(|l| l.local_addr()).collect()
 }
 
-/// Binds a node's listener (before printing the ready line and calling
-/// [`run_node_on`](crate::run_node_on)).
+/// Binds a host's listener (before printing the ready line and calling
+/// [`run_host_on`](crate::run_host_on)).
 pub fn bind_listener(addr: SocketAddr) -> Result<TcpListener, NetError> {
     TcpListener::bind(addr).map_err(io_context(format!("bind {addr}")))
 }
 
-pub const READY_PREFIX: &str = "ensemble-node ready";
+pub const READY_PREFIX: &str = "ensemble-host ready";
 
-/// The line a node process prints on stdout once its listener is bound.
-pub fn ready_line(instance: InstanceId, addr: SocketAddr) -> String {
-    format!("{READY_PREFIX} {} {addr}", instance.0)
+/// The line a host process prints on stdout once its listener is bound:
+/// `ensemble-host ready <host index> <address>`.
+pub fn ready_line(host: HostId, addr: SocketAddr) -> String {
+    format!("{READY_PREFIX} {} {addr}", host.0)
 }
 
 /// Finds the ready line's fields. The prefix may come after other text on the same line (a
 /// child that printed a partial line before it), since a parent only sees lines.
-pub fn parse_ready_line(line: &str) -> Option<(InstanceId, SocketAddr)> {
+pub fn parse_ready_line(line: &str) -> Option<(HostId, SocketAddr)> {
     let start = line.find(READY_PREFIX)?;
     let mut words = line[start + READY_PREFIX.len()..].split_whitespace();
     let id = words.next()?.parse().ok()?;
     let addr = words.next()?.parse().ok()?;
-    words.next().is_none().then_some((InstanceId(id), addr))
+    words.next().is_none().then_some((HostId(id), addr))
 }
 
 /// Reads a child's stdout until its ready line, skipping anything else it prints first.
-pub fn wait_for_ready_line(mut stdout: impl BufRead) -> Result<(InstanceId, SocketAddr), NetError> {
+pub fn wait_for_ready_line(mut stdout: impl BufRead) -> Result<(HostId, SocketAddr), NetError> {
     let mut line = String::new();
     loop {
         line.clear();
-        let n = stdout.read_line(&mut line).map_err(io_context("read the node's stdout"))?;
+        let n = stdout.read_line(&mut line).map_err(io_context("read the host's stdout"))?;
         if n == 0 {
             return Err(NetError::NotReady("its stdout closed before the ready line (did it exit?)".into()));
         }
@@ -265,7 +291,7 @@ pub fn wait_for_ready_line(mut stdout: impl BufRead) -> Result<(InstanceId, Sock
 pub fn wait_for_ready_line_within<R: BufRead + Send + 'static>(
     stdout: R,
     timeout: Duration,
-) -> Result<(InstanceId, SocketAddr, R), NetError> {
+) -> Result<(HostId, SocketAddr, R), NetError> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut stdout = stdout;
@@ -276,7 +302,7 @@ pub fn wait_for_ready_line_within<R: BufRead + Send + 'static>(
 }
 
 /// Connects to `addr` until it accepts or `timeout` passes. The probe connection closes without
-/// a Hello, which a node treats as an ordinary disconnect.
+/// a Hello, which a host treats as an ordinary disconnect.
 pub fn wait_until_accepting(addr: SocketAddr, timeout: Duration) -> Result<(), NetError> {
     let deadline = Instant::now() + timeout;
     let mut backoff = Duration::from_millis(5);
@@ -297,11 +323,11 @@ pub fn wait_until_accepting(addr: SocketAddr, timeout: Duration) -> Result<(), N
     }
 }
 
-/// Asks the node at `addr` to stop (an admin Shutdown frame).
+/// Asks the host at `addr` to stop (an admin Shutdown frame).
 pub fn send_shutdown(addr: SocketAddr, timeout: Duration) -> Result<(), NetError> {
     let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(io_context(format!("connect to {addr}")))?;
     stream.set_nodelay(true).map_err(io_context("set_nodelay"))?;
-    stream.write_all(&encode_frame::<NoMsg>(&Frame::Shutdown)?).map_err(io_context(format!("send Shutdown to {addr}")))?;
+    stream.write_all(&encode_frame(&AdminFrame::Shutdown)?).map_err(io_context(format!("send Shutdown to {addr}")))?;
     stream.flush().map_err(io_context(format!("send Shutdown to {addr}")))
 }
 
@@ -309,59 +335,114 @@ pub fn send_shutdown(addr: SocketAddr, timeout: Duration) -> Result<(), NetError
 mod tests {
     use super::*;
 
+    /// Three replicas at three sites; p0 and p2 share an OS process.
+    fn deployment() -> Deployment {
+        let mut d = Deployment::one_per_machine(&[0, 1, 2], 2, "replica");
+        d.processes[0].os_process = Some(0);
+        d.processes[2].os_process = Some(0);
+        d
+    }
+
     #[test]
     fn spec_round_trips_through_toml_with_named_and_inline_topologies() {
-        let mut spec = ClusterSpec::local(3, Some(TopologyRef::Named("wan5".into())), true).unwrap();
+        let mut spec = ClusterSpec::local(deployment(), "wan5", true).unwrap();
         spec.seed = 9;
         let text = spec.to_toml().unwrap();
         assert!(text.contains("topology = \"wan5\""), "{text}");
         assert_eq!(ClusterSpec::from_toml(&text).unwrap(), spec);
-        assert_eq!(spec.instances.iter().map(|i| i.site).collect::<Vec<_>>(), [0, 1, 2]);
+        let processes: Vec<_> = spec.hosts.iter().map(|h| h.processes.clone()).collect();
+        assert_eq!(processes, [vec![ProcessId(0), ProcessId(2)], vec![ProcessId(1)]]);
 
         let mut inline = spec.clone();
-        inline.topology = Some(TopologyRef::Inline(Box::new(Topology::wan_normal50(3))));
+        inline.topology = Topology::wan_normal50(3).into();
         let text = inline.to_toml().unwrap();
         assert_eq!(ClusterSpec::from_toml(&text).unwrap(), inline);
     }
 
     #[test]
-    fn hand_written_spec_parses_and_yields_node_and_client_configs() {
+    fn hand_written_spec_parses_and_yields_host_and_client_configs() {
         let spec = ClusterSpec::from_toml(
             r#"
             topology = "wan5"
             emulate_wan = true
-            [[instances]]
-            id = 0
+            [[hosts]]
             addr = "127.0.0.1:7000"
-            site = 0
-            [[instances]]
-            id = 1
+            processes = [0, 1]
+            [[hosts]]
             addr = "127.0.0.1:7001"
-            site = 3
+            processes = [2]
+            [deployment]
+            machines = [{ site = 0, cores = 2 }, { site = 3, cores = 2 }]
+            [[deployment.processes]]
+            process = 0
+            machine = 0
+            os_process = 7
+            kind = "coordinator"
+            [[deployment.processes]]
+            process = 1
+            machine = 0
+            os_process = 7
+            kind = "replica"
+            [[deployment.processes]]
+            process = 2
+            machine = 1
+            kind = "replica"
             "#,
         )
         .unwrap();
-        let n1 = spec.node_config(InstanceId(1)).unwrap();
-        assert_eq!(n1.listen, "127.0.0.1:7001".parse().unwrap());
-        assert_eq!(n1.site, 3);
-        assert_eq!(n1.peers.keys().copied().collect::<Vec<_>>(), [InstanceId(0)]);
-        assert_eq!(n1.peer_sites[&InstanceId(0)], 0);
-        assert_eq!(n1.topology.as_ref().map(|t| t.name.as_str()), Some("wan5"));
-        assert_eq!(n1.workers, 2);
+        let h1 = spec.host_config(HostId(1)).unwrap();
+        assert_eq!(h1.listen, "127.0.0.1:7001".parse().unwrap());
+        assert_eq!(h1.processes(), [ProcessId(2)]);
+        assert_eq!(h1.topology.name, "wan5");
+        assert!(h1.emulate_wan);
+        assert_eq!(h1.workers, 2);
+        assert_eq!(spec.host_of(ProcessId(1)), Some(HostId(0)));
+        assert_eq!(spec.host_of(ProcessId(3)), None);
         let c = spec.client_config(Instant::now(), Instant::now()).unwrap();
-        assert_eq!(c.instance_sites[&InstanceId(1)], 3);
-        assert!(spec.node_config(InstanceId(5)).is_err());
+        assert_eq!(c.processes[&ProcessId(1)], ProcessAddr { addr: "127.0.0.1:7000".parse().unwrap(), site: 0 });
+        assert_eq!(c.processes[&ProcessId(2)], ProcessAddr { addr: "127.0.0.1:7001".parse().unwrap(), site: 3 });
+        assert!(c.topology.is_some());
+        assert!(spec.host_config(HostId(2)).unwrap_err().to_string().contains("no host h2: the cluster has 2 host(s)"));
     }
 
     #[test]
     fn bad_specs_say_what_is_wrong() {
-        let err = |t: &str| ClusterSpec::from_toml(t).unwrap_err().to_string();
-        let two = "[[instances]]\nid = 0\naddr = \"127.0.0.1:1\"\nsite = 0\n[[instances]]\nid = 0\naddr = \"127.0.0.1:2\"\nsite = 0\n";
-        assert!(err(two).contains("instance 0 listed twice"));
-        assert!(err("emulate_wan = true\n[[instances]]\nid = 0\naddr = \"127.0.0.1:1\"\nsite = 0\n").contains("needs a topology"));
-        assert!(err("topology = \"lan\"\n[[instances]]\nid = 0\naddr = \"127.0.0.1:1\"\nsite = 4\n").contains("site 4 out of range"));
-        assert!(err("topology = \"mars\"\n[[instances]]\nid = 0\naddr = \"127.0.0.1:1\"\nsite = 0\n").contains("unknown topology"));
-        assert!(err("instances = []\nbogus = 1\n").contains("bogus"));
+        let one_site = ClusterSpec::local(deployment(), "lan", false);
+        assert!(one_site.unwrap_err().to_string().contains("machine 1 is at site 1, but the topology has 1 site(s)"));
+        let spec = ClusterSpec::local(deployment(), "wan5", false).unwrap();
+        let err = |f: &dyn Fn(&mut ClusterSpec)| {
+            let mut s = spec.clone();
+            f(&mut s);
+            // Written out and read back, as a hand-edited file would be.
+            ClusterSpec::from_toml(&toml::to_string(&s).unwrap()).unwrap_err().to_string()
+        };
+        assert!(err(&|s| drop(s.hosts.pop())).contains("the deployment runs 2 OS process(es), but 1 host(s) are listed"));
+        assert!(err(&|s| s.hosts[1].addr = s.hosts[0].addr).contains("hosts h0 and h1 both listen on"));
+        assert!(err(&|s| s.hosts[0].processes = vec![ProcessId(0)]).contains("host h0 lists processes [p0], but the deployment's OS process 0 runs [p0, p2]"));
+        assert!(err(&|s| s.topology = "mars".into()).contains("unknown topology"));
+        assert!(err(&|s| s.workers = 0).contains("workers must be at least 1"));
+        assert!(err(&|s| s.deployment.processes[1].machine = 9).contains("p1 is on machine 9, but there are 3 machine(s)"));
+        assert!(ClusterSpec::from_toml("bogus = 1\n").unwrap_err().to_string().contains("bogus"));
+    }
+
+    #[test]
+    fn loading_names_the_file() {
+        let path = std::env::temp_dir().join(format!("ensemble-net-bad-spec-{}.toml", std::process::id()));
+        let mut spec = ClusterSpec::local(deployment(), "wan5", false).unwrap();
+        spec.hosts.swap(0, 1);
+        std::fs::write(&path, toml::to_string(&spec).unwrap()).unwrap();
+        let err = ClusterSpec::load(&path).unwrap_err().to_string();
+        let _ = std::fs::remove_file(&path);
+        assert!(err.starts_with(&format!("cluster spec: {}: host h0 lists processes [p1]", path.display())), "{err}");
+        let missing = ClusterSpec::load(Path::new("/nonexistent/cluster.toml")).unwrap_err().to_string();
+        assert!(missing.contains("read cluster spec /nonexistent/cluster.toml"), "{missing}");
+    }
+
+    #[test]
+    fn local_bound_keeps_the_listeners_of_the_addresses_it_names() {
+        let (spec, listeners) = ClusterSpec::local_bound(deployment(), "wan5", false).unwrap();
+        let addrs: Vec<_> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+        assert_eq!(addrs, spec.hosts.iter().map(|h| h.addr).collect::<Vec<_>>());
     }
 
     #[test]
@@ -375,16 +456,17 @@ mod tests {
     #[test]
     fn ready_line_is_found_among_other_output() {
         let addr: SocketAddr = "127.0.0.1:4567".parse().unwrap();
-        let line = ready_line(InstanceId(2), addr);
-        assert_eq!(parse_ready_line(&line), Some((InstanceId(2), addr)));
-        assert_eq!(parse_ready_line(&format!("test x ... {line}\n")), Some((InstanceId(2), addr)));
-        assert_eq!(parse_ready_line("ensemble-node ready 2"), None);
-        assert_eq!(parse_ready_line("ensemble-node ready x 127.0.0.1:1"), None);
+        let line = ready_line(HostId(2), addr);
+        assert_eq!(line, "ensemble-host ready 2 127.0.0.1:4567");
+        assert_eq!(parse_ready_line(&line), Some((HostId(2), addr)));
+        assert_eq!(parse_ready_line(&format!("test x ... {line}\n")), Some((HostId(2), addr)));
+        assert_eq!(parse_ready_line("ensemble-host ready 2"), None);
+        assert_eq!(parse_ready_line("ensemble-host ready x 127.0.0.1:1"), None);
         let out = format!("loading schema\n{line}\nmore\n");
-        assert_eq!(wait_for_ready_line(out.as_bytes()).unwrap(), (InstanceId(2), addr));
+        assert_eq!(wait_for_ready_line(out.as_bytes()).unwrap(), (HostId(2), addr));
         assert!(matches!(wait_for_ready_line("crashed\n".as_bytes()), Err(NetError::NotReady(_))));
         let (id, got, _rest) = wait_for_ready_line_within(std::io::Cursor::new(out), Duration::from_secs(30)).unwrap();
-        assert_eq!((id, got), (InstanceId(2), addr));
+        assert_eq!((id, got), (HostId(2), addr));
     }
 
     #[test]

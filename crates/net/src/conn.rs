@@ -1,9 +1,9 @@
-//! Pieces every connection uses, on nodes and clients alike: a writer task fed by a channel (so
+//! Pieces every connection uses, on hosts and clients alike: a writer task fed by a channel (so
 //! synchronous protocol code can send without awaiting), dialing with bounded retry, and the
 //! lingering close that makes an Error frame reach a misbehaving peer.
 
 use crate::error::NetError;
-use crate::wan::{Pacer, WanEmulator};
+use crate::wan::Pacer;
 use bytes::Bytes;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -65,26 +65,22 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(w: &mut W, rx: &mut OutRx)
 }
 
 /// The sending end of one connection as seen by the thread that owns the protocol: the writer
-/// channel, the site at the far end and the pacing that keeps emulated delays FIFO.
+/// channel and the pacing that keeps emulated delays FIFO.
 #[derive(Debug)]
 pub(crate) struct Outlet {
     tx: OutTx,
-    to_site: usize,
     pacer: Pacer,
 }
 
 impl Outlet {
-    pub(crate) fn new(tx: OutTx, to_site: usize) -> Outlet {
-        Outlet { tx, to_site, pacer: Pacer::default() }
+    pub(crate) fn new(tx: OutTx) -> Outlet {
+        Outlet { tx, pacer: Pacer::default() }
     }
 
-    /// Queues a frame; with WAN emulation it is held for a delay drawn for `from_site` →
-    /// the far end's site. False if the connection is gone.
-    pub(crate) fn send(&mut self, bytes: Bytes, wan: Option<&mut WanEmulator>, from_site: usize) -> bool {
-        let due = wan.map(|w| {
-            let delay = w.delay(from_site, self.to_site, bytes.len());
-            self.pacer.due(Instant::now(), delay)
-        });
+    /// Queues a frame, held back by `delay` (an emulated WAN delay) if there is one, and never
+    /// written before the frames queued ahead of it. False if the connection is gone.
+    pub(crate) fn send(&mut self, bytes: Bytes, delay: Option<Duration>) -> bool {
+        let due = delay.map(|d| self.pacer.due(Instant::now(), d));
         self.tx.send(Outgoing::Frame { due, bytes }).is_ok()
     }
 }
@@ -133,12 +129,12 @@ pub(crate) async fn linger<R: AsyncRead + Unpin>(mut r: R) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{encode_frame, Frame, FrameCodec, NoMsg};
+    use crate::frame::{encode_frame, AdminFrame, Frame, FrameCodec, Never};
     use futures::StreamExt;
     use tokio_util::codec::FramedRead;
 
     fn error_frame(text: &str) -> Bytes {
-        encode_frame::<NoMsg>(&Frame::Error(text.into())).unwrap()
+        encode_frame(&AdminFrame::Error(text.into())).unwrap()
     }
 
     #[tokio::test]
@@ -155,7 +151,7 @@ mod tests {
         tx.send(Outgoing::Frame { due: None, bytes: error_frame("three") }).unwrap();
         drop(tx);
         let writer = tokio::spawn(async move { write_loop(&mut a, &mut rx).await });
-        let mut frames = FramedRead::new(b, FrameCodec::<NoMsg>::new());
+        let mut frames = FramedRead::new(b, FrameCodec::<Never, Never>::new());
         let mut got = Vec::new();
         while let Some(f) = frames.next().await {
             got.push((f.unwrap(), Instant::now()));
@@ -175,7 +171,7 @@ mod tests {
         tx.send(Outgoing::Close).unwrap();
         tx.send(Outgoing::Frame { due: None, bytes: error_frame("never") }).unwrap();
         assert_eq!(write_loop(&mut a, &mut rx).await.unwrap(), WriteEnd::Closed);
-        let frames: Vec<_> = FramedRead::new(b, FrameCodec::<NoMsg>::new()).collect().await;
+        let frames: Vec<_> = FramedRead::new(b, FrameCodec::<Never, Never>::new()).collect().await;
         assert_eq!(frames.len(), 1);
         assert_eq!(frames[0].as_ref().unwrap(), &Frame::Error("bye".into()));
     }

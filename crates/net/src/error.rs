@@ -28,7 +28,7 @@ pub enum NetError {
     Spec(String),
     #[error(transparent)]
     Topology(#[from] ensemble_core::topology::TopologyError),
-    #[error("node never reported ready: {0}")]
+    #[error("host never reported ready: {0}")]
     NotReady(String),
 }
 

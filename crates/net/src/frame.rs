@@ -3,9 +3,17 @@
 //! ```text
 //! +----------------------+-----------+---------+---------------------------+
 //! | payload length (u32, | version   | kind    | payload: postcard encoding |
-//! | big-endian)          | (u8) = 1  | (u8)    | of the kind's value        |
+//! | big-endian)          | (u8) = 2  | (u8)    | of the kind's fields       |
 //! +----------------------+-----------+---------+---------------------------+
 //!   4 bytes                1 byte      1 byte    `payload length` bytes
+//!
+//! kind  frame     payload, field after field                 sent by
+//!  1    Hello     Hello                                      whoever dialed, first
+//!  2    Message   from: ProcessId, to: ProcessId, msg: M     a peer host
+//!  3    Request   to: ProcessId, request: Request            a client
+//!  4    Reply     from: ProcessId, reply: Reply<E>           a host, to a client
+//!  5    Error     text: String                               either end, then it closes
+//!  6    Shutdown  (nothing)                                  an admin tool
 //! ```
 //!
 //! The length counts the payload only, not the six header bytes. The version byte comes first so
@@ -13,19 +21,26 @@
 //! [`MAX_FRAME_LEN`] before a single payload byte is buffered, so a peer cannot make us allocate
 //! by lying about a length. Every way a frame can be wrong has its own [`FrameError`] variant so
 //! that the Error frame a bad connection gets back says exactly what was wrong.
+//!
+//! Addressing is by [`ProcessId`]: a connection joins two OS processes (hosts), each of which may
+//! run several protocol processes, so every Message names its sender and its addressee, every
+//! Request the process it is for, and every Reply the process that answered.
+//!
+//! Version history: 1 addressed instances (one per OS process) and had unaddressed Message,
+//! Request and Reply payloads; 2 is the process addressing above.
 
 use bytes::{Buf, Bytes, BytesMut};
-use ensemble_core::{ClientId, InstanceId, Reply, Request};
+use ensemble_core::{ClientId, ProcessId, Reply, Request};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::marker::PhantomData;
 use tokio_util::codec::Decoder;
 
 /// The only version this build speaks.
-pub const PROTOCOL_VERSION: u8 = 1;
+pub const PROTOCOL_VERSION: u8 = 2;
 /// Length prefix, version byte, kind byte.
 pub const HEADER_LEN: usize = 6;
-/// The largest payload accepted or produced. A state update batch is far smaller; anything
-/// larger is a bug or an attack.
+/// The largest payload accepted or produced. A protocol message is far smaller; anything larger
+/// is a bug or an attack.
 pub const MAX_FRAME_LEN: usize = 64 << 20;
 
 /// The kind byte of a frame.
@@ -66,46 +81,71 @@ impl std::fmt::Display for FrameKind {
     }
 }
 
+/// An OS process of the real runtime: index into the cluster's hosts, which are the deployment's
+/// OS processes in order ([`ensemble_core::Deployment::os_processes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct HostId(pub u32);
+
+impl HostId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl std::fmt::Display for HostId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "h{}", self.0)
+    }
+}
+
 /// The first frame on every connection: it decides what the connection may carry afterwards.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Hello {
-    /// Another instance; it will send `Message` frames.
-    Peer { instance: InstanceId },
+    /// Another host of the cluster, running `processes`; it will send `Message` frames from
+    /// them. The receiver checks the list against its own cluster spec, so two hosts started
+    /// from different specs find out at once rather than misdeliver.
+    Peer { host: HostId, processes: Vec<ProcessId> },
     /// A client session at `site` (an index into the topology's sites); it will send `Request`
-    /// frames and receive `Reply` frames. The site lets the node emulate the reply's WAN delay.
+    /// frames for any process of the host and receive `Reply` frames. The site lets the host
+    /// emulate the reply's WAN delay.
     Client { client: ClientId, site: usize },
 }
 
-/// One frame. `M` is the protocol's node-to-node message type.
+/// One frame. `M` is the protocol's process-to-process message type, `E` the evidence its
+/// replies carry; connections that never carry one of them use [`Never`].
 #[derive(Clone, Debug, PartialEq)]
-pub enum Frame<M> {
+pub enum Frame<M, E> {
     Hello(Hello),
-    Message(M),
-    Request(Request),
-    Reply(Reply),
+    Message { from: ProcessId, to: ProcessId, msg: M },
+    Request { to: ProcessId, request: Request },
+    Reply { from: ProcessId, reply: Reply<E> },
     /// Sent just before closing a connection that broke the protocol; says what was wrong.
     Error(String),
-    /// Administrative: asks the receiving node to stop.
+    /// Administrative: asks the receiving host to stop.
     Shutdown,
 }
 
-impl<M> Frame<M> {
+impl<M, E> Frame<M, E> {
     pub fn kind(&self) -> FrameKind {
         match self {
             Frame::Hello(_) => FrameKind::Hello,
-            Frame::Message(_) => FrameKind::Message,
-            Frame::Request(_) => FrameKind::Request,
-            Frame::Reply(_) => FrameKind::Reply,
+            Frame::Message { .. } => FrameKind::Message,
+            Frame::Request { .. } => FrameKind::Request,
+            Frame::Reply { .. } => FrameKind::Reply,
             Frame::Error(_) => FrameKind::Error,
             Frame::Shutdown => FrameKind::Shutdown,
         }
     }
 }
 
-/// The message type of connections that never carry node-to-node messages (clients, admin
-/// tools). Having no values, a `Message` frame sent to them cannot decode.
+/// A type with no values: the message type of connections that never carry process messages
+/// (clients, admin tools), and the evidence type of those that never carry replies (peer links).
+/// A frame that would need one cannot decode there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum NoMsg {}
+pub enum Never {}
+
+/// A frame as an admin tool sends it: neither messages nor replies.
+pub type AdminFrame = Frame<Never, Never>;
 
 /// Why bytes are not a frame, or a frame cannot be encoded.
 #[derive(Debug, thiserror::Error)]
@@ -130,14 +170,15 @@ pub enum FrameError {
 
 /// Encodes a frame into one buffer ready to be written. Encoding once up front is what lets the
 /// WAN emulation know the frame's size and lets writers do a single `write_all`.
-pub fn encode_frame<M: Serialize>(frame: &Frame<M>) -> Result<Bytes, FrameError> {
+pub fn encode_frame<M: Serialize, E: Serialize>(frame: &Frame<M, E>) -> Result<Bytes, FrameError> {
     let kind = frame.kind();
     let header = vec![0u8; HEADER_LEN];
+    // Several fields are encoded as one tuple: postcard writes a tuple as its fields back to back.
     let encoded = match frame {
         Frame::Hello(h) => postcard::to_extend(h, header),
-        Frame::Message(m) => postcard::to_extend(m, header),
-        Frame::Request(r) => postcard::to_extend(r, header),
-        Frame::Reply(r) => postcard::to_extend(r, header),
+        Frame::Message { from, to, msg } => postcard::to_extend(&(from, to, msg), header),
+        Frame::Request { to, request } => postcard::to_extend(&(to, request), header),
+        Frame::Reply { from, reply } => postcard::to_extend(&(from, reply), header),
         Frame::Error(e) => postcard::to_extend(e, header),
         Frame::Shutdown => Ok(header),
     };
@@ -156,32 +197,32 @@ pub fn encode_frame<M: Serialize>(frame: &Frame<M>) -> Result<Bytes, FrameError>
 /// Encodes an Error frame. Falls back to a fixed text if the message itself cannot be encoded,
 /// because an Error frame is the last thing a broken connection gets and must not fail.
 pub fn encode_error(message: &str) -> Bytes {
-    encode_frame::<NoMsg>(&Frame::Error(message.to_string()))
-        .or_else(|_| encode_frame::<NoMsg>(&Frame::Error("protocol error".into())))
+    encode_frame::<Never, Never>(&Frame::Error(message.to_string()))
+        .or_else(|_| encode_frame::<Never, Never>(&Frame::Error("protocol error".into())))
         .unwrap_or_default()
 }
 
 /// Decodes frames from a byte stream (for `tokio_util::codec::FramedRead`).
 #[derive(Debug)]
-pub struct FrameCodec<M> {
+pub struct FrameCodec<M, E> {
     max_len: usize,
-    _msg: PhantomData<fn() -> M>,
+    _types: PhantomData<fn() -> (M, E)>,
 }
 
-impl<M> Default for FrameCodec<M> {
+impl<M, E> Default for FrameCodec<M, E> {
     fn default() -> Self {
         FrameCodec::new()
     }
 }
 
-impl<M> FrameCodec<M> {
+impl<M, E> FrameCodec<M, E> {
     pub fn new() -> Self {
-        FrameCodec { max_len: MAX_FRAME_LEN, _msg: PhantomData }
+        FrameCodec { max_len: MAX_FRAME_LEN, _types: PhantomData }
     }
 
     /// A codec with a smaller limit, for connections that should only ever carry small frames.
     pub fn with_max_len(max_len: usize) -> Self {
-        FrameCodec { max_len: max_len.min(MAX_FRAME_LEN), _msg: PhantomData }
+        FrameCodec { max_len: max_len.min(MAX_FRAME_LEN), _types: PhantomData }
     }
 }
 
@@ -209,12 +250,21 @@ fn decode_value<T: DeserializeOwned>(kind: FrameKind, payload: &[u8]) -> Result<
     Ok(value)
 }
 
-fn decode_payload<M: DeserializeOwned>(kind: FrameKind, payload: &[u8]) -> Result<Frame<M>, FrameError> {
+fn decode_payload<M: DeserializeOwned, E: DeserializeOwned>(kind: FrameKind, payload: &[u8]) -> Result<Frame<M, E>, FrameError> {
     Ok(match kind {
         FrameKind::Hello => Frame::Hello(decode_value(kind, payload)?),
-        FrameKind::Message => Frame::Message(decode_value(kind, payload)?),
-        FrameKind::Request => Frame::Request(decode_value(kind, payload)?),
-        FrameKind::Reply => Frame::Reply(decode_value(kind, payload)?),
+        FrameKind::Message => {
+            let (from, to, msg) = decode_value(kind, payload)?;
+            Frame::Message { from, to, msg }
+        }
+        FrameKind::Request => {
+            let (to, request) = decode_value(kind, payload)?;
+            Frame::Request { to, request }
+        }
+        FrameKind::Reply => {
+            let (from, reply) = decode_value(kind, payload)?;
+            Frame::Reply { from, reply }
+        }
         FrameKind::Error => Frame::Error(decode_value(kind, payload)?),
         FrameKind::Shutdown => {
             decode_value::<()>(kind, payload)?;
@@ -223,11 +273,11 @@ fn decode_payload<M: DeserializeOwned>(kind: FrameKind, payload: &[u8]) -> Resul
     })
 }
 
-impl<M: DeserializeOwned> Decoder for FrameCodec<M> {
-    type Item = Frame<M>;
+impl<M: DeserializeOwned, E: DeserializeOwned> Decoder for FrameCodec<M, E> {
+    type Item = Frame<M, E>;
     type Error = FrameError;
 
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame<M>>, FrameError> {
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame<M, E>>, FrameError> {
         if src.len() < HEADER_LEN {
             return Ok(None);
         }
@@ -241,7 +291,7 @@ impl<M: DeserializeOwned> Decoder for FrameCodec<M> {
         decode_payload(kind, &payload).map(Some)
     }
 
-    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame<M>>, FrameError> {
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame<M, E>>, FrameError> {
         if let Some(frame) = self.decode(src)? {
             return Ok(Some(frame));
         }
@@ -261,13 +311,20 @@ impl<M: DeserializeOwned> Decoder for FrameCodec<M> {
 mod tests {
     use super::*;
     use bytes::BufMut;
-    use ensemble_core::{OpClass, Outcome, Position, ReplyBody, Value};
+    use ensemble_core::{Done, Outcome, ReplyBody, RequestError, Value};
 
     #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
     enum TestMsg {
         Token { seq: u64, note: String },
         Ping,
     }
+
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    struct TestEvidence {
+        position: u64,
+    }
+
+    type TestFrame = Frame<TestMsg, TestEvidence>;
 
     fn request() -> Request {
         Request {
@@ -278,31 +335,40 @@ mod tests {
         }
     }
 
-    fn every_kind() -> Vec<Frame<TestMsg>> {
+    fn every_kind() -> Vec<TestFrame> {
         vec![
-            Frame::Hello(Hello::Peer { instance: InstanceId(2) }),
+            Frame::Hello(Hello::Peer { host: HostId(2), processes: vec![ProcessId(4), ProcessId(5)] }),
             Frame::Hello(Hello::Client { client: ClientId(9), site: 4 }),
-            Frame::Message(TestMsg::Token { seq: 11, note: "token".into() }),
-            Frame::Message(TestMsg::Ping),
-            Frame::Request(request()),
-            Frame::Reply(Reply {
-                client: ClientId(7),
-                seq: 3,
-                body: ReplyBody::Done {
-                    outcome: Outcome::Committed(vec![vec![Value::Int(1)]]),
-                    class: OpClass::Global,
-                    instance: InstanceId(1),
-                    position: Position::Global { seq: 5 },
+            Frame::Message { from: ProcessId(4), to: ProcessId(300), msg: TestMsg::Token { seq: 11, note: "token".into() } },
+            Frame::Message { from: ProcessId(0), to: ProcessId(0), msg: TestMsg::Ping },
+            Frame::Request { to: ProcessId(1), request: request() },
+            Frame::Reply {
+                from: ProcessId(1),
+                reply: Reply {
+                    client: ClientId(7),
+                    seq: 3,
+                    body: ReplyBody::Done(Done {
+                        outcome: Outcome::Committed(vec![vec![Value::Int(1)]]),
+                        evidence: TestEvidence { position: 5 },
+                    }),
                 },
-            }),
-            Frame::Reply(Reply { client: ClientId(7), seq: 4, body: ReplyBody::Map { instance: InstanceId(0) } }),
+            },
+            Frame::Reply { from: ProcessId(2), reply: Reply { client: ClientId(7), seq: 4, body: ReplyBody::Redirect { to: ProcessId(0) } } },
+            Frame::Reply {
+                from: ProcessId(2),
+                reply: Reply {
+                    client: ClientId(7),
+                    seq: 5,
+                    body: ReplyBody::Error(RequestError::UnknownTransaction { txn: "x".into() }),
+                },
+            },
             Frame::Error("bad things".into()),
             Frame::Shutdown,
         ]
     }
 
-    fn decode_all(bytes: &[u8]) -> Result<Vec<Frame<TestMsg>>, FrameError> {
-        let mut codec = FrameCodec::<TestMsg>::new();
+    fn decode_all(bytes: &[u8]) -> Result<Vec<TestFrame>, FrameError> {
+        let mut codec = FrameCodec::<TestMsg, TestEvidence>::new();
         let mut buf = BytesMut::from(bytes);
         let mut out = Vec::new();
         while let Some(f) = codec.decode_eof(&mut buf)? {
@@ -331,13 +397,21 @@ mod tests {
     }
 
     #[test]
+    fn addressing_fields_come_first_in_the_payload() {
+        // A receiver could route on `from` and `to` without decoding the message: they are the
+        // payload's first bytes, as varints.
+        let bytes = encode_frame(&TestFrame::Message { from: ProcessId(3), to: ProcessId(300), msg: TestMsg::Ping }).unwrap();
+        assert_eq!(&bytes[HEADER_LEN..], &[3, 0xac, 0x02, 1]);
+    }
+
+    #[test]
     fn a_stream_fed_one_byte_at_a_time_yields_the_same_frames() {
         let frames = every_kind();
         let mut stream = Vec::new();
         for f in &frames {
             stream.extend_from_slice(&encode_frame(f).unwrap());
         }
-        let mut codec = FrameCodec::<TestMsg>::new();
+        let mut codec = FrameCodec::<TestMsg, TestEvidence>::new();
         let mut buf = BytesMut::new();
         let mut got = Vec::new();
         for b in stream {
@@ -352,7 +426,7 @@ mod tests {
 
     #[test]
     fn truncated_header() {
-        let bytes = encode_frame::<TestMsg>(&Frame::Shutdown).unwrap();
+        let bytes = encode_frame::<TestMsg, TestEvidence>(&Frame::Shutdown).unwrap();
         let err = decode_all(&bytes[..3]).unwrap_err();
         assert!(matches!(err, FrameError::TruncatedHeader { got: 3 }), "{err:?}");
         assert!(err.to_string().contains("3 of 6 header bytes"), "{err}");
@@ -360,7 +434,7 @@ mod tests {
 
     #[test]
     fn truncated_payload() {
-        let bytes = encode_frame::<TestMsg>(&Frame::Request(request())).unwrap();
+        let bytes = encode_frame::<TestMsg, TestEvidence>(&Frame::Request { to: ProcessId(0), request: request() }).unwrap();
         let expected = bytes.len() - HEADER_LEN;
         let err = decode_all(&bytes[..HEADER_LEN + 2]).unwrap_err();
         assert!(
@@ -372,11 +446,13 @@ mod tests {
 
     #[test]
     fn unknown_version() {
-        let mut bytes = BytesMut::from(&encode_frame::<TestMsg>(&Frame::Shutdown).unwrap()[..]);
-        bytes[4] = 2;
-        let err = decode_all(&bytes).unwrap_err();
-        assert!(matches!(err, FrameError::UnknownVersion(2)), "{err:?}");
-        assert!(err.to_string().contains("unknown protocol version 2"), "{err}");
+        for version in [0u8, 1, 3, 255] {
+            let mut bytes = BytesMut::from(&encode_frame::<TestMsg, TestEvidence>(&Frame::Shutdown).unwrap()[..]);
+            bytes[4] = version;
+            let err = decode_all(&bytes).unwrap_err();
+            assert!(matches!(err, FrameError::UnknownVersion(v) if v == version), "{err:?}");
+            assert!(err.to_string().contains(&format!("unknown protocol version {version} (this build speaks version 2)")), "{err}");
+        }
     }
 
     #[test]
@@ -390,7 +466,7 @@ mod tests {
 
     #[test]
     fn oversize_length_is_refused_before_buffering() {
-        let mut codec = FrameCodec::<TestMsg>::new();
+        let mut codec = FrameCodec::<TestMsg, TestEvidence>::new();
         let mut buf = header(u32::MAX, PROTOCOL_VERSION, FrameKind::Message as u8);
         let err = codec.decode(&mut buf).unwrap_err();
         assert!(matches!(err, FrameError::TooLong { len, max: MAX_FRAME_LEN } if len == u32::MAX as usize), "{err:?}");
@@ -398,8 +474,8 @@ mod tests {
         assert!(err.to_string().contains("over the limit"), "{err}");
 
         // A per-connection limit applies the same way.
-        let mut small = FrameCodec::<TestMsg>::with_max_len(16);
-        let mut buf = BytesMut::from(&encode_frame::<TestMsg>(&Frame::Error("x".repeat(100))).unwrap()[..]);
+        let mut small = FrameCodec::<TestMsg, TestEvidence>::with_max_len(16);
+        let mut buf = BytesMut::from(&encode_frame::<Never, Never>(&Frame::Error("x".repeat(100))).unwrap()[..]);
         assert!(matches!(small.decode(&mut buf), Err(FrameError::TooLong { len: 101, max: 16 })));
     }
 
@@ -413,12 +489,18 @@ mod tests {
         assert!(err.to_string().starts_with("payload does not decode as Hello: "), "{err}");
 
         // A Request cut short inside its payload (the length agrees, the contents do not).
-        let full = encode_frame::<TestMsg>(&Frame::Request(request())).unwrap();
+        let full = encode_frame::<TestMsg, TestEvidence>(&Frame::Request { to: ProcessId(0), request: request() }).unwrap();
         let payload = &full[HEADER_LEN..HEADER_LEN + 4];
         let mut bytes = header(payload.len() as u32, PROTOCOL_VERSION, FrameKind::Request as u8);
         bytes.put_slice(payload);
         let err = decode_all(&bytes).unwrap_err();
         assert!(matches!(&err, FrameError::BadPayload { kind: FrameKind::Request, .. }), "{err:?}");
+
+        // A Message with its addressing but no message.
+        let mut bytes = header(2, PROTOCOL_VERSION, FrameKind::Message as u8);
+        bytes.put_slice(&[0, 1]);
+        let err = decode_all(&bytes).unwrap_err();
+        assert!(matches!(&err, FrameError::BadPayload { kind: FrameKind::Message, .. }), "{err:?}");
 
         // Bytes left over after the value.
         let mut bytes = header(1, PROTOCOL_VERSION, FrameKind::Shutdown as u8);
@@ -426,10 +508,14 @@ mod tests {
         let err = decode_all(&bytes).unwrap_err();
         assert!(err.to_string().contains("does not decode as Shutdown: 1 trailing byte(s)"), "{err}");
 
-        // A Message frame cannot decode on a connection that carries none.
-        let bytes = encode_frame(&Frame::Message(TestMsg::Ping)).unwrap();
-        let err = FrameCodec::<NoMsg>::new().decode(&mut BytesMut::from(&bytes[..])).unwrap_err();
+        // A Message frame cannot decode on a connection that carries none, nor a Reply with
+        // evidence on one that carries no replies.
+        let bytes = encode_frame(&TestFrame::Message { from: ProcessId(0), to: ProcessId(1), msg: TestMsg::Ping }).unwrap();
+        let err = FrameCodec::<Never, TestEvidence>::new().decode(&mut BytesMut::from(&bytes[..])).unwrap_err();
         assert!(matches!(&err, FrameError::BadPayload { kind: FrameKind::Message, .. }), "{err:?}");
+        let bytes = encode_frame(&every_kind()[5]).unwrap();
+        let err = FrameCodec::<TestMsg, Never>::new().decode(&mut BytesMut::from(&bytes[..])).unwrap_err();
+        assert!(matches!(&err, FrameError::BadPayload { kind: FrameKind::Reply, .. }), "{err:?}");
     }
 
     #[test]

@@ -1,15 +1,17 @@
-//! WAN emulation on loopback: every outgoing frame is held back by a delay drawn from the
-//! topology, as the simulator would delay it, so that a real run on one machine sees the same
-//! latencies as the simulated deployment.
+//! WAN emulation on loopback: every message or reply between different machines of the
+//! deployment (and every request from a client) is held back by a delay drawn from the topology,
+//! as the simulator would delay it, so that a real run on one machine sees the same latencies as
+//! the simulated deployment. Hops inside one machine are real and get no emulated delay (see
+//! [`crate::host`]).
 
 use ensemble_core::topology::Topology;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::time::{Duration, Instant};
 
-/// Draws per-frame delays. One per process, owned by the single thread that sends (the node's
-/// protocol thread, the client driver's thread), so a seeded run draws the same sequence of
-/// delays for the same sequence of sends.
+/// Draws per-frame delays. One per OS process, owned by the single thread that sends (the host's
+/// protocol loop, the client driver's thread), so a seeded run draws the same sequence of delays
+/// for the same sequence of sends.
 #[derive(Debug)]
 pub struct WanEmulator {
     topology: Topology,

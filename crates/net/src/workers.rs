@@ -3,46 +3,55 @@
 //! Each worker is a std thread that creates its own [`Storage`] inside the thread, because
 //! database connections are not `Sync` (and sessions are not even `Send`): the storage never
 //! leaves the thread that made it. Jobs arrive on one shared crossbeam channel, so an idle worker
-//! takes the next job; completions go to a callback that the node wires to its event channel.
+//! takes the next job; completions go to a callback that the host wires to its input channel.
+//! A host runs one pool per process that has storage.
 
 use crossbeam_channel::{Receiver, Sender};
-use ensemble_core::{Storage, StorageJob, StorageResult, WorkId};
+use ensemble_core::{Storage, WorkId};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-type Job = (WorkId, StorageJob);
+/// Makes worker `i`'s storage, on worker `i`'s own thread.
+pub type StorageFactory<J, R> = Arc<dyn Fn(usize) -> Box<dyn Storage<Job = J, Result = R>> + Send + Sync>;
 
-pub struct WorkerPool {
-    jobs: Option<Sender<Job>>,
+/// Why a job has no result: its storage panicked, or never opened. The protocol's result type
+/// cannot say so (the runtime cannot make one up), so the host reports it as its process's
+/// failure instead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobFailed(pub String);
+
+pub struct WorkerPool<J> {
+    jobs: Option<Sender<(WorkId, J)>>,
     threads: Vec<JoinHandle<()>>,
 }
 
-impl WorkerPool {
-    /// Starts `workers` threads (at least one). `make_storage(i)` runs on worker `i`'s own
-    /// thread; `done` is called on that thread with every result.
-    pub fn start<S, F, D>(workers: usize, make_storage: Arc<F>, done: D) -> std::io::Result<WorkerPool>
+impl<J: Send + 'static> WorkerPool<J> {
+    /// Starts `workers` threads (at least one) named `{name}-{i}`. `make_storage(i)` runs on
+    /// worker `i`'s own thread; `done` is called on that thread with every job's outcome.
+    pub fn start<R, D>(name: &str, workers: usize, make_storage: StorageFactory<J, R>, done: D) -> std::io::Result<WorkerPool<J>>
     where
-        S: Storage + 'static,
-        F: Fn(usize) -> S + Send + Sync + 'static,
-        D: Fn(WorkId, StorageResult) + Send + Clone + 'static,
+        R: Send + 'static,
+        D: Fn(WorkId, Result<R, JobFailed>) + Send + Clone + 'static,
     {
-        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+        let (tx, rx) = crossbeam_channel::unbounded::<(WorkId, J)>();
         let mut pool = WorkerPool { jobs: Some(tx), threads: Vec::new() };
         for index in 0..workers.max(1) {
             let rx = rx.clone();
             let make_storage = make_storage.clone();
             let done = done.clone();
-            let handle = std::thread::Builder::new()
-                .name(format!("ensemble-storage-{index}"))
-                .spawn(move || worker(index, &*make_storage, rx, done))?;
+            let label = format!("{name}-{index}");
+            let handle = std::thread::Builder::new().name(label.clone()).spawn(move || worker(&label, index, &*make_storage, rx, done))?;
             pool.threads.push(handle);
         }
         Ok(pool)
     }
 
+}
+
+impl<J> WorkerPool<J> {
     /// Queues a job; false only if every worker has exited.
-    pub fn submit(&self, work: WorkId, job: StorageJob) -> bool {
+    pub fn submit(&self, work: WorkId, job: J) -> bool {
         self.jobs.as_ref().is_some_and(|tx| tx.send((work, job)).is_ok())
     }
 
@@ -59,13 +68,13 @@ impl WorkerPool {
     }
 }
 
-impl Drop for WorkerPool {
+impl<J> Drop for WorkerPool<J> {
     fn drop(&mut self) {
         self.stop();
     }
 }
 
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -73,28 +82,28 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "non-string panic".into())
 }
 
-/// A panicking storage must not take the node down or leave its job unanswered (the node would
-/// wait forever): both turn into `StorageResult::Failed`, which the protocol reports.
-fn worker<S: Storage, F: Fn(usize) -> S, D: Fn(WorkId, StorageResult)>(index: usize, make_storage: &F, rx: Receiver<Job>, done: D) {
+/// A panicking storage must not take the host down or leave its job unanswered without a trace:
+/// both turn into a [`JobFailed`] for the job.
+fn worker<J, R, D>(label: &str, index: usize, make_storage: &dyn Fn(usize) -> Box<dyn Storage<Job = J, Result = R>>, rx: Receiver<(WorkId, J)>, done: D)
+where
+    D: Fn(WorkId, Result<R, JobFailed>),
+{
     let mut storage = match catch_unwind(AssertUnwindSafe(|| make_storage(index))) {
         Ok(s) => Some(s),
         Err(p) => {
             let why = panic_text(&*p);
-            eprintln!("[ensemble-net] storage worker {index}: opening storage panicked: {why}");
+            eprintln!("[ensemble-net] storage worker {label}: opening storage panicked: {why}");
             None
         }
     };
     while let Ok((work, job)) = rx.recv() {
         let result = match storage.as_mut() {
-            None => StorageResult::Failed(format!("storage worker {index} has no storage: opening it panicked")),
-            Some(s) => match catch_unwind(AssertUnwindSafe(|| s.run(&job))) {
-                Ok(r) => r,
-                Err(p) => {
-                    let why = panic_text(&*p);
-                    eprintln!("[ensemble-net] storage worker {index}: job {work:?} panicked: {why}");
-                    StorageResult::Failed(format!("storage panicked: {why}"))
-                }
-            },
+            None => Err(JobFailed(format!("storage worker {label} has no storage: opening it panicked"))),
+            Some(s) => catch_unwind(AssertUnwindSafe(|| s.run(&job))).map_err(|p| {
+                let why = panic_text(&*p);
+                eprintln!("[ensemble-net] storage worker {label}: job {work:?} panicked: {why}");
+                JobFailed(format!("storage worker {label}: job {work:?} panicked: {why}"))
+            }),
         };
         done(work, result);
     }
@@ -103,7 +112,6 @@ fn worker<S: Storage, F: Fn(usize) -> S, D: Fn(WorkId, StorageResult)>(index: us
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ensemble_core::{ClientId, ExecRole, Request};
     use std::cell::RefCell;
     use std::rc::Rc;
 
@@ -114,46 +122,43 @@ mod tests {
     }
 
     impl Storage for Counting {
-        fn run(&mut self, job: &StorageJob) -> StorageResult {
+        type Job = &'static str;
+        type Result = usize;
+        fn run(&mut self, job: &&'static str) -> usize {
             *self.ran.borrow_mut() += 1;
-            match job {
-                StorageJob::Execute { request, .. } if request.txn == "boom" => panic!("boom"),
-                _ => StorageResult::Applied { globals_seen: self.worker as u64 },
+            if *job == "boom" {
+                panic!("boom");
             }
+            self.worker
         }
     }
 
-    fn job(txn: &str) -> StorageJob {
-        StorageJob::Execute {
-            request: Request { client: ClientId(1), seq: 0, txn: txn.into(), params: vec![] },
-            role: ExecRole::Local,
-        }
-    }
+    type Factory = StorageFactory<&'static str, usize>;
 
     #[test]
     fn every_job_completes_once_even_when_storage_panics() {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let make = Arc::new(|worker| Counting { worker, ran: Rc::new(RefCell::new(0)) });
-        let pool = WorkerPool::start(3, make, move |w, r| tx.send((w, r)).unwrap()).unwrap();
+        let make: Factory = Arc::new(|worker| Box::new(Counting { worker, ran: Rc::new(RefCell::new(0)) }));
+        let pool = WorkerPool::start("test", 3, make, move |w, r| tx.send((w, r)).unwrap()).unwrap();
         for i in 0..50 {
-            assert!(pool.submit(WorkId(i), job(if i == 7 { "boom" } else { "ok" })));
+            assert!(pool.submit(WorkId(i), if i == 7 { "boom" } else { "ok" }));
         }
         pool.shutdown();
         let mut got: Vec<_> = rx.try_iter().collect();
         got.sort_by_key(|(w, _)| *w);
         assert_eq!(got.iter().map(|(w, _)| w.0).collect::<Vec<_>>(), (0..50).collect::<Vec<_>>());
-        assert!(matches!(&got[7].1, StorageResult::Failed(m) if m.contains("boom")));
-        assert!(got.iter().filter(|(_, r)| matches!(r, StorageResult::Applied { .. })).count() == 49);
+        assert!(matches!(&got[7].1, Err(JobFailed(m)) if m.contains("WorkId(7) panicked: boom")), "{:?}", got[7]);
+        assert_eq!(got.iter().filter(|(_, r)| matches!(r, Ok(w) if *w < 3)).count(), 49);
     }
 
     #[test]
     fn a_storage_that_cannot_open_fails_its_jobs_instead_of_hanging() {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let make = Arc::new(|_| -> Counting { panic!("no database") });
-        let pool = WorkerPool::start(1, make, move |w, r| tx.send((w, r)).unwrap()).unwrap();
-        pool.submit(WorkId(1), job("ok"));
+        let make: Factory = Arc::new(|_| panic!("no database"));
+        let pool = WorkerPool::start("test", 1, make, move |w, r| tx.send((w, r)).unwrap()).unwrap();
+        pool.submit(WorkId(1), "ok");
         pool.shutdown();
         let got: Vec<_> = rx.try_iter().collect();
-        assert!(matches!(&got[..], [(WorkId(1), StorageResult::Failed(_))]));
+        assert!(matches!(&got[..], [(WorkId(1), Err(JobFailed(m)))] if m.contains("opening it panicked")), "{got:?}");
     }
 }

@@ -1,155 +1,72 @@
-//! Nodes and clients on loopback, end to end.
+//! Hosts and clients on loopback, end to end, one process per host.
 //!
 //! Nothing here sleeps to synchronise: listeners are bound before anyone dials them, runs end
 //! when the expected number of completions has been seen (the deadline is only a bound that
-//! turns a hang into a failure), and the only timing assertions are lower bounds.
+//! turns a hang into a failure), and the only timing assertions are lower bounds, which the WAN
+//! emulation guarantees.
 
 mod common;
 
-use common::{assert_all_answered, CountingStorage, RingNode, ToyClient};
+use common::{assert_all_answered, ring_of, slots, Cluster, RingMsg, Served, ToyClient};
 use ensemble_core::topology::{Jitter, Topology};
-use ensemble_core::{Client, ClientId, Completion, InstanceId, Request};
-use ensemble_net::cluster::send_shutdown;
-use ensemble_net::frame::{encode_frame, FrameCodec, NoMsg, HEADER_LEN};
-use ensemble_net::{run_clients, run_node_on, ClientDriverConfig, ClientSlot, Frame, Hello, NodeConfig, NodeReport, ShutdownHandle, StopReason};
+use ensemble_core::{ClientId, Deployment, ProcessId, Request};
+use ensemble_net::frame::{encode_frame, FrameCodec, Never, HEADER_LEN, PROTOCOL_VERSION};
+use ensemble_net::{Frame, Hello, HostId};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-// ---------------------------------------------------------------------------------------------
-// Harness
-
-struct Cluster {
-    addrs: BTreeMap<InstanceId, SocketAddr>,
-    sites: BTreeMap<InstanceId, usize>,
-    topology: Option<Topology>,
-    shutdowns: Vec<ShutdownHandle>,
-    nodes: Vec<JoinHandle<NodeReport>>,
-    storage_runs: Vec<Arc<AtomicU64>>,
+fn one_per_host(sites: &[usize]) -> Deployment {
+    Deployment::one_per_machine(sites, 2, "ring")
 }
 
-impl Cluster {
-    /// `sites[i]` is instance i's site. Every listener is bound before any node starts, so no
-    /// node ever dials a port that is not listening yet.
-    fn start(sites: &[usize], topology: Option<Topology>) -> Cluster {
-        let n = sites.len() as u32;
-        let listeners: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-        let addrs: BTreeMap<_, _> = listeners.iter().enumerate().map(|(i, l)| (InstanceId(i as u32), l.local_addr().unwrap())).collect();
-        let site_map: BTreeMap<_, _> = sites.iter().enumerate().map(|(i, s)| (InstanceId(i as u32), *s)).collect();
-        let mut cluster = Cluster {
-            addrs: addrs.clone(),
-            sites: site_map.clone(),
-            topology: topology.clone(),
-            shutdowns: Vec::new(),
-            nodes: Vec::new(),
-            storage_runs: Vec::new(),
-        };
-        for (i, listener) in listeners.into_iter().enumerate() {
-            let id = InstanceId(i as u32);
-            let mut cfg = NodeConfig::new(id, addrs[&id]);
-            cfg.peers = addrs.clone();
-            cfg.peer_sites = site_map.clone();
-            cfg.site = sites[i];
-            cfg.topology = topology.clone();
-            cfg.seed = i as u64;
-            cfg.workers = 2;
-            let shutdown = ShutdownHandle::new();
-            let ran = Arc::new(AtomicU64::new(0));
-            let (sd, ran2) = (shutdown.clone(), ran.clone());
-            cluster.nodes.push(std::thread::spawn(move || {
-                let make = move |_| CountingStorage { instance: id, ran: ran2.clone() };
-                run_node_on(listener, cfg, RingNode::new(id, n), make, sd).unwrap()
-            }));
-            cluster.shutdowns.push(shutdown);
-            cluster.storage_runs.push(ran);
-        }
-        cluster
-    }
-
-    fn client_config(&self) -> ClientDriverConfig {
-        let mut cfg = ClientDriverConfig::new(self.addrs.clone(), Duration::from_secs(60));
-        cfg.instance_sites = self.sites.clone();
-        cfg.topology = self.topology.clone();
-        cfg.seed = 42;
-        cfg
-    }
-
-    /// Runs the clients until `expected` completions arrived (or the safety deadline).
-    fn run(&self, clients: Vec<ClientSlot>, expected: usize) -> Vec<Completion> {
-        let mut done = Vec::new();
-        let report = run_clients(self.client_config(), clients, |c| {
-            done.push(c);
-            if done.len() == expected {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        })
-        .unwrap();
-        assert_eq!(report.stopped, StopReason::Callback, "the run hit its deadline: {report:?}");
-        assert_eq!(report.requests_undeliverable, 0);
-        done
-    }
-
-    /// Stops node 0 with an admin Shutdown frame and the others with their handles.
-    fn stop(self) -> Vec<NodeReport> {
-        send_shutdown(self.addrs[&InstanceId(0)], Duration::from_secs(5)).unwrap();
-        for s in &self.shutdowns[1..] {
-            s.trigger();
-        }
-        self.nodes.into_iter().map(|h| h.join().unwrap()).collect()
-    }
+fn lan_cluster(n: usize) -> Cluster {
+    let d = one_per_host(&vec![0; n]);
+    let build = ring_of(&d, &[]);
+    Cluster::start(d, Topology::lan(), false, 2, build)
 }
-
-fn slots(clients: impl IntoIterator<Item = (Box<dyn Client>, usize)>) -> Vec<ClientSlot> {
-    clients.into_iter().map(|(client, site)| ClientSlot { client, site }).collect()
-}
-
-// ---------------------------------------------------------------------------------------------
 
 #[test]
-fn three_node_ring_answers_every_request() {
-    let cluster = Cluster::start(&[0, 0, 0], None);
+fn three_host_ring_answers_every_request() {
+    let cluster = lan_cluster(3);
     let per_client = 25;
-    let targets: BTreeMap<_, _> = (0..6u64).map(|c| (ClientId(c), InstanceId((c % 3) as u32))).collect();
-    let clients = slots(targets.iter().map(|(c, i)| (ToyClient::boxed(c.0, i.0, per_client), 0)));
+    let targets: BTreeMap<_, _> = (0..6u64).map(|c| (ClientId(c), ProcessId((c % 3) as u32))).collect();
+    let clients = slots(targets.iter().map(|(c, p)| (ToyClient::boxed(c.0, p.0, per_client), 0)));
     let done = cluster.run(clients, 6 * per_client as usize);
     assert_all_answered(&done, &targets, per_client);
 
-    let runs: Vec<u64> = cluster.storage_runs.iter().map(|r| r.load(Ordering::SeqCst)).collect();
-    let reports = cluster.stop();
-    // Two clients per instance; each request runs once, at the instance it was sent to.
-    assert_eq!(runs, vec![2 * per_client; 3]);
-    for r in &reports {
-        assert_eq!(r.requests, 2 * per_client);
-        assert_eq!(r.storage_jobs, 2 * per_client);
-        assert_eq!(r.storage_done, 2 * per_client);
-        assert_eq!(r.replies, 2 * per_client);
-        assert_eq!((r.replies_undeliverable, r.messages_undeliverable, r.bad_connections), (0, 0, 0));
-    }
-    // Every request crossed all three ring links once.
+    let runs = cluster.storages.runs();
+    let reports = cluster.stop_clean();
+    // Two clients per process; each request runs once, at the process it was sent to.
+    assert_eq!(runs.values().copied().collect::<Vec<_>>(), vec![2 * per_client; 3]);
     let total = 6 * per_client;
-    assert_eq!(reports.iter().map(|r| r.messages_out).sum::<u64>(), 3 * total);
-    assert_eq!(reports.iter().map(|r| r.messages_in).sum::<u64>(), 3 * total);
+    for r in &reports {
+        let [p] = &r.processes[..] else { panic!("one process per host: {r:?}") };
+        let t = &p.traffic;
+        assert_eq!((t.requests, t.storage_jobs, t.storage_done, t.replies), (2 * per_client, 2 * per_client, 2 * per_client, 2 * per_client));
+        assert_eq!((t.replies_undeliverable, t.messages_undeliverable, r.bad_connections, r.messages_misaddressed), (0, 0, 0, 0));
+        // Every request crossed all three ring links once, each a frame between hosts.
+        assert_eq!((t.messages_in, t.messages_out_remote, t.messages_out_local), (total, total, 0));
+        assert_eq!((r.peer_messages_in, r.peer_messages_out), (total, total));
+        assert_eq!(p.counters, vec![("forwarded".to_string(), 2 * 2 * per_client), ("served_in_memory".to_string(), 0)]);
+    }
 }
 
 #[test]
-fn a_single_node_sends_ring_messages_to_itself() {
-    let cluster = Cluster::start(&[0], None);
-    let targets: BTreeMap<_, _> = [(ClientId(5), InstanceId(0))].into();
+fn a_single_host_sends_ring_messages_to_itself() {
+    let cluster = lan_cluster(1);
+    let targets: BTreeMap<_, _> = [(ClientId(5), ProcessId(0))].into();
     let done = cluster.run(slots([(ToyClient::boxed(5, 0, 10), 0)]), 10);
     assert_all_answered(&done, &targets, 10);
-    let reports = cluster.stop();
-    assert_eq!(reports[0].messages_in, 10);
+    let reports = cluster.stop_clean();
+    let t = &reports[0].processes[0].traffic;
+    assert_eq!((t.messages_in, t.messages_out_local, t.messages_out_remote), (10, 10, 0));
+    assert_eq!((reports[0].peer_messages_in, reports[0].peer_messages_out), (0, 0));
 }
 
-/// Connects raw, sends `bytes`, and returns every frame the node sends back until it closes.
-fn misbehave(addr: SocketAddr, bytes: &[u8]) -> Vec<Frame<NoMsg>> {
+/// Connects raw, sends `bytes`, and returns every frame the host sends back until it closes.
+fn misbehave(addr: SocketAddr, bytes: &[u8]) -> Vec<Frame<Never, Served>> {
     use bytes::BytesMut;
     use tokio_util::codec::Decoder;
     let mut s = TcpStream::connect(addr).unwrap();
@@ -158,9 +75,9 @@ fn misbehave(addr: SocketAddr, bytes: &[u8]) -> Vec<Frame<NoMsg>> {
     // Half-close, so that a frame cut short is seen as truncated rather than awaited.
     s.shutdown(std::net::Shutdown::Write).unwrap();
     let mut got = Vec::new();
-    s.read_to_end(&mut got).expect("the node should close the connection after its Error frame");
+    s.read_to_end(&mut got).expect("the host should close the connection after its Error frame");
     let mut buf = BytesMut::from(&got[..]);
-    let mut codec = FrameCodec::<NoMsg>::new();
+    let mut codec = FrameCodec::<Never, Served>::new();
     let mut frames = Vec::new();
     while let Some(f) = codec.decode_eof(&mut buf).unwrap() {
         frames.push(f);
@@ -174,36 +91,58 @@ fn header(len: u32, version: u8, kind: u8) -> Vec<u8> {
     b
 }
 
-fn client_hello(client: u64) -> Vec<u8> {
-    encode_frame::<NoMsg>(&Frame::Hello(Hello::Client { client: ClientId(client), site: 0 })).unwrap().to_vec()
+fn hello(h: Hello) -> Vec<u8> {
+    encode_frame::<Never, Never>(&Frame::Hello(h)).unwrap().to_vec()
 }
 
-/// Each kind of garbage, and the words its Error frame must contain.
+fn client_hello(client: u64) -> Vec<u8> {
+    hello(Hello::Client { client: ClientId(client), site: 0 })
+}
+
+fn request(client: u64, to: u32) -> Vec<u8> {
+    let request = Request { client: ClientId(client), seq: 0, txn: "toy".into(), params: vec![] };
+    encode_frame::<Never, Never>(&Frame::Request { to: ProcessId(to), request }).unwrap().to_vec()
+}
+
+fn message(from: u32, to: u32) -> Vec<u8> {
+    let request = Request { client: ClientId(0), seq: 0, txn: "toy".into(), params: vec![] };
+    let msg = RingMsg::Forward { origin: ProcessId(from), request };
+    encode_frame::<RingMsg, Never>(&Frame::Message { from: ProcessId(from), to: ProcessId(to), msg }).unwrap().to_vec()
+}
+
+/// Each kind of garbage host h0 (running p0, of two hosts) may be sent, and the words its Error
+/// frame must contain.
 fn garbage() -> Vec<(Vec<u8>, &'static str)> {
-    let request = Request { client: ClientId(900), seq: 0, txn: "toy".into(), params: vec![] };
-    let valid_request = encode_frame::<NoMsg>(&Frame::Request(request)).unwrap().to_vec();
-    let mut hello_then_junk = client_hello(901);
-    hello_then_junk.extend(&valid_request);
-    hello_then_junk.extend(header(3, 1, 3));
-    hello_then_junk.extend([0xff, 0xff, 0xff]);
-    let mut truncated = client_hello(902);
-    truncated.extend(&valid_request[..HEADER_LEN + 2]);
+    let v = PROTOCOL_VERSION;
+    let valid_request = request(900, 0);
+    let peer_h1 = hello(Hello::Peer { host: HostId(1), processes: vec![ProcessId(1)] });
     vec![
         (header(0, 9, 6), "unknown protocol version 9"),
-        (header(0, 1, 42), "unknown frame kind 42"),
-        (header(u32::MAX, 1, 2), "over the limit"),
-        ([header(1, 1, 1), vec![0x7f]].concat(), "does not decode as Hello"),
+        (header(0, 1, 6), "unknown protocol version 1 (this build speaks version 2)"),
+        (header(0, v, 42), "unknown frame kind 42"),
+        (header(u32::MAX, v, 2), "over the limit"),
+        ([header(1, v, 1), vec![0x7f]].concat(), "does not decode as Hello"),
         (valid_request.clone(), "unexpected Request frame from a connection that has not said Hello"),
-        (hello_then_junk, "does not decode as Request"),
-        (truncated, "truncated Request frame"),
+        ([client_hello(900), valid_request.clone(), header(3, v, 3), vec![0xff; 3]].concat(), "does not decode as Request"),
+        ([client_hello(902), valid_request[..HEADER_LEN + 2].to_vec()].concat(), "truncated Request frame"),
         (b"GET / HTTP/1.1\r\n\r\n".to_vec(), "unknown protocol version"),
+        ([client_hello(903), request(904, 0)].concat(), "request of c904 on the connection of c903"),
+        ([client_hello(905), request(905, 1)].concat(), "request for p1, which runs on host h1, not h0"),
+        ([client_hello(906), request(906, 9)].concat(), "request for p9, which is not deployed"),
+        ([client_hello(907), message(0, 0)].concat(), "unexpected Message frame from client c907"),
+        (hello(Hello::Client { client: ClientId(908), site: 3 }), "client site 3 out of range: the topology has 1 site(s)"),
+        (hello(Hello::Peer { host: HostId(1), processes: vec![ProcessId(0)] }), "host h1 says it runs [p0], but the cluster spec gives it [p1]"),
+        (hello(Hello::Peer { host: HostId(0), processes: vec![ProcessId(0)] }), "host h0 is this host, not a peer"),
+        (hello(Hello::Peer { host: HostId(5), processes: vec![] }), "host h5 is not in the cluster (2 host(s))"),
+        ([peer_h1.clone(), message(0, 0)].concat(), "message from p0, which host h1 does not run"),
+        ([peer_h1, request(1, 0)].concat(), "unexpected Request frame from peer host h1"),
     ]
 }
 
 #[test]
 fn garbage_gets_an_error_frame_and_other_clients_lose_nothing() {
-    let cluster = Cluster::start(&[0, 0], None);
-    let addr = cluster.addrs[&InstanceId(0)];
+    let cluster = lan_cluster(2);
+    let addr = cluster.addr(0);
     let cases = garbage();
 
     let check = |bytes: &[u8], words: &str| {
@@ -220,8 +159,8 @@ fn garbage_gets_an_error_frame_and_other_clients_lose_nothing() {
         check(bytes, words);
     }
     let per_client = 30;
-    let targets: BTreeMap<_, _> = (0..4u64).map(|c| (ClientId(c), InstanceId((c % 2) as u32))).collect();
-    let clients = slots(targets.iter().map(|(c, i)| (ToyClient::boxed(c.0, i.0, per_client), 0)));
+    let targets: BTreeMap<_, _> = (0..4u64).map(|c| (ClientId(c), ProcessId((c % 2) as u32))).collect();
+    let clients = slots(targets.iter().map(|(c, p)| (ToyClient::boxed(c.0, p.0, per_client), 0)));
     let done = std::thread::scope(|s| {
         let attacker = s.spawn(|| {
             for (bytes, words) in &cases {
@@ -237,12 +176,38 @@ fn garbage_gets_an_error_frame_and_other_clients_lose_nothing() {
         check(bytes, words);
     }
 
-    let reports = cluster.stop();
+    let reports = cluster.stop_clean();
     assert_eq!(reports[0].bad_connections, 3 * cases.len() as u64);
     assert_eq!(reports[1].bad_connections, 0);
-    // The toy's own clients (0 and 2 at instance 0) plus the misbehaving connections' valid
-    // requests, each answered (or dropped if the connection was already closed).
-    assert!(reports[0].requests >= 2 * per_client);
+    // The toy's own clients (0 and 2 at p0) plus the misbehaving connections' valid requests,
+    // each answered (or dropped if the connection was already closed).
+    assert!(reports[0].processes[0].traffic.requests >= 2 * per_client);
+}
+
+#[test]
+fn a_message_for_a_process_this_host_does_not_run_is_counted_and_dropped() {
+    let cluster = lan_cluster(2);
+    // Posing as host h1 (which runs p1): two misaddressed messages, then one that breaks the
+    // protocol. The Error frame comes after the connection's reader has passed the first two on,
+    // in order, so the host has them before anything the clients below send.
+    let bytes = [
+        hello(Hello::Peer { host: HostId(1), processes: vec![ProcessId(1)] }),
+        message(1, 7),
+        message(1, 1),
+        message(0, 0),
+    ]
+    .concat();
+    let frames = misbehave(cluster.addr(0), &bytes);
+    assert!(matches!(&frames[..], [Frame::Error(t)] if t.contains("message from p0, which host h1 does not run")), "{frames:?}");
+
+    let targets: BTreeMap<_, _> = [(ClientId(1), ProcessId(0)), (ClientId(2), ProcessId(1))].into();
+    let clients = slots(targets.iter().map(|(c, p)| (ToyClient::boxed(c.0, p.0, 5), 0)));
+    let done = cluster.run(clients, 10);
+    assert_all_answered(&done, &targets, 5);
+    let reports = cluster.stop_clean();
+    assert_eq!((reports[0].messages_misaddressed, reports[0].bad_connections), (2, 1));
+    assert_eq!(reports[0].processes[0].traffic.messages_in, 10, "only the ring's own messages were delivered");
+    assert_eq!(reports[1].messages_misaddressed, 0);
 }
 
 #[test]
@@ -256,12 +221,14 @@ fn wan_emulation_delays_every_frame_by_at_least_the_topology_delay() {
         jitter: Jitter::None,
         ..Topology::lan()
     };
-    let cluster = Cluster::start(&[0, 1], Some(topology));
+    let dep = one_per_host(&[0, 1]);
+    let build = ring_of(&dep, &[]);
+    let cluster = Cluster::start(dep, topology, true, 2, build);
     let per_client = 3;
-    // Client 0 at site a talks to instance 0 (site a): its request goes around the ring
-    // a→b→a, so two inter-site hops. Client 1 at site b talks to instance 0 too: two more hops
-    // (request and reply). Client 2 at site b talks to instance 1 (site b): ring b→a→b.
-    let targets: BTreeMap<_, _> = [(ClientId(0), InstanceId(0)), (ClientId(1), InstanceId(0)), (ClientId(2), InstanceId(1))].into();
+    // Client 0 at site a talks to p0 (site a): its request goes around the ring a→b→a, so two
+    // inter-site hops. Client 1 at site b talks to p0 too: two more hops (request and reply).
+    // Client 2 at site b talks to p1 (site b): ring b→a→b.
+    let targets: BTreeMap<_, _> = [(ClientId(0), ProcessId(0)), (ClientId(1), ProcessId(0)), (ClientId(2), ProcessId(1))].into();
     let clients = slots([
         (ToyClient::boxed(0, 0, per_client), 0),
         (ToyClient::boxed(1, 0, per_client), 1),
@@ -276,26 +243,17 @@ fn wan_emulation_delays_every_frame_by_at_least_the_topology_delay() {
         let floor = hop * hops(c.request.client);
         assert!(latency >= floor, "{:?} took {latency:?}, less than the emulated {floor:?}", c.request);
     }
-    cluster.stop();
-}
-
-#[test]
-fn a_client_at_an_unknown_site_is_refused_when_emulating() {
-    let cluster = Cluster::start(&[0], Some(Topology::lan()));
-    let bytes = encode_frame::<NoMsg>(&Frame::Hello(Hello::Client { client: ClientId(1), site: 3 })).unwrap();
-    let frames = misbehave(cluster.addrs[&InstanceId(0)], &bytes);
-    assert!(matches!(&frames[..], [Frame::Error(t)] if t.contains("site 3 out of range")), "{frames:?}");
-    cluster.stop();
+    cluster.stop_clean();
 }
 
 #[test]
 fn a_connection_that_just_closes_is_not_an_error() {
-    let cluster = Cluster::start(&[0], None);
-    let addr = cluster.addrs[&InstanceId(0)];
+    let cluster = lan_cluster(1);
+    let addr = cluster.addr(0);
     ensemble_net::cluster::wait_until_accepting(addr, Duration::from_secs(5)).unwrap();
     drop(TcpStream::connect(addr).unwrap());
     let done = cluster.run(slots([(ToyClient::boxed(1, 0, 3), 0)]), 3);
     assert_eq!(done.len(), 3);
-    let reports = cluster.stop();
+    let reports = cluster.stop_clean();
     assert_eq!(reports[0].bad_connections, 0);
 }

@@ -1,4 +1,5 @@
-//! Fault injection: rules that lose or slow messages, partitions, and crashes.
+//! Fault injection: rules that lose, duplicate, slow or reorder messages, partitions, and crashes
+//! (pause-style, or losing the process's volatile state), written by hand or drawn from a seed.
 //!
 //! A [`FaultPlan`] is a list of rules, each active in a half-open [`Window`] of virtual time.
 //! Message rules are judged when a message is handed to the network (its send instant), the way a
@@ -6,7 +7,7 @@
 //! instance. The plan only grows: rules are added, never removed, so a run's faults are a pure
 //! function of the plan and the seed.
 
-use ensemble_core::{ClientId, InstanceId, Time};
+use ensemble_core::{ClientId, ProcessId, Time};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeSet;
@@ -15,13 +16,13 @@ use std::time::Duration;
 /// One end of a message: every message travels from one endpoint to another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Endpoint {
-    Instance(InstanceId),
+    Process(ProcessId),
     Client(ClientId),
 }
 
-impl From<InstanceId> for Endpoint {
-    fn from(i: InstanceId) -> Self {
-        Endpoint::Instance(i)
+impl From<ProcessId> for Endpoint {
+    fn from(i: ProcessId) -> Self {
+        Endpoint::Process(i)
     }
 }
 
@@ -88,8 +89,14 @@ pub enum FaultKind {
     /// Add this much to each matching message's delay (congestion, a slow path). Per-link FIFO
     /// still holds: a delayed message holds back later ones on the same link.
     Delay { links: Links, extra: Duration },
-    /// Instances in `a` and in `b` cannot exchange messages. Clients are not affected.
-    Partition { a: BTreeSet<InstanceId>, b: BTreeSet<InstanceId> },
+    /// Processes in `a` and in `b` cannot exchange messages. Clients are not affected.
+    Partition { a: BTreeSet<ProcessId>, b: BTreeSet<ProcessId> },
+    /// Deliver each matching message twice with this probability; the copy arrives up to one
+    /// more delay later, outside the link's FIFO order (a retransmission).
+    Duplicate { links: Links, probability: f64 },
+    /// With this probability a matching message takes up to `max_extra` longer and leaves the
+    /// link's FIFO order: it may overtake, or be overtaken by, its neighbours.
+    Reorder { links: Links, probability: f64, max_extra: Duration },
 }
 
 /// A message rule and the window it is active in.
@@ -99,21 +106,25 @@ pub struct FaultRule {
     pub kind: FaultKind,
 }
 
-/// An instance stops at `at` and, if `restart` is given, resumes at `restart`.
+/// A process stops at `at` and, if `restart` is given, resumes at `restart`.
 ///
-/// This is a *pause-style* crash: while down, the instance receives nothing (arriving messages
-/// and requests are dropped, timers that fire are discarded), and its CPU queue is cleared at the
-/// crash, so storage jobs queued or running then never run and their completions never come.
-/// At restart nothing is called: the node resumes with the in-memory state it had, and timers set
-/// before the crash that fire after the restart are delivered. A timer that came due while the
-/// instance was down is gone, so a node that re-arms a periodic timer from its handler stays
-/// silent on that timer after the restart. Crash-recovery with loss of volatile state (and a
-/// restart hook to re-arm timers) comes with the fault-tolerance work.
+/// While down, the process receives nothing (arriving messages and requests are dropped, timers
+/// that fire are discarded), and its CPU jobs are lost at the crash, so storage jobs queued or
+/// running then never run and their completions never come. Its storage survives.
+///
+/// * `loses_state: false` is a *pause*: at restart nothing is called, the process resumes with the
+///   in-memory state it had, and timers set before the crash that fire after the restart are
+///   delivered.
+/// * `loses_state: true` is a real crash: the process object is dropped at the crash (its
+///   volatile state and timers are gone) and at restart the simulation's recovery rebuilds it
+///   from its id and its storage, then calls `start`. What a protocol keeps in storage is what
+///   survives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Crash {
-    pub instance: InstanceId,
+    pub process: ProcessId,
     pub at: Time,
     pub restart: Option<Time>,
+    pub loses_state: bool,
 }
 
 /// Why a message was lost; the simulator counts each cause (see [`crate::DropCounts`]).
@@ -124,7 +135,7 @@ pub(crate) enum DropCause {
 }
 
 pub(crate) enum Verdict {
-    Deliver { extra: Duration },
+    Deliver { extra: Duration, duplicate: bool, reorder: Option<Duration> },
     Drop(DropCause),
 }
 
@@ -165,37 +176,110 @@ impl FaultPlan {
         self
     }
 
-    /// Separate two groups of instances during `window`.
+    /// Deliver messages on `links` twice with `probability` during `window`.
+    pub fn duplicate_messages(&mut self, window: Window, links: Links, probability: f64) -> &mut Self {
+        self.rules.push(FaultRule { window, kind: FaultKind::Duplicate { links, probability } });
+        self
+    }
+
+    /// Take messages on `links` out of FIFO order with `probability`, up to `max_extra` late.
+    pub fn reorder_messages(&mut self, window: Window, links: Links, probability: f64, max_extra: Duration) -> &mut Self {
+        self.rules.push(FaultRule { window, kind: FaultKind::Reorder { links, probability, max_extra } });
+        self
+    }
+
+    /// Separate two sets of processes during `window`.
     pub fn partition(
         &mut self,
         window: Window,
-        a: impl IntoIterator<Item = InstanceId>,
-        b: impl IntoIterator<Item = InstanceId>,
+        a: impl IntoIterator<Item = ProcessId>,
+        b: impl IntoIterator<Item = ProcessId>,
     ) -> &mut Self {
         let kind = FaultKind::Partition { a: a.into_iter().collect(), b: b.into_iter().collect() };
         self.rules.push(FaultRule { window, kind });
         self
     }
 
-    /// Crash `instance` at `at`; resume it at `restart` if given. A crash time already in the
-    /// past when the next `run_until` starts takes effect at that run's current time; a restart
-    /// before the crash is treated as an immediate restart (the CPU queue is still cleared).
-    pub fn crash(&mut self, instance: InstanceId, at: Time, restart: Option<Time>) -> &mut Self {
-        self.crashes.push(Crash { instance, at, restart });
+    /// Pause `process` at `at`; resume it at `restart` if given, with its state (see [`Crash`]).
+    /// A crash time already in the past when the next `run_until` starts takes effect at that
+    /// run's current time; a restart before the crash is treated as an immediate restart (the CPU
+    /// jobs are still lost).
+    pub fn crash(&mut self, process: ProcessId, at: Time, restart: Option<Time>) -> &mut Self {
+        self.crashes.push(Crash { process, at, restart, loses_state: false });
         self
+    }
+
+    /// Crash `process` at `at`, losing its volatile state; rebuild it at `restart` if given with
+    /// the simulation's recovery (see [`Crash`]).
+    pub fn crash_losing_state(&mut self, process: ProcessId, at: Time, restart: Option<Time>) -> &mut Self {
+        self.crashes.push(Crash { process, at, restart, loses_state: true });
+        self
+    }
+
+    /// A fault plan drawn from `rng` as `spec` says: every rule and crash, its window, its
+    /// links and its probability come from the seed, so a sweep of seeds is a sweep of plans.
+    pub fn random(rng: &mut impl Rng, spec: &RandomFaults) -> FaultPlan {
+        let mut plan = FaultPlan::new();
+        let horizon = spec.horizon.0.max(1);
+        let window = |rng: &mut dyn rand::RngCore| {
+            let start = rng.random_range(0..horizon);
+            let len = rng.random_range(1..=(horizon / 4).max(1));
+            Window::new(Time(start), Time(start.saturating_add(len).min(horizon)))
+        };
+        let pick = |rng: &mut dyn rand::RngCore| spec.processes[rng.random_range(0..spec.processes.len())];
+        let links = |rng: &mut dyn rand::RngCore| {
+            if spec.processes.len() < 2 || rng.random_bool(0.3) {
+                Links::All
+            } else {
+                let a = pick(rng);
+                let b = pick(rng);
+                Links::Between { a: a.into(), b: b.into() }
+            }
+        };
+        if spec.processes.is_empty() {
+            return plan;
+        }
+        for _ in 0..spec.message_rules {
+            let w = window(rng);
+            let l = links(rng);
+            match rng.random_range(0..4u8) {
+                0 => plan.drop_messages(w, l, rng.random_range(0.0..=spec.max_probability)),
+                1 => plan.duplicate_messages(w, l, rng.random_range(0.0..=spec.max_probability)),
+                2 => plan.delay_messages(w, l, Duration::from_nanos(rng.random_range(0..=spec.max_extra.as_nanos() as u64))),
+                _ => plan.reorder_messages(w, l, rng.random_range(0.0..=spec.max_probability), spec.max_extra),
+            };
+        }
+        for _ in 0..spec.partitions {
+            let w = window(rng);
+            let (a, b): (Vec<ProcessId>, Vec<ProcessId>) = spec.processes.iter().partition(|_| rng.random_bool(0.5));
+            plan.partition(w, a, b);
+        }
+        for _ in 0..spec.crashes {
+            let p = pick(rng);
+            let w = window(rng);
+            let restart = Some(w.end);
+            if spec.crashes_lose_state {
+                plan.crash_losing_state(p, w.start, restart);
+            } else {
+                plan.crash(p, w.start, restart);
+            }
+        }
+        plan
     }
 
     /// Judges a message handed to the network at `now`. Partitions are checked first, then drop
     /// rules in the order they were added (each matching one draws once), and delays add up.
     pub(crate) fn judge(&self, now: Time, from: Endpoint, to: Endpoint, rng: &mut ChaCha8Rng) -> Verdict {
         let mut extra = Duration::ZERO;
+        let mut duplicate = false;
+        let mut reorder = None;
         for rule in &self.rules {
             if !rule.window.contains(now) {
                 continue;
             }
             match &rule.kind {
                 FaultKind::Partition { a, b } => {
-                    if let (Endpoint::Instance(f), Endpoint::Instance(t)) = (from, to) {
+                    if let (Endpoint::Process(f), Endpoint::Process(t)) = (from, to) {
                         if (a.contains(&f) && b.contains(&t)) || (b.contains(&f) && a.contains(&t)) {
                             return Verdict::Drop(DropCause::Partition);
                         }
@@ -211,10 +295,38 @@ impl FaultPlan {
                         extra += *e;
                     }
                 }
+                FaultKind::Duplicate { links, probability } => {
+                    if links.matches(from, to) && draw(*probability, rng) {
+                        duplicate = true;
+                    }
+                }
+                FaultKind::Reorder { links, probability, max_extra } => {
+                    if links.matches(from, to) && draw(*probability, rng) {
+                        let d = Duration::from_nanos(rng.random_range(0..=max_extra.as_nanos() as u64));
+                        reorder = Some(reorder.unwrap_or_default() + d);
+                    }
+                }
             }
         }
-        Verdict::Deliver { extra }
+        Verdict::Deliver { extra, duplicate, reorder }
     }
+}
+
+/// What [`FaultPlan::random`] draws: how many rules of each sort, over which processes, within
+/// which horizon. Processes that must stay up (a majority of a group) are left out of
+/// `processes` by the caller.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RandomFaults {
+    pub processes: Vec<ProcessId>,
+    /// Every window ends by then, so the system heals and progress can be checked after it.
+    pub horizon: Time,
+    /// Drop, duplicate, delay and reorder rules, each kind equally likely.
+    pub message_rules: u32,
+    pub max_probability: f64,
+    pub max_extra: Duration,
+    pub partitions: u32,
+    pub crashes: u32,
+    pub crashes_lose_state: bool,
 }
 
 /// Certain outcomes take no draw, so a rule with probability 1 (or 0) leaves the stream alone.
@@ -234,7 +346,7 @@ mod tests {
     use rand::SeedableRng;
 
     fn i(n: u32) -> Endpoint {
-        Endpoint::Instance(InstanceId(n))
+        Endpoint::Process(ProcessId(n))
     }
 
     #[test]
@@ -261,13 +373,13 @@ mod tests {
     #[test]
     fn partition_spares_clients_and_delays_add_up() {
         let mut plan = FaultPlan::new();
-        plan.partition(Window::always(), [InstanceId(0)], [InstanceId(1)])
+        plan.partition(Window::always(), [ProcessId(0)], [ProcessId(1)])
             .delay_messages(Window::always(), Links::All, Duration::from_millis(1))
             .delay_messages(Window::always(), Links::Touching(i(0)), Duration::from_millis(2));
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         assert!(matches!(plan.judge(Time(0), i(1), i(0), &mut rng), Verdict::Drop(DropCause::Partition)));
         match plan.judge(Time(0), Endpoint::Client(ClientId(1)), i(0), &mut rng) {
-            Verdict::Deliver { extra } => assert_eq!(extra, Duration::from_millis(3)),
+            Verdict::Deliver { extra, .. } => assert_eq!(extra, Duration::from_millis(3)),
             Verdict::Drop(_) => panic!("clients are outside partitions"),
         }
     }

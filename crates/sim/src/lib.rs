@@ -1,9 +1,11 @@
 //! A deterministic discrete-event simulator for Ensemble's sans-IO protocols.
 //!
-//! It runs [`Node`](ensemble_core::Node)s (one per scale-out instance, each with its own
-//! [`Storage`](ensemble_core::Storage)) and [`Client`](ensemble_core::Client)s in virtual time, over
-//! the network and machines a [`Topology`](ensemble_core::topology::Topology) describes, so that an
-//! experiment with tens of instances across five continents runs in seconds and says what the
+//! It runs the [`Process`](ensemble_core::Process)es of any
+//! [`Protocol`](ensemble_core::Protocol), placed on machines as a
+//! [`Deployment`](ensemble_core::Deployment) says, each with an optional
+//! [`Storage`](ensemble_core::Storage), and [`Client`](ensemble_core::Client)s, in virtual time,
+//! over the network and costs a [`Topology`](ensemble_core::topology::Topology) describes, so that
+//! an experiment with tens of processes across five continents runs in seconds and says what the
 //! protocol, not the test machine, costs.
 //!
 //! # Determinism
@@ -16,36 +18,42 @@
 //!
 //! # Model
 //!
-//! * **Network.** Every message (node to node, client request, reply) from site `a` to site `b`
-//!   takes `topology.sample_delay(a, b, bytes, rng)`; `bytes` is the postcard size, computed only
-//!   when the topology limits bandwidth. Links are FIFO like TCP: a message never overtakes an
-//!   earlier one from the same sender to the same receiver. A node sending to itself goes through
-//!   its site's intra-site delay like any other message.
-//! * **CPU.** Each instance has `topology.cpu.cores` cores and one FIFO queue. Handling a message
-//!   or request costs `message_time()`, and the node's `on_event` runs when that job finishes;
-//!   a storage job costs `execute_time(txn)` or `apply_time(row changes)`, and when it finishes
-//!   `storage.run` is called and its `StorageDone` is delivered at once, at no further cost.
-//!   Timers cost nothing. Clients have no CPU. Queueing and saturation therefore appear as on real
-//!   machines: two cores and 5 ms jobs saturate at 400 jobs/s.
-//! * **Faults.** A [`FaultPlan`] drops messages with a probability, delays them, or partitions
-//!   groups of instances, each in a window of virtual time; and crashes instances with an optional
-//!   restart. Crashes are pause-style (see [`Crash`]): the instance loses its CPU queue and misses
-//!   everything while down, then resumes with its in-memory state.
+//! * **Network.** Every message between processes of different machines, and every client
+//!   request and reply, from site `a` to site `b` takes `topology.sample_delay(a, b, bytes, rng)`;
+//!   `bytes` is the postcard size, computed only when the topology limits bandwidth. Messages
+//!   between processes of one machine, and to self, take `topology.machine_local_delay()` and draw
+//!   nothing (the real runtime likewise keeps them off the network). Links are FIFO like TCP: a
+//!   message never overtakes an earlier one from the same sender to the same receiver, unless a
+//!   reorder fault takes it out of line.
+//! * **CPU.** Each machine has cores. A process pinned to a core queues for that core; the others
+//!   share the machine's unpinned cores and one FIFO queue. Handling a message or request costs
+//!   `message_time()`, and the process's `on_event` runs when that job finishes; if the handler
+//!   pushes [`Effect::Charge`](ensemble_core::Effect::Charge), the core stays busy that much
+//!   longer and the handler's effects take effect then. A storage job costs what the process said
+//!   it costs; when it finishes `storage.run` is called and its `StorageDone` is handled at once,
+//!   at no further cost. Timers cost nothing; a cancelled timer never fires, and setting a timer
+//!   whose id is still pending re-arms it (only the latest setting fires). Clients have no CPU.
+//! * **Faults.** A [`FaultPlan`] drops, duplicates, delays or reorders messages with a
+//!   probability, or partitions sets of processes, each in a window of virtual time; and crashes
+//!   processes, pause-style or losing their volatile state, with an optional restart at which a
+//!   [`Recovery`] rebuilds the process from its storage ([`Crash`]). [`FaultPlan::random`] draws
+//!   a whole plan from a seed.
 //!
 //! # Use
 //!
 //! ```
-//! use ensemble_core::{topology::Topology, ClientId, InstanceId, Time};
+//! use ensemble_core::{topology::Topology, ClientId, Deployment, ProcessId, Time};
 //! use ensemble_sim::toy::{ClosedLoopClient, ToyNode, ToyStorage};
 //! use ensemble_sim::Simulation;
 //!
-//! let mut sim = Simulation::new(Topology::wan5(), 42)?;
-//! sim.add_node(ToyNode::new(InstanceId(0)), 0, ToyStorage::new(InstanceId(0)))?;
-//! sim.add_client(Box::new(ClosedLoopClient::new(ClientId(1), InstanceId(0), "t")), 1)?;
-//! sim.faults_mut().crash(InstanceId(0), Time(2_000_000_000), None);
+//! let deployment = Deployment::one_per_machine(&[0], 2, "toy"); // one machine in Germany
+//! let mut sim = Simulation::new(Topology::wan5(), deployment, 42)?;
+//! sim.add_process(Box::new(ToyNode::new(ProcessId(0))), Some(ToyStorage::new(ProcessId(0))))?;
+//! sim.add_client(Box::new(ClosedLoopClient::new(ClientId(1), ProcessId(0), "t")), 1)?;
+//! sim.faults_mut().crash(ProcessId(0), Time(2_000_000_000), None);
 //! let mut done = 0;
 //! sim.run_until(Time(1_000_000_000), &mut |_now, _completion| done += 1);
-//! assert_eq!(done, 3); // a Japan client of a Germany instance: 253 ms round trips plus 1 ms
+//! assert_eq!(done, 3); // a Japan client of a Germany process: 253 ms round trips plus 1 ms
 //! assert!(sim.stats().events > 0);
 //! # Ok::<(), ensemble_sim::SimError>(())
 //! ```
@@ -53,12 +61,13 @@
 //! The API, in short:
 //!
 //! ```text
-//! Simulation::<N: Node, S: Storage>::new(topology, seed) -> Result<Self, SimError>
-//!   .add_node(node, site, storage) -> Result<(), SimError>   // instance id = node.id()
-//!   .add_client(Box<dyn Client>, site) -> Result<(), SimError>
+//! Simulation::<P: Protocol, S: Storage>::new(topology, deployment, seed) -> Result<Self, SimError>
+//!   .add_process(Box<dyn Process<P>>, Option<S>) -> Result<(), SimError>  // placed by the deployment
+//!   .set_recovery(Box<dyn FnMut(ProcessId, Option<&mut S>) -> Box<dyn Process<P>>>)
+//!   .add_client(Box<dyn Client<P::Evidence>>, site) -> Result<(), SimError>
 //!   .faults_mut() -> &mut FaultPlan
-//!   .run_until(until, &mut |now, &Completion| ..)            // starts nodes and clients first
-//!   .now() / .stats() / .cpu_utilisation(id) / .node(id) / .node_mut(id)
+//!   .run_until(until, &mut |now, &Completion| ..)            // starts processes and clients first
+//!   .now() / .stats() / .cpu_utilisation(id) / .process(id) / .process_reports()
 //!   .storage(id) / .storage_mut(id) / .into_storages()
 //!   .enable_trace() / .take_trace()                          // every event, for debugging
 //! ```
@@ -69,6 +78,6 @@ mod simulation;
 mod stats;
 pub mod toy;
 
-pub use faults::{Crash, Endpoint, FaultKind, FaultPlan, FaultRule, Links, Window};
-pub use simulation::{SimError, Simulation};
-pub use stats::{DropCounts, NodeStats, SimStats};
+pub use faults::{Crash, Endpoint, FaultKind, FaultPlan, FaultRule, Links, RandomFaults, Window};
+pub use simulation::{Recovery, SimError, Simulation};
+pub use stats::{DropCounts, ProcessStats, SimStats};

@@ -1,21 +1,18 @@
-//! The simulator proper: nodes, clients, the network, CPUs and the event loop.
+//! The simulator proper: processes, clients, the network, CPUs and the event loop.
 
-use crate::faults::{DropCause, Endpoint, FaultPlan, Verdict};
+use crate::faults::{Crash, DropCause, Endpoint, FaultPlan, Verdict};
 use crate::queue::EventQueue;
-use crate::stats::{NodeStats, SimStats};
+use crate::stats::{ProcessStats, SimStats};
 use ensemble_core::topology::{Topology, TopologyError};
 use ensemble_core::{
-    Client, ClientEffect, ClientEvent, ClientId, Completion, InstanceId, Node, NodeEffect, NodeEvent, Reply, Request,
-    Storage, StorageJob, Time, TimerId, WorkId,
+    Client, ClientEffect, ClientEvent, ClientId, Completion, Deployment, DeploymentError, Effect, Event, Process, ProcessId,
+    Protocol, Reply, Request, Storage, Time, TimerId, WorkId,
 };
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
-
-/// Instance ids index dense vectors; this bounds what a typo can allocate.
-const MAX_INSTANCES: u32 = 1 << 16;
 
 /// Random stream numbers. Each purpose draws from its own ChaCha stream of the run seed, so that a
 /// change in how often one purpose draws (a new fault rule, a new message) never shifts another.
@@ -27,177 +24,265 @@ const STREAM_FAULTS: u64 = 2;
 pub enum SimError {
     #[error(transparent)]
     Topology(#[from] TopologyError),
+    #[error(transparent)]
+    Deployment(#[from] DeploymentError),
     #[error("site {site} does not exist: topology `{topology}` has {sites} site(s)")]
     UnknownSite { site: usize, topology: String, sites: usize },
-    #[error("instance {0} was added twice")]
-    DuplicateInstance(InstanceId),
-    #[error("instance id {0} is too large: instances are numbered densely from 0 (at most {MAX_INSTANCES})")]
-    InstanceIdTooLarge(InstanceId),
+    #[error("{0} is not in the deployment")]
+    NotDeployed(ProcessId),
+    #[error("{0} was added twice")]
+    DuplicateProcess(ProcessId),
     #[error("client {0} was added twice")]
     DuplicateClient(ClientId),
 }
 
+/// Builds a process anew after a crash that lost its volatile state, from what its storage kept.
+pub type Recovery<P, S> = Box<dyn FnMut(ProcessId, Option<&mut S>) -> Box<dyn Process<P>>>;
+
 /// Something scheduled to happen at an instant of virtual time.
-#[derive(Debug)]
-enum Event<M> {
-    /// A message or request reaches an instance; it queues for a core.
-    AtNode { node: u32, event: NodeEvent<M> },
-    /// A core finishes a job. `epoch` is the instance's crash epoch when the job started: a job
+enum SimEvent<P: Protocol> {
+    /// A message or request reaches a process; it queues for a core.
+    AtProcess { proc: u32, event: Event<P> },
+    /// A core finishes a job. `epoch` is the process's crash epoch when the job started: a job
     /// from before a crash finds a newer epoch and is discarded.
-    CpuDone { node: u32, epoch: u32, service: Duration, job: Job<M> },
-    NodeTimer { node: u32, id: TimerId },
-    AtClient { client: u32, from: InstanceId, reply: Reply },
+    CpuDone { proc: u32, epoch: u32, service: Duration, job: Job<P> },
+    /// A handler that charged CPU time is done with its core; its effects take effect now.
+    Release { proc: u32, epoch: u32, charge: Duration, effects: Vec<Effect<P>> },
+    /// `setting` numbers the `SetTimer` that scheduled this: the timer fires only if `id` is
+    /// still live under that number, so a cancelled timer whose id was set again, a timer set
+    /// again (the later setting wins), and a predecessor's timer after a crash that lost state
+    /// all stay silent.
+    ProcessTimer { proc: u32, setting: u64, id: TimerId },
+    AtClient { client: u32, from: ProcessId, reply: Reply<P::Evidence> },
     ClientTimer { client: u32, id: TimerId },
-    Crash { node: u32 },
-    Restart { node: u32 },
+    Crash { proc: u32, loses_state: bool },
+    Restart { proc: u32 },
 }
 
-/// Work for an instance's CPU.
+impl<P: Protocol> std::fmt::Debug for SimEvent<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimEvent::AtProcess { proc, event } => write!(f, "AtProcess {{ proc: {proc}, event: {event:?} }}"),
+            SimEvent::CpuDone { proc, epoch, service, job } => {
+                write!(f, "CpuDone {{ proc: {proc}, epoch: {epoch}, service: {service:?}, job: {job:?} }}")
+            }
+            SimEvent::Release { proc, charge, effects, .. } => write!(f, "Release {{ proc: {proc}, charge: {charge:?}, effects: {effects:?} }}"),
+            SimEvent::ProcessTimer { proc, id, .. } => write!(f, "ProcessTimer {{ proc: {proc}, id: {id:?} }}"),
+            SimEvent::AtClient { client, from, reply } => write!(f, "AtClient {{ client: {client}, from: {from}, reply: {reply:?} }}"),
+            SimEvent::ClientTimer { client, id } => write!(f, "ClientTimer {{ client: {client}, id: {id:?} }}"),
+            SimEvent::Crash { proc, loses_state } => write!(f, "Crash {{ proc: {proc}, loses_state: {loses_state} }}"),
+            SimEvent::Restart { proc } => write!(f, "Restart {{ proc: {proc} }}"),
+        }
+    }
+}
+
+/// Work for a core.
 #[derive(Debug)]
-enum Job<M> {
+enum Job<P: Protocol> {
     /// Protocol code handling a message or request: `on_event` runs when the job finishes.
-    Handle(NodeEvent<M>),
-    Storage { work: WorkId, job: StorageJob },
+    Handle(Event<P>),
+    Storage { work: WorkId, job: P::Job, cost: Duration },
 }
 
-struct Instance<N: Node, S> {
-    node: N,
-    storage: S,
-    site: usize,
-    started: bool,
-    /// Cores running a job.
+/// A set of cores with one FIFO queue: a machine's unpinned cores, or one pinned core.
+#[derive(Default)]
+struct Pool {
+    cores: u32,
     busy: u32,
-    /// Jobs waiting for a core, first come first served.
-    waiting: VecDeque<Job<N::Msg>>,
-    /// Number of crash windows the instance is in (windows may overlap); down while positive.
+    /// Jobs waiting for a core, first come first served, with the process they belong to.
+    waiting: VecDeque<u32>,
+}
+
+struct Proc<P: Protocol, S> {
+    /// `None` while crashed with loss of state (and never rebuilt, if there is no recovery).
+    process: Option<Box<dyn Process<P>>>,
+    storage: Option<S>,
+    site: usize,
+    machine: usize,
+    pool: usize,
+    started: bool,
+    /// Number of crash windows the process is in (windows may overlap); down while positive.
     down: u32,
     epoch: u32,
-    /// Arrival time of the latest message on the link to each instance, by instance id: TCP-like
-    /// links never let a message overtake an earlier one.
+    /// Jobs of this process running on a core of its pool.
+    running: u32,
+    /// Jobs of this process waiting in its pool, in order (the pool's queue names whose turn).
+    queued: VecDeque<Job<P>>,
+    /// Timers set and not yet fired or cancelled, each with the number of its latest setting.
+    live_timers: BTreeMap<TimerId, u64>,
+    /// `SetTimer`s applied so far, over all incarnations: numbers each setting.
+    timers_set: u64,
+    /// Arrival time of the latest message on the link to each process, by process id:
+    /// TCP-like links never let a message overtake an earlier one.
     last_arrival: Vec<Time>,
 }
 
-struct ClientSlot {
-    client: Box<dyn Client>,
+struct ClientSlot<E> {
+    client: Box<dyn Client<E>>,
     id: ClientId,
     site: usize,
     started: bool,
-    /// Latest arrival on the link from this client to each instance, by instance id.
+    /// Latest arrival on the link from this client to each process, by process id.
     last_arrival_to: Vec<Time>,
-    /// Latest arrival on the link from each instance to this client, by instance id.
+    /// Latest arrival on the link from each process to this client, by process id.
     last_arrival_from: Vec<Time>,
 }
 
-/// A deterministic discrete-event simulation of instances running `N` over storages `S`, and the
-/// clients driving them. See the crate documentation for the model.
-pub struct Simulation<N: Node, S: Storage> {
+/// A deterministic discrete-event simulation of the processes of protocol `P`, deployed as a
+/// [`Deployment`] says, with storages of type `S`, and the clients driving them. See the crate
+/// documentation for the model.
+pub struct Simulation<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> {
     topology: Topology,
+    deployment: Deployment,
     now: Time,
-    queue: EventQueue<Event<N::Msg>>,
-    /// By instance id.
-    nodes: Vec<Option<Instance<N, S>>>,
-    clients: Vec<ClientSlot>,
+    queue: EventQueue<SimEvent<P>>,
+    /// By process id.
+    procs: Vec<Option<Proc<P, S>>>,
+    pools: Vec<Pool>,
+    clients: Vec<ClientSlot<P::Evidence>>,
     client_index: BTreeMap<ClientId, u32>,
     network_rng: ChaCha8Rng,
     fault_rng: ChaCha8Rng,
     faults: FaultPlan,
     /// How many of `faults.crashes()` have been turned into events.
     crashes_scheduled: usize,
+    recovery: Option<Recovery<P, S>>,
     stats: SimStats,
     /// Reused effect buffers: handlers push into them, the loop drains them.
-    node_out: Vec<NodeEffect<N::Msg>>,
-    client_out: Vec<ClientEffect>,
+    process_out: Vec<Effect<P>>,
+    client_out: Vec<ClientEffect<P::Evidence>>,
     message_time: Duration,
-    cores: u32,
+    local_delay: Duration,
     trace: Option<Vec<(Time, String)>>,
 }
 
-impl<N: Node, S: Storage> Simulation<N, S> {
-    /// A simulation over `topology` whose every random draw derives from `seed`.
-    pub fn new(topology: Topology, seed: u64) -> Result<Self, SimError> {
+impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P, S> {
+    /// A simulation of `deployment` over `topology` whose every random draw derives from `seed`.
+    pub fn new(topology: Topology, deployment: Deployment, seed: u64) -> Result<Self, SimError> {
         topology.validate()?;
+        deployment.validate(topology.sites.len())?;
         let stream = |n| {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             rng.set_stream(n);
             rng
         };
+        // One pool per machine for its unpinned cores, then one per pinned core in use.
+        let mut pools: Vec<Pool> = Vec::new();
+        for (machine, m) in deployment.machines.iter().enumerate() {
+            let pinned: BTreeSet<u32> =
+                deployment.processes.iter().filter(|p| p.machine == machine).filter_map(|p| p.pinned).collect();
+            pools.push(Pool { cores: m.cores - pinned.len() as u32, ..Pool::default() });
+        }
+        let mut pinned_pool: BTreeMap<(usize, u32), usize> = BTreeMap::new();
+        for p in &deployment.processes {
+            if let Some(core) = p.pinned {
+                pinned_pool.entry((p.machine, core)).or_insert_with(|| {
+                    pools.push(Pool { cores: 1, ..Pool::default() });
+                    pools.len() - 1
+                });
+            }
+        }
+        let n = deployment.processes.len();
+        let mut stats = SimStats::default();
+        stats.processes.resize_with(n, ProcessStats::default);
+        let mut procs = Vec::with_capacity(n);
+        for p in &deployment.processes {
+            let pool = match p.pinned {
+                Some(core) => pinned_pool[&(p.machine, core)],
+                None => p.machine,
+            };
+            stats.processes[p.process.0 as usize].cores = pools[pool].cores;
+            procs.push(None::<Proc<P, S>>);
+            let _ = pool;
+        }
         Ok(Simulation {
             message_time: topology.cpu.message_time(),
-            cores: topology.cpu.cores,
+            local_delay: topology.machine_local_delay(),
             topology,
+            deployment,
             now: Time::ZERO,
             queue: EventQueue::new(),
-            nodes: Vec::new(),
+            procs,
+            pools,
             clients: Vec::new(),
             client_index: BTreeMap::new(),
             network_rng: stream(STREAM_NETWORK),
             fault_rng: stream(STREAM_FAULTS),
             faults: FaultPlan::new(),
             crashes_scheduled: 0,
-            stats: SimStats::default(),
-            node_out: Vec::new(),
+            recovery: None,
+            stats,
+            process_out: Vec::new(),
             client_out: Vec::new(),
             trace: None,
         })
     }
 
-    /// Adds the instance `node.id()` at `site` (an index into `topology.sites`), with its own
-    /// storage. Its `start` is called at the beginning of the next [`Self::run_until`].
-    pub fn add_node(&mut self, node: N, site: usize, storage: S) -> Result<(), SimError> {
-        self.check_site(site)?;
-        let id = node.id();
-        if id.0 >= MAX_INSTANCES {
-            return Err(SimError::InstanceIdTooLarge(id));
+    /// Adds process `process.id()`, placed where the deployment says, with its storage if it has
+    /// one. Its `start` is called at the beginning of the next [`Self::run_until`].
+    pub fn add_process(&mut self, process: Box<dyn Process<P>>, storage: Option<S>) -> Result<(), SimError> {
+        let id = process.id();
+        let Some(placement) = self.deployment.placement(id) else { return Err(SimError::NotDeployed(id)) };
+        let machine = placement.machine;
+        let pool = match placement.pinned {
+            Some(core) => self.pinned_pool(machine, core),
+            None => machine,
+        };
+        let site = self.deployment.machines[machine].site;
+        let slot = &mut self.procs[id.0 as usize];
+        if slot.is_some() {
+            return Err(SimError::DuplicateProcess(id));
         }
-        let index = id.0 as usize;
-        if self.nodes.len() <= index {
-            self.nodes.resize_with(index + 1, || None);
-            self.stats.nodes.resize_with(index + 1, NodeStats::default);
-        }
-        if self.nodes[index].is_some() {
-            return Err(SimError::DuplicateInstance(id));
-        }
-        self.nodes[index] = Some(Instance {
-            node,
+        *slot = Some(Proc {
+            process: Some(process),
             storage,
             site,
+            machine,
+            pool,
             started: false,
-            busy: 0,
-            waiting: VecDeque::new(),
             down: 0,
             epoch: 0,
+            running: 0,
+            queued: VecDeque::new(),
+            live_timers: BTreeMap::new(),
+            timers_set: 0,
             last_arrival: Vec::new(),
         });
         Ok(())
     }
 
+    fn pinned_pool(&self, machine: usize, core: u32) -> usize {
+        // Pinned pools were created in deployment order after the machines' pools.
+        let mut seen: Vec<(usize, u32)> = Vec::new();
+        for p in &self.deployment.processes {
+            if let Some(c) = p.pinned {
+                if !seen.contains(&(p.machine, c)) {
+                    seen.push((p.machine, c));
+                }
+            }
+        }
+        self.deployment.machines.len() + seen.iter().position(|k| *k == (machine, core)).expect("a pinned core of the deployment")
+    }
+
+    /// How a process that crashed losing its state is rebuilt when it restarts.
+    pub fn set_recovery(&mut self, recovery: Recovery<P, S>) {
+        self.recovery = Some(recovery);
+    }
+
     /// Adds a client at `site`. It receives [`ClientEvent::Start`] at the beginning of the next
     /// [`Self::run_until`].
-    pub fn add_client(&mut self, client: Box<dyn Client>, site: usize) -> Result<(), SimError> {
-        self.check_site(site)?;
+    pub fn add_client(&mut self, client: Box<dyn Client<P::Evidence>>, site: usize) -> Result<(), SimError> {
+        if site >= self.topology.sites.len() {
+            return Err(SimError::UnknownSite { site, topology: self.topology.name.clone(), sites: self.topology.sites.len() });
+        }
         let id = client.id();
         if self.client_index.contains_key(&id) {
             return Err(SimError::DuplicateClient(id));
         }
         let index = u32::try_from(self.clients.len()).expect("fewer than 2^32 clients");
         self.client_index.insert(id, index);
-        self.clients.push(ClientSlot {
-            client,
-            id,
-            site,
-            started: false,
-            last_arrival_to: Vec::new(),
-            last_arrival_from: Vec::new(),
-        });
+        self.clients.push(ClientSlot { client, id, site, started: false, last_arrival_to: Vec::new(), last_arrival_from: Vec::new() });
         Ok(())
-    }
-
-    fn check_site(&self, site: usize) -> Result<(), SimError> {
-        if site < self.topology.sites.len() {
-            Ok(())
-        } else {
-            Err(SimError::UnknownSite { site, topology: self.topology.name.clone(), sites: self.topology.sites.len() })
-        }
     }
 
     /// The fault plan. Rules added here apply from the next message on; crashes are scheduled at
@@ -229,13 +314,17 @@ impl<N: Node, S: Storage> Simulation<N, S> {
         &self.topology
     }
 
+    pub fn deployment(&self) -> &Deployment {
+        &self.deployment
+    }
+
     pub fn stats(&self) -> &SimStats {
         &self.stats
     }
 
-    /// Utilisation of `id`'s CPU from time zero to now.
-    pub fn cpu_utilisation(&self, id: InstanceId) -> f64 {
-        self.stats.utilisation(id, self.cores, self.now)
+    /// Busy share of the cores `id` runs on, from time zero to now, counting only `id`'s jobs.
+    pub fn cpu_utilisation(&self, id: ProcessId) -> f64 {
+        self.stats.utilisation(id, self.now)
     }
 
     /// Events scheduled but not yet run.
@@ -244,63 +333,78 @@ impl<N: Node, S: Storage> Simulation<N, S> {
     }
 
     /// Whether `id` is currently crashed.
-    pub fn is_down(&self, id: InstanceId) -> bool {
-        self.instance(id).down > 0
+    pub fn is_down(&self, id: ProcessId) -> bool {
+        self.slot(id).down > 0
     }
 
-    fn instance(&self, id: InstanceId) -> &Instance<N, S> {
-        match self.nodes.get(id.0 as usize) {
-            Some(Some(inst)) => inst,
-            _ => panic!("the simulation has no instance {id}"),
+    fn slot(&self, id: ProcessId) -> &Proc<P, S> {
+        match self.procs.get(id.0 as usize) {
+            Some(Some(p)) => p,
+            _ => panic!("the simulation has no process {id}"),
         }
     }
 
-    fn instance_mut(&mut self, id: InstanceId) -> &mut Instance<N, S> {
-        match self.nodes.get_mut(id.0 as usize) {
-            Some(Some(inst)) => inst,
-            _ => panic!("the simulation has no instance {id}"),
+    fn slot_mut(&mut self, id: ProcessId) -> &mut Proc<P, S> {
+        match self.procs.get_mut(id.0 as usize) {
+            Some(Some(p)) => p,
+            _ => panic!("the simulation has no process {id}"),
         }
     }
 
+    /// The process `id`, or `None` while it is crashed with its state lost.
+    ///
     /// # Panics
-    /// If there is no instance `id`, like indexing out of bounds.
-    pub fn node(&self, id: InstanceId) -> &N {
-        &self.instance(id).node
-    }
-
-    /// # Panics
-    /// If there is no instance `id`.
-    pub fn node_mut(&mut self, id: InstanceId) -> &mut N {
-        &mut self.instance_mut(id).node
+    /// If there is no process `id`, like indexing out of bounds.
+    pub fn process(&self, id: ProcessId) -> Option<&dyn Process<P>> {
+        self.slot(id).process.as_deref()
     }
 
     /// # Panics
-    /// If there is no instance `id`.
-    pub fn storage(&self, id: InstanceId) -> &S {
-        &self.instance(id).storage
+    /// If there is no process `id`.
+    pub fn storage(&self, id: ProcessId) -> Option<&S> {
+        self.slot(id).storage.as_ref()
     }
 
     /// # Panics
-    /// If there is no instance `id`.
-    pub fn storage_mut(&mut self, id: InstanceId) -> &mut S {
-        &mut self.instance_mut(id).storage
+    /// If there is no process `id`.
+    pub fn storage_mut(&mut self, id: ProcessId) -> Option<&mut S> {
+        self.slot_mut(id).storage.as_mut()
     }
 
-    /// The instances' ids, ascending.
-    pub fn instance_ids(&self) -> impl Iterator<Item = InstanceId> + '_ {
-        self.nodes.iter().enumerate().filter(|(_, n)| n.is_some()).map(|(i, _)| InstanceId(i as u32))
+    /// The processes' ids, ascending.
+    pub fn process_ids(&self) -> impl Iterator<Item = ProcessId> + '_ {
+        self.procs.iter().enumerate().filter(|(_, n)| n.is_some()).map(|(i, _)| ProcessId(i as u32))
     }
 
-    /// The storages, by ascending instance id: after a run, to compare replicas.
-    pub fn into_storages(self) -> Vec<S> {
-        self.nodes.into_iter().flatten().map(|inst| inst.storage).collect()
+    /// Every added process's counters and failure, by ascending id (a process crashed without
+    /// recovery reports none).
+    pub fn process_reports(&self) -> Vec<(ProcessId, Vec<(&'static str, u64)>, Option<String>)> {
+        self.procs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.as_ref().map(|p| (ProcessId(i as u32), p)))
+            .map(|(id, p)| match &p.process {
+                Some(process) => (id, process.counters(), process.failure()),
+                None => (id, Vec::new(), None),
+            })
+            .collect()
+    }
+
+    /// The storages, by ascending process id (`None` for a process without one): after a run,
+    /// to compare replicas.
+    pub fn into_storages(self) -> Vec<Option<S>> {
+        self.procs.into_iter().map(|p| p.and_then(|p| p.storage)).collect()
     }
 
     /// Runs every event up to and including virtual time `until`, handing each completion a
     /// client reports to `on_completion`, and stops early if the queue empties. Afterwards `now()`
     /// is `until` either way (time passes on an idle system too, which utilisation accounts for),
     /// so `until` should be a horizon, not `Time(u64::MAX)`. Call it repeatedly to run in slices.
-    pub fn run_until(&mut self, until: Time, on_completion: &mut dyn FnMut(Time, &Completion)) {
+    ///
+    /// # Panics
+    /// If a process of the deployment was not added, or a crash loses a process's state and no
+    /// recovery was set.
+    pub fn run_until(&mut self, until: Time, on_completion: &mut dyn FnMut(Time, &Completion<P::Evidence>)) {
         self.start_new_processes(on_completion);
         self.schedule_new_crashes();
         while let Some(at) = self.queue.peek_time() {
@@ -320,17 +424,19 @@ impl<N: Node, S: Storage> Simulation<N, S> {
         self.now = self.now.max(until);
     }
 
-    /// Calls `start` on instances and delivers `Start` to clients not started yet: all of them at
+    /// Calls `start` on processes and delivers `Start` to clients not started yet: all of them at
     /// time zero on the first run, later additions at the current time.
-    fn start_new_processes(&mut self, on_completion: &mut dyn FnMut(Time, &Completion)) {
-        for index in 0..self.nodes.len() {
-            let Some(inst) = &mut self.nodes[index] else { continue };
-            if inst.started {
+    fn start_new_processes(&mut self, on_completion: &mut dyn FnMut(Time, &Completion<P::Evidence>)) {
+        for index in 0..self.procs.len() {
+            let Some(p) = &mut self.procs[index] else {
+                panic!("{} is in the deployment but was not added to the simulation", ProcessId(index as u32))
+            };
+            if p.started {
                 continue;
             }
-            inst.started = true;
-            inst.node.start(self.now, &mut self.node_out);
-            self.apply_node_effects(index as u32);
+            p.started = true;
+            p.process.as_mut().expect("a new process is up").start(self.now, &mut self.process_out);
+            self.apply_process_effects(index as u32);
         }
         for index in 0..self.clients.len() {
             let slot = &mut self.clients[index];
@@ -346,137 +452,225 @@ impl<N: Node, S: Storage> Simulation<N, S> {
     fn schedule_new_crashes(&mut self) {
         while let Some(crash) = self.faults.crashes().get(self.crashes_scheduled).copied() {
             self.crashes_scheduled += 1;
-            let at = crash.at.max(self.now);
-            self.queue.push(at, Event::Crash { node: crash.instance.0 });
-            if let Some(restart) = crash.restart {
-                self.queue.push(restart.max(at), Event::Restart { node: crash.instance.0 });
+            let Crash { process, at, restart, loses_state } = crash;
+            assert!(
+                !loses_state || self.recovery.is_some(),
+                "a crash of {process} loses its state, but the simulation has no recovery to rebuild it"
+            );
+            let at = at.max(self.now);
+            self.queue.push(at, SimEvent::Crash { proc: process.0, loses_state });
+            if let Some(restart) = restart {
+                self.queue.push(restart.max(at), SimEvent::Restart { proc: process.0 });
             }
         }
     }
 
-    fn dispatch(&mut self, event: Event<N::Msg>, on_completion: &mut dyn FnMut(Time, &Completion)) {
+    fn dispatch(&mut self, event: SimEvent<P>, on_completion: &mut dyn FnMut(Time, &Completion<P::Evidence>)) {
         match event {
-            Event::AtNode { node, event } => {
-                let Some(Some(inst)) = self.nodes.get(node as usize) else {
-                    unreachable!("messages are only sent to existing instances")
-                };
-                if inst.down > 0 {
+            SimEvent::AtProcess { proc, event } => {
+                let p = self.procs[proc as usize].as_ref().expect("messages are only sent to existing processes");
+                if p.down > 0 {
                     self.stats.messages_dropped.crashed += 1;
                 } else {
-                    self.submit(node, Job::Handle(event));
+                    self.submit(proc, Job::Handle(event));
                 }
             }
-            Event::CpuDone { node, epoch, service, job } => self.finish_job(node, epoch, service, job),
-            Event::NodeTimer { node, id } => {
-                let Some(Some(inst)) = self.nodes.get_mut(node as usize) else {
-                    unreachable!("timers are only set by existing instances")
-                };
-                if inst.down > 0 {
+            SimEvent::CpuDone { proc, epoch, service, job } => self.finish_job(proc, epoch, service, job),
+            SimEvent::Release { proc, epoch, charge, effects } => self.release(proc, epoch, charge, effects),
+            SimEvent::ProcessTimer { proc, setting, id } => {
+                let p = self.procs[proc as usize].as_mut().expect("timers are only set by existing processes");
+                if p.live_timers.get(&id) != Some(&setting) {
+                    return; // cancelled, set again since, or set by a predecessor lost in a crash
+                }
+                p.live_timers.remove(&id);
+                if p.down > 0 {
                     self.stats.timers_discarded += 1;
                 } else {
                     self.stats.timers_fired += 1;
-                    inst.node.on_event(self.now, NodeEvent::Timer(id), &mut self.node_out);
-                    self.apply_node_effects(node);
+                    p.process.as_mut().expect("an up process exists").on_event(self.now, Event::Timer(id), &mut self.process_out);
+                    self.apply_process_effects(proc);
                 }
             }
-            Event::AtClient { client, from, reply } => {
+            SimEvent::AtClient { client, from, reply } => {
                 let slot = &mut self.clients[client as usize];
                 slot.client.on_event(self.now, ClientEvent::Reply { from, reply }, &mut self.client_out);
                 self.apply_client_effects(client, on_completion);
             }
-            Event::ClientTimer { client, id } => {
+            SimEvent::ClientTimer { client, id } => {
                 self.stats.timers_fired += 1;
                 let slot = &mut self.clients[client as usize];
                 slot.client.on_event(self.now, ClientEvent::Timer(id), &mut self.client_out);
                 self.apply_client_effects(client, on_completion);
             }
-            Event::Crash { node } => {
-                // A crash of an instance the simulation does not have is a no-op.
-                if let Some(Some(inst)) = self.nodes.get_mut(node as usize) {
-                    inst.down += 1;
-                    inst.epoch = inst.epoch.wrapping_add(1);
-                    let lost = u64::from(inst.busy) + inst.waiting.len() as u64;
-                    inst.busy = 0;
-                    inst.waiting.clear();
-                    self.stats.nodes[node as usize].jobs_lost_in_crash += lost;
-                }
-            }
-            Event::Restart { node } => {
-                if let Some(Some(inst)) = self.nodes.get_mut(node as usize) {
-                    inst.down = inst.down.saturating_sub(1);
-                }
-            }
+            SimEvent::Crash { proc, loses_state } => self.crash(proc, loses_state),
+            SimEvent::Restart { proc } => self.restart(proc),
         }
     }
 
-    /// Gives `job` a free core, or queues it.
-    fn submit(&mut self, node: u32, job: Job<N::Msg>) {
-        let inst = self.nodes[node as usize].as_mut().expect("job for an existing instance");
-        if inst.busy < self.cores {
-            inst.busy += 1;
-            let service = service_time(&self.topology, self.message_time, &job);
-            let epoch = inst.epoch;
-            self.queue.push(self.now + service, Event::CpuDone { node, epoch, service, job });
+    fn crash(&mut self, proc: u32, loses_state: bool) {
+        let Some(Some(p)) = self.procs.get_mut(proc as usize) else { return }; // not in this run: a no-op
+        p.down += 1;
+        p.epoch = p.epoch.wrapping_add(1);
+        let lost = u64::from(p.running) + p.queued.len() as u64;
+        let pool = &mut self.pools[p.pool];
+        pool.busy -= p.running;
+        p.running = 0;
+        p.queued.clear();
+        pool.waiting.retain(|q| *q != proc);
+        self.stats.processes[proc as usize].jobs_lost_in_crash += lost;
+        if loses_state {
+            p.process = None;
+            p.live_timers.clear();
+            self.stats.processes[proc as usize].crashes_losing_state += 1;
+        }
+        // Freed cores go to the pool's other processes.
+        let pool = p.pool;
+        self.start_waiting(pool);
+    }
+
+    fn restart(&mut self, proc: u32) {
+        let Some(Some(p)) = self.procs.get_mut(proc as usize) else { return };
+        p.down = p.down.saturating_sub(1);
+        if p.down > 0 || p.process.is_some() {
+            return;
+        }
+        let id = ProcessId(proc);
+        let recovery = self.recovery.as_mut().expect("checked when the crash was scheduled");
+        let mut process = recovery(id, p.storage.as_mut());
+        assert_eq!(process.id(), id, "the recovery built the wrong process");
+        process.start(self.now, &mut self.process_out);
+        p.process = Some(process);
+        self.stats.processes[proc as usize].recoveries += 1;
+        self.apply_process_effects(proc);
+    }
+
+    fn service_time(&self, job: &Job<P>) -> Duration {
+        match job {
+            Job::Handle(_) => self.message_time,
+            Job::Storage { cost, .. } => *cost,
+        }
+    }
+
+    /// Gives `job` a free core of its process's pool, or queues it.
+    fn submit(&mut self, proc: u32, job: Job<P>) {
+        let service = self.service_time(&job);
+        let p = self.procs[proc as usize].as_mut().expect("job for an existing process");
+        let pool = &mut self.pools[p.pool];
+        if pool.busy < pool.cores {
+            pool.busy += 1;
+            p.running += 1;
+            let epoch = p.epoch;
+            self.queue.push(self.now + service, SimEvent::CpuDone { proc, epoch, service, job });
         } else {
-            inst.waiting.push_back(job);
-            let stats = &mut self.stats.nodes[node as usize];
-            stats.max_cpu_queue = stats.max_cpu_queue.max(inst.waiting.len());
+            pool.waiting.push_back(proc);
+            p.queued.push_back(job);
+            let stats = &mut self.stats.processes[proc as usize];
+            stats.max_cpu_queue = stats.max_cpu_queue.max(pool.waiting.len());
         }
     }
 
-    fn finish_job(&mut self, node: u32, epoch: u32, service: Duration, job: Job<N::Msg>) {
-        let inst = self.nodes[node as usize].as_mut().expect("job of an existing instance");
-        if inst.epoch != epoch {
+    /// Hands free cores of `pool` to waiting jobs.
+    fn start_waiting(&mut self, pool: usize) {
+        while self.pools[pool].busy < self.pools[pool].cores {
+            let Some(proc) = self.pools[pool].waiting.pop_front() else { return };
+            let p = self.procs[proc as usize].as_mut().expect("queued by an existing process");
+            let job = p.queued.pop_front().expect("the pool's queue and the process's agree");
+            p.running += 1;
+            let epoch = p.epoch;
+            self.pools[pool].busy += 1;
+            let service = self.service_time(&job);
+            self.queue.push(self.now + service, SimEvent::CpuDone { proc, epoch, service, job });
+        }
+    }
+
+    /// Frees one core of `proc`'s pool, which moves on to its next waiting job.
+    fn free_core(&mut self, proc: u32) {
+        let p = self.procs[proc as usize].as_mut().expect("an existing process");
+        p.running -= 1;
+        let pool = p.pool;
+        self.pools[pool].busy -= 1;
+        self.start_waiting(pool);
+    }
+
+    fn finish_job(&mut self, proc: u32, epoch: u32, service: Duration, job: Job<P>) {
+        let p = self.procs[proc as usize].as_mut().expect("job of an existing process");
+        if p.epoch != epoch {
             return; // started before a crash: lost with the CPU's state
         }
-        // The core moves on to the next waiting job before this job's effects queue anything new.
-        inst.busy -= 1;
-        let stats = &mut self.stats.nodes[node as usize];
+        let stats = &mut self.stats.processes[proc as usize];
         stats.busy += service;
-        if let Some(next) = inst.waiting.pop_front() {
-            inst.busy += 1;
-            let service = service_time(&self.topology, self.message_time, &next);
-            self.queue.push(self.now + service, Event::CpuDone { node, epoch, service, job: next });
-        }
+        let process = p.process.as_mut().expect("an up process exists");
         match job {
             Job::Handle(event) => {
                 stats.handled += 1;
-                inst.node.on_event(self.now, event, &mut self.node_out);
+                process.on_event(self.now, event, &mut self.process_out);
             }
-            Job::Storage { work, job } => {
+            Job::Storage { work, job, .. } => {
                 stats.storage_jobs += 1;
                 self.stats.storage_jobs += 1;
-                let result = inst.storage.run(&job);
-                inst.node.on_event(self.now, NodeEvent::StorageDone { work, result }, &mut self.node_out);
+                let Some(storage) = p.storage.as_mut() else {
+                    panic!("{} asked for storage work but has no storage", ProcessId(proc))
+                };
+                let result = storage.run(&job);
+                process.on_event(self.now, Event::StorageDone { work, result }, &mut self.process_out);
             }
         }
-        self.apply_node_effects(node);
+        let charge: Duration = self.process_out.iter().filter_map(|e| if let Effect::Charge(d) = e { Some(*d) } else { None }).sum();
+        if charge.is_zero() {
+            // The core moves on to the next waiting job before this job's effects queue anything new.
+            self.free_core(proc);
+            self.apply_process_effects(proc);
+        } else {
+            // The core stays with this handler for the work it charged; its effects wait for it.
+            let effects = std::mem::take(&mut self.process_out);
+            self.queue.push(self.now + charge, SimEvent::Release { proc, epoch, charge, effects });
+        }
     }
 
-    fn apply_node_effects(&mut self, node: u32) {
-        let mut out = std::mem::take(&mut self.node_out);
+    fn release(&mut self, proc: u32, epoch: u32, charge: Duration, effects: Vec<Effect<P>>) {
+        let p = self.procs[proc as usize].as_ref().expect("an existing process");
+        if p.epoch != epoch {
+            return; // crashed while working: its core was freed then, its effects are lost
+        }
+        self.stats.processes[proc as usize].busy += charge;
+        self.free_core(proc);
+        debug_assert!(self.process_out.is_empty());
+        self.process_out = effects;
+        self.apply_process_effects(proc);
+    }
+
+    fn apply_process_effects(&mut self, proc: u32) {
+        let mut out = std::mem::take(&mut self.process_out);
         for effect in out.drain(..) {
             match effect {
-                NodeEffect::Send { to, msg } => self.send_message(node, to, msg),
-                NodeEffect::Reply { to, reply } => self.send_reply(node, to, reply),
-                NodeEffect::Storage { work, job } => self.submit(node, Job::Storage { work, job }),
-                NodeEffect::SetTimer { id, after } => {
-                    self.queue.push(self.now + after, Event::NodeTimer { node, id });
+                Effect::Send { to, msg } => self.send_message(proc, to, msg),
+                Effect::Reply { to, reply } => self.send_reply(proc, to, reply),
+                Effect::Storage { work, job, cost } => self.submit(proc, Job::Storage { work, job, cost }),
+                Effect::SetTimer { id, after } => {
+                    let p = self.procs[proc as usize].as_mut().expect("an existing process");
+                    let setting = p.timers_set;
+                    p.timers_set += 1;
+                    p.live_timers.insert(id, setting);
+                    self.queue.push(self.now + after, SimEvent::ProcessTimer { proc, setting, id });
                 }
+                Effect::CancelTimer { id } => {
+                    self.procs[proc as usize].as_mut().expect("an existing process").live_timers.remove(&id);
+                }
+                Effect::Charge(_) => {} // accounted for when the handler finished
             }
         }
         // Handlers never run while effects are applied, so nothing was pushed meanwhile.
-        debug_assert!(self.node_out.is_empty());
-        self.node_out = out;
+        debug_assert!(self.process_out.is_empty());
+        self.process_out = out;
     }
 
-    fn apply_client_effects(&mut self, client: u32, on_completion: &mut dyn FnMut(Time, &Completion)) {
+    fn apply_client_effects(&mut self, client: u32, on_completion: &mut dyn FnMut(Time, &Completion<P::Evidence>)) {
         let mut out = std::mem::take(&mut self.client_out);
         for effect in out.drain(..) {
             match effect {
                 ClientEffect::Send { to, request } => self.send_request(client, to, request),
                 ClientEffect::SetTimer { id, after } => {
-                    self.queue.push(self.now + after, Event::ClientTimer { client, id });
+                    self.queue.push(self.now + after, SimEvent::ClientTimer { client, id });
                 }
                 ClientEffect::Completed(completion) => on_completion(self.now, &completion),
             }
@@ -485,87 +679,109 @@ impl<N: Node, S: Storage> Simulation<N, S> {
         self.client_out = out;
     }
 
-    /// The network's part common to every message: draw the delay (always, so the network's
-    /// random stream does not depend on faults), judge the faults, keep the link FIFO. Returns
-    /// the arrival time, or `None` if the message is lost.
-    fn transit(
-        &mut self,
-        from: Endpoint,
-        to: Endpoint,
-        sites: (usize, usize),
-        bytes: usize,
-        last_arrival: LinkRef,
-    ) -> Option<Time> {
-        let delay = self.topology.sample_delay(sites.0, sites.1, bytes, &mut self.network_rng);
+    /// The network's part common to every message: draw the delay (always, for messages between
+    /// machines, so the network's random stream does not depend on faults), judge the faults, keep
+    /// the link FIFO. Returns the arrival times: none if the message is lost, two if duplicated.
+    fn transit(&mut self, from: Endpoint, to: Endpoint, route: Route, bytes: usize, link: LinkRef) -> Arrivals {
+        let delay = match route {
+            Route::SameMachine => self.local_delay,
+            Route::Sites(a, b) => self.topology.sample_delay(a, b, bytes, &mut self.network_rng),
+        };
         let mut arrival = self.now + delay;
+        let mut copy = None;
+        let mut in_order = true;
         if !self.faults.rules().is_empty() {
             match self.faults.judge(self.now, from, to, &mut self.fault_rng) {
-                Verdict::Deliver { extra } => arrival = arrival + extra,
+                Verdict::Deliver { extra, duplicate, reorder } => {
+                    arrival = arrival + extra;
+                    if let Some(d) = reorder {
+                        // Overtakes, or is overtaken by, its neighbours on the link.
+                        arrival = arrival + d;
+                        in_order = false;
+                    }
+                    if duplicate {
+                        self.stats.messages_duplicated += 1;
+                        let late = self.fault_rng.random_range(0..=delay.as_nanos() as u64 + 1);
+                        copy = Some(arrival + Duration::from_nanos(late));
+                    }
+                }
                 Verdict::Drop(cause) => {
                     match cause {
                         DropCause::Rule => self.stats.messages_dropped.rule += 1,
                         DropCause::Partition => self.stats.messages_dropped.partition += 1,
                     }
-                    return None;
+                    return Arrivals { first: None, copy: None };
                 }
             }
         }
-        let last = match last_arrival {
-            LinkRef::NodeToNode { from, to } => {
-                slot(&mut self.nodes[from as usize].as_mut().expect("sender exists").last_arrival, to)
-            }
-            LinkRef::ClientToNode { client, to } => slot(&mut self.clients[client as usize].last_arrival_to, to),
-            LinkRef::NodeToClient { from, client } => {
-                slot(&mut self.clients[client as usize].last_arrival_from, from)
-            }
-        };
-        arrival = arrival.max(*last);
-        *last = arrival;
-        Some(arrival)
+        if in_order {
+            let last = match link {
+                LinkRef::ProcessToProcess { from, to } => {
+                    slot(&mut self.procs[from as usize].as_mut().expect("sender exists").last_arrival, to)
+                }
+                LinkRef::ClientToProcess { client, to } => slot(&mut self.clients[client as usize].last_arrival_to, to),
+                LinkRef::ProcessToClient { from, client } => slot(&mut self.clients[client as usize].last_arrival_from, from),
+            };
+            arrival = arrival.max(*last);
+            *last = arrival;
+        }
+        Arrivals { first: Some(arrival), copy }
     }
 
-    fn send_message(&mut self, from: u32, to: InstanceId, msg: N::Msg) {
+    fn send_message(&mut self, from: u32, to: ProcessId, msg: P::Msg) {
         self.stats.messages_sent += 1;
-        let Some(Some(dst)) = self.nodes.get(to.0 as usize) else {
+        let Some(Some(dst)) = self.procs.get(to.0 as usize) else {
             self.stats.messages_dropped.unknown_destination += 1;
             return;
         };
-        let sites = (self.nodes[from as usize].as_ref().expect("sender exists").site, dst.site);
+        let src = self.procs[from as usize].as_ref().expect("sender exists");
+        let route = if src.machine == dst.machine { Route::SameMachine } else { Route::Sites(src.site, dst.site) };
         let bytes = self.wire_size(&msg);
-        let link = LinkRef::NodeToNode { from, to: to.0 };
-        let ends = (Endpoint::Instance(InstanceId(from)), Endpoint::Instance(to));
-        if let Some(at) = self.transit(ends.0, ends.1, sites, bytes, link) {
-            let event = NodeEvent::Message { from: InstanceId(from), msg };
-            self.queue.push(at, Event::AtNode { node: to.0, event });
+        let link = LinkRef::ProcessToProcess { from, to: to.0 };
+        let arrivals = self.transit(Endpoint::Process(ProcessId(from)), Endpoint::Process(to), route, bytes, link);
+        if let Some(at) = arrivals.copy {
+            let event = Event::Message { from: ProcessId(from), msg: msg.clone() };
+            self.queue.push(at, SimEvent::AtProcess { proc: to.0, event });
+        }
+        if let Some(at) = arrivals.first {
+            self.queue.push(at, SimEvent::AtProcess { proc: to.0, event: Event::Message { from: ProcessId(from), msg } });
         }
     }
 
-    fn send_request(&mut self, client: u32, to: InstanceId, request: Request) {
+    fn send_request(&mut self, client: u32, to: ProcessId, request: Request) {
         self.stats.messages_sent += 1;
-        let Some(Some(dst)) = self.nodes.get(to.0 as usize) else {
+        let Some(Some(dst)) = self.procs.get(to.0 as usize) else {
             self.stats.messages_dropped.unknown_destination += 1;
             return;
         };
         let slot = &self.clients[client as usize];
-        let sites = (slot.site, dst.site);
-        let ends = (Endpoint::Client(slot.id), Endpoint::Instance(to));
+        let route = Route::Sites(slot.site, dst.site);
+        let ends = (Endpoint::Client(slot.id), Endpoint::Process(to));
         let bytes = self.wire_size(&request);
-        if let Some(at) = self.transit(ends.0, ends.1, sites, bytes, LinkRef::ClientToNode { client, to: to.0 }) {
-            self.queue.push(at, Event::AtNode { node: to.0, event: NodeEvent::Request(request) });
+        let arrivals = self.transit(ends.0, ends.1, route, bytes, LinkRef::ClientToProcess { client, to: to.0 });
+        if let Some(at) = arrivals.copy {
+            self.queue.push(at, SimEvent::AtProcess { proc: to.0, event: Event::Request(request.clone()) });
+        }
+        if let Some(at) = arrivals.first {
+            self.queue.push(at, SimEvent::AtProcess { proc: to.0, event: Event::Request(request) });
         }
     }
 
-    fn send_reply(&mut self, from: u32, to: ClientId, reply: Reply) {
+    fn send_reply(&mut self, from: u32, to: ClientId, reply: Reply<P::Evidence>) {
         self.stats.messages_sent += 1;
         let Some(&client) = self.client_index.get(&to) else {
             self.stats.messages_dropped.unknown_destination += 1;
             return;
         };
-        let sites = (self.nodes[from as usize].as_ref().expect("sender exists").site, self.clients[client as usize].site);
-        let ends = (Endpoint::Instance(InstanceId(from)), Endpoint::Client(to));
+        let route = Route::Sites(self.procs[from as usize].as_ref().expect("sender exists").site, self.clients[client as usize].site);
+        let ends = (Endpoint::Process(ProcessId(from)), Endpoint::Client(to));
         let bytes = self.wire_size(&reply);
-        if let Some(at) = self.transit(ends.0, ends.1, sites, bytes, LinkRef::NodeToClient { from, client }) {
-            self.queue.push(at, Event::AtClient { client, from: InstanceId(from), reply });
+        let arrivals = self.transit(ends.0, ends.1, route, bytes, LinkRef::ProcessToClient { from, client });
+        if let Some(at) = arrivals.copy {
+            self.queue.push(at, SimEvent::AtClient { client, from: ProcessId(from), reply: reply.clone() });
+        }
+        if let Some(at) = arrivals.first {
+            self.queue.push(at, SimEvent::AtClient { client, from: ProcessId(from), reply });
         }
     }
 
@@ -583,29 +799,31 @@ impl<N: Node, S: Storage> Simulation<N, S> {
     }
 }
 
+/// How a message travels: a loopback hop inside a machine, or the network between two sites.
+#[derive(Clone, Copy)]
+enum Route {
+    SameMachine,
+    Sites(usize, usize),
+}
+
+struct Arrivals {
+    first: Option<Time>,
+    copy: Option<Time>,
+}
+
 /// Which link's FIFO state a message uses.
 #[derive(Clone, Copy)]
 enum LinkRef {
-    NodeToNode { from: u32, to: u32 },
-    ClientToNode { client: u32, to: u32 },
-    NodeToClient { from: u32, client: u32 },
+    ProcessToProcess { from: u32, to: u32 },
+    ClientToProcess { client: u32, to: u32 },
+    ProcessToClient { from: u32, client: u32 },
 }
 
-/// The entry for instance `index` in a per-link vector, growing it on first use.
+/// The entry for process `index` in a per-link vector, growing it on first use.
 fn slot(v: &mut Vec<Time>, index: u32) -> &mut Time {
     let i = index as usize;
     if v.len() <= i {
         v.resize(i + 1, Time::ZERO);
     }
     &mut v[i]
-}
-
-fn service_time<M>(topology: &Topology, message_time: Duration, job: &Job<M>) -> Duration {
-    match job {
-        Job::Handle(_) => message_time,
-        Job::Storage { job: StorageJob::Execute { request, .. }, .. } => topology.cpu.execute_time(&request.txn),
-        Job::Storage { job: StorageJob::Apply { updates, .. }, .. } => {
-            topology.cpu.apply_time(updates.iter().map(|u| u.changes.len()).sum())
-        }
-    }
 }

@@ -1,6 +1,6 @@
 //! What a run did, for sanity checks and for reporting CPU utilisation next to latency.
 
-use ensemble_core::{InstanceId, Time};
+use ensemble_core::{ProcessId, Time};
 use std::time::Duration;
 
 /// Messages lost, by cause. A message is counted once, under the first cause that lost it.
@@ -10,7 +10,7 @@ pub struct DropCounts {
     pub rule: u64,
     /// Lost to a partition.
     pub partition: u64,
-    /// Reached an instance while it was crashed.
+    /// Reached a process while it was crashed.
     pub crashed: u64,
     /// Addressed to an instance or client the simulation does not have. Protocols should never
     /// do this; a non-zero count points at a wiring mistake in the experiment.
@@ -23,10 +23,13 @@ impl DropCounts {
     }
 }
 
-/// Per-instance counters.
+/// Per-process counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NodeStats {
-    /// Sum of the service times of CPU jobs this instance completed (over all cores).
+pub struct ProcessStats {
+    /// Cores of the pool the process runs on (its pinned core, or its machine's unpinned ones).
+    pub cores: u32,
+    /// Sum of the service times of CPU jobs this process completed, plus the CPU time its
+    /// handlers charged (over all cores).
     pub busy: Duration,
     /// Messages and requests handled (CPU jobs that called `on_event`).
     pub handled: u64,
@@ -34,14 +37,17 @@ pub struct NodeStats {
     pub storage_jobs: u64,
     /// Longest the CPU's wait queue got (jobs waiting for a core, not those running).
     pub max_cpu_queue: usize,
-    /// Jobs lost from the CPU (queued or running) when the instance crashed.
+    /// Jobs lost from the CPU (queued or running) when the process crashed.
     pub jobs_lost_in_crash: u64,
+    pub crashes_losing_state: u64,
+    /// Times the process was rebuilt by the recovery after losing its state.
+    pub recoveries: u64,
 }
 
-impl NodeStats {
-    /// Fraction of the instance's total core time spent busy over `elapsed`.
-    pub fn utilisation(&self, cores: u32, elapsed: Duration) -> f64 {
-        let capacity = elapsed.as_secs_f64() * f64::from(cores.max(1));
+impl ProcessStats {
+    /// Fraction of the process's pool's core time it kept busy over `elapsed`.
+    pub fn utilisation(&self, elapsed: Duration) -> f64 {
+        let capacity = elapsed.as_secs_f64() * f64::from(self.cores.max(1));
         if capacity > 0.0 {
             self.busy.as_secs_f64() / capacity
         } else {
@@ -55,28 +61,31 @@ impl NodeStats {
 pub struct SimStats {
     /// Events taken off the queue, including those discarded at a crashed instance.
     pub events: u64,
-    /// Messages handed to the network: node to node, client requests and replies, lost or not.
+    /// Messages handed to the network: process to process, client requests and replies, lost or
+    /// not (a duplicate is not counted again).
     pub messages_sent: u64,
+    /// Messages a fault rule delivered twice.
+    pub messages_duplicated: u64,
     pub messages_dropped: DropCounts,
-    /// Storage jobs run (all instances).
+    /// Storage jobs run (all processes).
     pub storage_jobs: u64,
     /// Timers that fired and were delivered (nodes and clients).
     pub timers_fired: u64,
-    /// Node timers that fired while their instance was crashed.
+    /// Process timers that fired while their process was paused.
     pub timers_discarded: u64,
     /// Longest the event queue got.
     pub max_queue_len: usize,
-    /// Indexed by instance id; ids without an instance keep zeroes.
-    pub nodes: Vec<NodeStats>,
+    /// Indexed by process id.
+    pub processes: Vec<ProcessStats>,
 }
 
 impl SimStats {
-    pub fn node(&self, id: InstanceId) -> Option<&NodeStats> {
-        self.nodes.get(id.0 as usize)
+    pub fn process(&self, id: ProcessId) -> Option<&ProcessStats> {
+        self.processes.get(id.0 as usize)
     }
 
-    /// Utilisation of `id`'s CPU from time zero to `now`.
-    pub fn utilisation(&self, id: InstanceId, cores: u32, now: Time) -> f64 {
-        self.node(id).map_or(0.0, |n| n.utilisation(cores, now.as_duration()))
+    /// Utilisation of `id`'s cores from time zero to `now`.
+    pub fn utilisation(&self, id: ProcessId, now: Time) -> f64 {
+        self.process(id).map_or(0.0, |n| n.utilisation(now.as_duration()))
     }
 }

@@ -4,13 +4,30 @@
 //! benchmark use them, and protocol crates may use them to drive a simulation in their own tests.
 
 use ensemble_core::{
-    Client, ClientEffect, ClientEvent, ClientId, Completion, CompletionResult, ExecRole, InstanceId, Node, NodeEffect,
-    NodeEvent, OpClass, Outcome, Position, Reply, ReplyBody, Request, RequestError, StateUpdate, Storage, StorageJob,
-    StorageResult, Time, TimerId, Value, WorkId,
+    Client, ClientEffect, ClientEvent, ClientId, Completion, CompletionResult, Done, Effect, Event, Outcome, Process,
+    ProcessId, Protocol, Reply, ReplyBody, Request, Storage, Time, TimerId, Value, WorkId,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// The toy's type family.
+#[derive(Debug)]
+pub struct Toy;
+
+impl Protocol for Toy {
+    type Msg = ToyMsg;
+    type Job = ToyJob;
+    type JobResult = u64;
+    /// The process that served the request and how many jobs its storage had run.
+    type Evidence = (ProcessId, u64);
+}
+
+/// A storage job of the toy: run a request (count it), costing `cost` on a simulated core.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToyJob {
+    pub request: Request,
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ToyMsg {
@@ -23,7 +40,7 @@ pub enum ToyMsg {
 /// What a [`ToyNode`] saw, when it recorded.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Seen {
-    Message { from: InstanceId, msg: ToyMsg },
+    Message { from: ProcessId, msg: ToyMsg },
     Request { client: ClientId, seq: u64 },
     Timer(TimerId),
     StorageDone(WorkId),
@@ -31,22 +48,25 @@ pub enum Seen {
 
 #[derive(Clone, Debug)]
 struct Pings {
-    targets: Vec<InstanceId>,
+    targets: Vec<ProcessId>,
     interval: Duration,
     count: u64,
 }
 
-/// A node that passes tokens around a ring of `ring` instances (to `(id + 1) % ring`), pings
-/// targets on a timer, and answers each client request after one `Execute` storage job.
+/// A process that passes tokens around a ring of `ring` processes (to `(id + 1) % ring`), pings
+/// targets on a timer, and answers each client request after one storage job costing
+/// `job_cost`, optionally charging `charge` of CPU per request handled.
 #[derive(Clone, Debug)]
 pub struct ToyNode {
-    id: InstanceId,
+    id: ProcessId,
     ring: u32,
     tokens_at_start: u32,
     pings: Option<Pings>,
     next_work: u64,
     pending: BTreeMap<WorkId, (ClientId, u64)>,
     record: bool,
+    job_cost: Duration,
+    charge: Duration,
     /// Tokens this node received (and passed on).
     pub tokens_passed: u64,
     /// Everything the node saw, in order, if it records.
@@ -54,7 +74,7 @@ pub struct ToyNode {
 }
 
 impl ToyNode {
-    pub fn new(id: InstanceId) -> ToyNode {
+    pub fn new(id: ProcessId) -> ToyNode {
         ToyNode {
             id,
             ring: 0,
@@ -63,6 +83,8 @@ impl ToyNode {
             next_work: 0,
             pending: BTreeMap::new(),
             record: false,
+            job_cost: Duration::from_millis(1),
+            charge: Duration::ZERO,
             tokens_passed: 0,
             seen: Vec::new(),
         }
@@ -77,8 +99,20 @@ impl ToyNode {
     }
 
     /// Sends `Ping { seq }` to every target at `seq * interval`, for `seq` in `0..count`.
-    pub fn pinging(mut self, targets: Vec<InstanceId>, interval: Duration, count: u64) -> ToyNode {
+    pub fn pinging(mut self, targets: Vec<ProcessId>, interval: Duration, count: u64) -> ToyNode {
         self.pings = Some(Pings { targets, interval, count });
+        self
+    }
+
+    /// Each request's storage job costs `cost` of a simulated core (default 1 ms).
+    pub fn job_cost(mut self, cost: Duration) -> ToyNode {
+        self.job_cost = cost;
+        self
+    }
+
+    /// Handling a request charges `charge` of CPU beyond the base cost of an event.
+    pub fn charging(mut self, charge: Duration) -> ToyNode {
+        self.charge = charge;
         self
     }
 
@@ -89,89 +123,82 @@ impl ToyNode {
     }
 
     /// The pings this node received, as `(arrival-handled time, from, seq)`.
-    pub fn pings_received(&self) -> impl Iterator<Item = (Time, InstanceId, u64)> + '_ {
+    pub fn pings_received(&self) -> impl Iterator<Item = (Time, ProcessId, u64)> + '_ {
         self.seen.iter().filter_map(|(t, s)| match s {
             Seen::Message { from, msg: ToyMsg::Ping { seq } } => Some((*t, *from, *seq)),
             _ => None,
         })
     }
 
-    fn ping(&self, seq: u64, out: &mut Vec<NodeEffect<ToyMsg>>) {
+    fn ping(&self, seq: u64, out: &mut Vec<Effect<Toy>>) {
         if let Some(p) = &self.pings {
             if seq < p.count {
                 for &to in &p.targets {
-                    out.push(NodeEffect::Send { to, msg: ToyMsg::Ping { seq } });
+                    out.push(Effect::Send { to, msg: ToyMsg::Ping { seq } });
                 }
                 if seq + 1 < p.count {
-                    out.push(NodeEffect::SetTimer { id: TimerId(seq + 1), after: p.interval });
+                    out.push(Effect::SetTimer { id: TimerId(seq + 1), after: p.interval });
                 }
             }
         }
     }
 
-    fn next_in_ring(&self) -> InstanceId {
-        InstanceId((self.id.0 + 1) % self.ring.max(1))
+    fn next_in_ring(&self) -> ProcessId {
+        ProcessId((self.id.0 + 1) % self.ring.max(1))
     }
 }
 
-impl Node for ToyNode {
-    type Msg = ToyMsg;
-
-    fn id(&self) -> InstanceId {
+impl Process<Toy> for ToyNode {
+    fn id(&self) -> ProcessId {
         self.id
     }
 
-    fn start(&mut self, _now: Time, out: &mut Vec<NodeEffect<ToyMsg>>) {
+    fn start(&mut self, _now: Time, out: &mut Vec<Effect<Toy>>) {
         if self.ring > 0 {
             for _ in 0..self.tokens_at_start {
-                out.push(NodeEffect::Send { to: self.next_in_ring(), msg: ToyMsg::Token { hops: 0 } });
+                out.push(Effect::Send { to: self.next_in_ring(), msg: ToyMsg::Token { hops: 0 } });
             }
         }
         self.ping(0, out);
     }
 
-    fn on_event(&mut self, now: Time, event: NodeEvent<ToyMsg>, out: &mut Vec<NodeEffect<ToyMsg>>) {
+    fn on_event(&mut self, now: Time, event: Event<Toy>, out: &mut Vec<Effect<Toy>>) {
         match event {
-            NodeEvent::Message { from, msg } => {
+            Event::Message { from, msg } => {
                 if self.record {
                     self.seen.push((now, Seen::Message { from, msg: msg.clone() }));
                 }
                 if let ToyMsg::Token { hops } = msg {
                     self.tokens_passed += 1;
-                    out.push(NodeEffect::Send { to: self.next_in_ring(), msg: ToyMsg::Token { hops: hops + 1 } });
+                    out.push(Effect::Send { to: self.next_in_ring(), msg: ToyMsg::Token { hops: hops + 1 } });
                 }
             }
-            NodeEvent::Request(request) => {
+            Event::Request(request) => {
                 if self.record {
                     self.seen.push((now, Seen::Request { client: request.client, seq: request.seq }));
                 }
                 let work = WorkId(self.next_work);
                 self.next_work += 1;
                 self.pending.insert(work, (request.client, request.seq));
-                out.push(NodeEffect::Storage { work, job: StorageJob::Execute { request, role: ExecRole::Local } });
+                if !self.charge.is_zero() {
+                    out.push(Effect::Charge(self.charge));
+                }
+                out.push(Effect::Storage { work, job: ToyJob { request }, cost: self.job_cost });
             }
-            NodeEvent::Timer(id) => {
+            Event::Timer(id) => {
                 if self.record {
                     self.seen.push((now, Seen::Timer(id)));
                 }
                 self.ping(id.0, out);
             }
-            NodeEvent::StorageDone { work, result } => {
+            Event::StorageDone { work, result } => {
                 if self.record {
                     self.seen.push((now, Seen::StorageDone(work)));
                 }
                 let Some((client, seq)) = self.pending.remove(&work) else { return };
-                let body = match result {
-                    StorageResult::Executed { outcome, position, .. } => {
-                        ReplyBody::Done { outcome, class: OpClass::Local, instance: self.id, position }
-                    }
-                    StorageResult::Rejected(e) => ReplyBody::Error(e),
-                    other => ReplyBody::Error(RequestError::Storage {
-                        txn: String::new(),
-                        message: format!("unexpected storage result {other:?}"),
-                    }),
-                };
-                out.push(NodeEffect::Reply { to: client, reply: Reply { client, seq, body } });
+                let outcome = Outcome::Committed(vec![vec![Value::Int(result as i64)]]);
+                let body = ReplyBody::Done(Done { outcome, evidence: (self.id, result) });
+                out.push(Effect::Reply { to: client, reply: Reply { client, seq, body } });
             }
         }
     }
@@ -180,50 +207,31 @@ impl Node for ToyNode {
 /// A storage that runs nothing and counts what it was asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToyStorage {
-    pub instance: InstanceId,
+    pub process: ProcessId,
     pub executed: u64,
-    pub applied: u64,
-    /// Global operations applied so far.
-    pub globals_seen: u64,
 }
 
 impl ToyStorage {
-    pub fn new(instance: InstanceId) -> ToyStorage {
-        ToyStorage { instance, executed: 0, applied: 0, globals_seen: 0 }
+    pub fn new(process: ProcessId) -> ToyStorage {
+        ToyStorage { process, executed: 0 }
     }
 }
 
 impl Storage for ToyStorage {
-    fn run(&mut self, job: &StorageJob) -> StorageResult {
-        match job {
-            StorageJob::Execute { .. } => {
-                self.executed += 1;
-                StorageResult::Executed {
-                    outcome: Outcome::Committed(vec![vec![Value::Int(self.executed as i64)]]),
-                    update: StateUpdate::default(),
-                    position: Position::Local {
-                        instance: self.instance,
-                        globals_seen: self.globals_seen,
-                        local_writes: 0,
-                        wrote: false,
-                    },
-                }
-            }
-            StorageJob::Apply { updates, .. } => {
-                self.applied += 1;
-                self.globals_seen += updates.len() as u64;
-                StorageResult::Applied { globals_seen: self.globals_seen }
-            }
-        }
+    type Job = ToyJob;
+    type Result = u64;
+    fn run(&mut self, _job: &ToyJob) -> u64 {
+        self.executed += 1;
+        self.executed
     }
 }
 
 /// A closed-loop client: one request outstanding at a time, the next one `think` after a reply
-/// (at once if zero), up to `limit` requests. Follows MAP replies.
+/// (at once if zero), up to `limit` requests. Follows redirects.
 #[derive(Clone, Debug)]
 pub struct ClosedLoopClient {
     id: ClientId,
-    target: InstanceId,
+    target: ProcessId,
     txn: String,
     think: Duration,
     limit: Option<u64>,
@@ -232,7 +240,7 @@ pub struct ClosedLoopClient {
 }
 
 impl ClosedLoopClient {
-    pub fn new(id: ClientId, target: InstanceId, txn: &str) -> ClosedLoopClient {
+    pub fn new(id: ClientId, target: ProcessId, txn: &str) -> ClosedLoopClient {
         ClosedLoopClient {
             id,
             target,
@@ -254,7 +262,7 @@ impl ClosedLoopClient {
         self
     }
 
-    fn issue(&mut self, now: Time, out: &mut Vec<ClientEffect>) {
+    fn issue(&mut self, now: Time, out: &mut Vec<ClientEffect<(ProcessId, u64)>>) {
         if self.limit.is_some_and(|limit| self.next_seq >= limit) {
             return;
         }
@@ -265,12 +273,12 @@ impl ClosedLoopClient {
     }
 }
 
-impl Client for ClosedLoopClient {
+impl Client<(ProcessId, u64)> for ClosedLoopClient {
     fn id(&self) -> ClientId {
         self.id
     }
 
-    fn on_event(&mut self, now: Time, event: ClientEvent, out: &mut Vec<ClientEffect>) {
+    fn on_event(&mut self, now: Time, event: ClientEvent<(ProcessId, u64)>, out: &mut Vec<ClientEffect<(ProcessId, u64)>>) {
         match event {
             ClientEvent::Start | ClientEvent::Timer(_) => self.issue(now, out),
             ClientEvent::Reply { reply, .. } => {
@@ -280,12 +288,10 @@ impl Client for ClosedLoopClient {
                     return;
                 }
                 let result = match reply.body {
-                    ReplyBody::Done { outcome, class, instance, position } => {
-                        CompletionResult::Done { outcome, class, instance, position }
-                    }
+                    ReplyBody::Done(done) => CompletionResult::Done(done),
                     ReplyBody::Error(e) => CompletionResult::Error(e),
-                    ReplyBody::Map { instance } => {
-                        out.push(ClientEffect::Send { to: instance, request: request.clone() });
+                    ReplyBody::Redirect { to } => {
+                        out.push(ClientEffect::Send { to, request: request.clone() });
                         self.current = Some((request, issued, redirects + 1));
                         return;
                     }

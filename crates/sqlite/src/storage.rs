@@ -1,9 +1,9 @@
 use crate::db::{to_sql, to_value, SqliteDb};
-use ensemble_app::{Application, Dataset, TxnError, TxnType};
-use ensemble_core::{
-    ChangeKind, ExecRole, InstanceId, Outcome, Position, Request, RequestError, RowChange, Rows, StateUpdate, Storage,
-    StorageJob, StorageResult, Value,
+use ensemble_app::{
+    Application, ChangeKind, Dataset, ExecRole, InstanceId, Position, RowChange, StateUpdate, StorageJob, StorageResult,
+    TxnError, TxnType,
 };
+use ensemble_core::{Outcome, Request, RequestError, Rows, Storage, Value};
 use rusqlite::hooks::Action;
 use rusqlite::session::Session;
 use rusqlite::{params_from_iter, Connection, OpenFlags};
@@ -174,7 +174,7 @@ impl SqliteStorage {
                 let before = self.conn.total_changes();
                 self.conn.execute_batch("SAVEPOINT body")?;
                 let outcome = run_body(&self.conn, txn, &request.params);
-                if matches!(outcome, Outcome::Aborted(_)) {
+                if !outcome.committed() {
                     self.conn.execute_batch("ROLLBACK TO body")?;
                 }
                 self.conn.execute_batch("RELEASE body")?;
@@ -187,7 +187,7 @@ impl SqliteStorage {
                 };
                 self.conn.execute_batch("COMMIT")?;
                 let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
-                Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position })
+                Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None })
             }
             ExecRole::Global => {
                 let mut session = Session::new(&self.conn)?;
@@ -196,7 +196,7 @@ impl SqliteStorage {
                 }
                 self.conn.execute_batch("SAVEPOINT body")?;
                 let outcome = run_body(&self.conn, txn, &request.params);
-                let update = if matches!(outcome, Outcome::Aborted(_)) {
+                let update = if !outcome.committed() {
                     self.conn.execute_batch("ROLLBACK TO body")?;
                     StateUpdate::default()
                 } else {
@@ -206,7 +206,7 @@ impl SqliteStorage {
                 self.conn.execute_batch("RELEASE body")?;
                 self.conn.execute_batch(&format!("UPDATE {META_TABLE} SET globals = globals + 1"))?;
                 self.conn.execute_batch("COMMIT")?;
-                Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 } })
+                Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None })
             }
         }
     }
@@ -245,6 +245,8 @@ impl SqliteStorage {
 }
 
 impl Storage for SqliteStorage {
+    type Job = StorageJob;
+    type Result = StorageResult;
     fn run(&mut self, job: &StorageJob) -> StorageResult {
         match job {
             StorageJob::Execute { request, role } => self.execute(request, *role),
@@ -260,10 +262,10 @@ fn run_body(conn: &Connection, txn: &TxnType, params: &[Value]) -> Outcome {
     let mut db = SqliteDb { conn, txn };
     match (txn.body)(&mut db, params) {
         Ok(rows) => Outcome::Committed(rows),
-        Err(TxnError::Abort(reason)) => Outcome::Aborted(reason),
+        Err(TxnError::Abort(reason)) => Outcome::body_abort(reason),
         // A statement the engine refused (a constraint, a type error) is as deterministic as the
         // data it ran on, so it is an outcome the replay must reproduce, not a storage failure.
-        Err(TxnError::Db(e)) => Outcome::Aborted(format!("statement error: {e}")),
+        Err(TxnError::Db(e)) => Outcome::body_abort(format!("statement error: {e}")),
     }
 }
 

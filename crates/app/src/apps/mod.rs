@@ -1,5 +1,6 @@
 //! Applications shipped with Ensemble.
 
+pub mod kv;
 pub mod micro;
 pub mod rubis;
 pub mod shop;

@@ -243,7 +243,7 @@ impl Workload for ShopWorkload {
 
     fn observe(&mut self, txn: &str, outcome: &Outcome) {
         // A cart that could not be created is abandoned.
-        if txn == "create_cart" && matches!(outcome, Outcome::Aborted(_)) {
+        if txn == "create_cart" && matches!(outcome, Outcome::Aborted { .. }) {
             self.cart = None;
         }
     }

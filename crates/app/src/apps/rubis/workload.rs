@@ -447,7 +447,7 @@ impl Workload for RubisWorkload {
     fn observe(&mut self, txn: &str, outcome: &Outcome) {
         let rows = match outcome {
             Outcome::Committed(rows) => rows,
-            Outcome::Aborted(_) => {
+            Outcome::Aborted { .. } => {
                 // A failed login shows an error page instead of the rest.
                 if matches!(txn, "BuyNowAuth" | "PutBidAuth" | "PutCommentAuth" | "AboutMe") {
                     self.pending.clear();

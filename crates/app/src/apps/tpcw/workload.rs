@@ -600,7 +600,7 @@ impl Workload for TpcwWorkload {
     fn observe(&mut self, txn: &str, outcome: &Outcome) {
         let rows = match outcome {
             Outcome::Committed(rows) => rows,
-            Outcome::Aborted(_) => {
+            Outcome::Aborted { .. } => {
                 // The page failed: its remaining transactions would act on state that is not there.
                 self.queue.clear();
                 match txn {

@@ -1,6 +1,6 @@
 //! State updates: the row-level effects of a global operation, replayed at the other instances.
 
-use crate::Value;
+use ensemble_core::Value;
 use serde::{Deserialize, Serialize};
 
 /// The writes of one transaction as row changes, in the order the capture produced them.

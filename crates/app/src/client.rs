@@ -1,7 +1,10 @@
-use ensemble_app::{ClientCtx, InteractionProgress, Workload};
+//! The closed-loop client every SQL application's run uses, whatever the protocol: it drives a
+//! [`Workload`], sends each request to its home process, and follows redirects.
+
+use crate::{ClientCtx, InstanceId, InteractionProgress, Workload};
 use ensemble_core::{
-    Client, ClientEffect, ClientEvent, ClientId, Completion, CompletionResult, InstanceId, InteractionEnd, Request, RequestError,
-    ReplyBody, Time, TimerId,
+    Client, ClientEffect, ClientEvent, ClientId, Completion, CompletionResult, InteractionEnd, ReplyBody, Request, RequestError,
+    Time, TimerId,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -19,8 +22,9 @@ pub enum ThinkTime {
 }
 
 /// A closed-loop client: one request outstanding at a time, sent to its home instance (the
-/// closest one), following MAP replies to the instance that owns the request's partition.
-pub struct ClosedLoopClient {
+/// closest one), following redirects (the belt's MAP replies) to the process that owns the
+/// request's partition. Generic over the evidence `E` replies carry.
+pub struct ClosedLoopClient<E> {
     id: ClientId,
     ctx: ClientCtx,
     workload: Box<dyn Workload>,
@@ -34,6 +38,7 @@ pub struct ClosedLoopClient {
     stop_at: Option<Time>,
     /// When the current web interaction's first request was issued.
     interaction_started: Option<Time>,
+    _evidence: std::marker::PhantomData<fn() -> E>,
 }
 
 struct InFlight {
@@ -45,11 +50,11 @@ struct InFlight {
 /// More redirects than instances means the instances disagree about the plan.
 const MAX_REDIRECTS: u32 = 8;
 
-impl ClosedLoopClient {
+impl<E> ClosedLoopClient<E> {
     pub fn new(id: ClientId, ctx: ClientCtx, workload: Box<dyn Workload>, seed: u64, think: ThinkTime) -> Self {
         // Each client its own stream: adding a client does not change the others' requests.
         let rng = ChaCha8Rng::seed_from_u64(seed ^ id.0.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        ClosedLoopClient { id, ctx, workload, rng, think, next_seq: 0, in_flight: None, next_timer: 0, stop_at: None, interaction_started: None }
+        ClosedLoopClient { id, ctx, workload, rng, think, next_seq: 0, in_flight: None, next_timer: 0, stop_at: None, interaction_started: None, _evidence: std::marker::PhantomData }
     }
 
     pub fn stop_at(mut self, t: Time) -> Self {
@@ -61,19 +66,19 @@ impl ClosedLoopClient {
         self.ctx.home
     }
 
-    fn issue(&mut self, now: Time, out: &mut Vec<ClientEffect>) {
+    fn issue(&mut self, now: Time, out: &mut Vec<ClientEffect<E>>) {
         if self.stop_at.is_some_and(|t| now >= t) {
             return;
         }
         let (txn, params) = self.workload.next(&mut self.rng, &self.ctx);
         self.next_seq += 1;
         let request = Request { client: self.id, seq: self.next_seq, txn, params };
-        out.push(ClientEffect::Send { to: self.ctx.home, request: request.clone() });
+        out.push(ClientEffect::Send { to: self.ctx.home.process(), request: request.clone() });
         self.in_flight = Some(InFlight { request, issued: now, redirects: 0 });
         self.interaction_started.get_or_insert(now);
     }
 
-    fn think_then_issue(&mut self, now: Time, out: &mut Vec<ClientEffect>) {
+    fn think_then_issue(&mut self, now: Time, out: &mut Vec<ClientEffect<E>>) {
         let pause = match self.think {
             ThinkTime::None => Duration::ZERO,
             ThinkTime::Constant(d) => d,
@@ -91,9 +96,9 @@ impl ClosedLoopClient {
         }
     }
 
-    fn complete(&mut self, now: Time, f: InFlight, result: CompletionResult, out: &mut Vec<ClientEffect>) {
-        if let CompletionResult::Done { outcome, .. } = &result {
-            self.workload.observe(&f.request.txn, outcome);
+    fn complete(&mut self, now: Time, f: InFlight, result: CompletionResult<E>, out: &mut Vec<ClientEffect<E>>) {
+        if let CompletionResult::Done(done) = &result {
+            self.workload.observe(&f.request.txn, &done.outcome);
         }
         let progress = self.workload.interaction();
         let interaction = match progress {
@@ -111,12 +116,12 @@ impl ClosedLoopClient {
     }
 }
 
-impl Client for ClosedLoopClient {
+impl<E> Client<E> for ClosedLoopClient<E> {
     fn id(&self) -> ClientId {
         self.id
     }
 
-    fn on_event(&mut self, now: Time, event: ClientEvent, out: &mut Vec<ClientEffect>) {
+    fn on_event(&mut self, now: Time, event: ClientEvent<E>, out: &mut Vec<ClientEffect<E>>) {
         match event {
             ClientEvent::Start => self.think_then_issue(now, out),
             ClientEvent::Timer(_) => {
@@ -132,21 +137,19 @@ impl Client for ClosedLoopClient {
                     return;
                 }
                 match reply.body {
-                    ReplyBody::Map { instance } if f.redirects < MAX_REDIRECTS => {
+                    ReplyBody::Redirect { to } if f.redirects < MAX_REDIRECTS => {
                         f.redirects += 1;
-                        out.push(ClientEffect::Send { to: instance, request: f.request.clone() });
+                        out.push(ClientEffect::Send { to, request: f.request.clone() });
                         self.in_flight = Some(f);
                     }
-                    ReplyBody::Map { instance } => {
+                    ReplyBody::Redirect { to } => {
                         let e = RequestError::Storage {
                             txn: f.request.txn.clone(),
-                            message: format!("redirected {} times, last to {instance}: instances disagree on the plan", f.redirects),
+                            message: format!("redirected {} times, last to {to}: processes disagree on the plan", f.redirects),
                         };
                         self.complete(now, f, CompletionResult::Error(e), out);
                     }
-                    ReplyBody::Done { outcome, class, instance, position } => {
-                        self.complete(now, f, CompletionResult::Done { outcome, class, instance, position }, out)
-                    }
+                    ReplyBody::Done(done) => self.complete(now, f, CompletionResult::Done(done), out),
                     ReplyBody::Error(e) => self.complete(now, f, CompletionResult::Error(e), out),
                 }
             }

@@ -1,0 +1,88 @@
+//! The storage contract of the SQL applications: what the Conveyor Belt (and any protocol that
+//! runs declared SQL transactions on an unmodified DBMS) asks of a backend, and what a backend
+//! reports from inside its transactions. `ensemble-sqlite` implements it.
+
+use crate::InstanceId;
+use crate::update::StateUpdate;
+use ensemble_core::{Outcome, Request, RequestError};
+use serde::{Deserialize, Serialize};
+
+/// How an operation was coordinated (Eliá §3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum OpClass {
+    /// Conflicts with nothing: any instance may run it.
+    Commutative,
+    /// Runs at once at its partition's instance.
+    Local,
+    /// Waits for the token, runs at its partition's instance, its state update is replicated.
+    Global,
+}
+
+impl OpClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            OpClass::Commutative => "commutative",
+            OpClass::Local => "local",
+            OpClass::Global => "global",
+        }
+    }
+}
+
+/// Where an executed operation sits in the serial order the Conveyor Belt's correctness proof
+/// constructs.
+///
+/// Each instance's database keeps two counters, updated inside the same transactions that do the
+/// work, so the database itself says where each transaction was serialized:
+/// `globals_seen`, the number of global operations (executed here or applied from the token)
+/// whose effects the transaction saw, and `local_writes`, the number of local writing transactions
+/// committed at this instance before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Position {
+    /// The `seq`-th global operation (1-based) in token order.
+    Global { seq: u64 },
+    /// A commutative or local operation at `instance`.
+    Local { instance: InstanceId, globals_seen: u64, local_writes: u64, wrote: bool },
+}
+
+/// Storage work: a transaction to run through the DBMS's client interface, or state updates to
+/// apply. The driver decides where and when it runs (a simulated core, a pool of connections).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum StorageJob {
+    /// Run `request` as one serializable transaction.
+    Execute { request: Request, role: ExecRole },
+    /// Apply the state updates of global operations `first_seq..first_seq+updates.len()` as one
+    /// transaction. Changes to tables this instance does not hold were filtered out by the node.
+    Apply { first_seq: u64, updates: Vec<StateUpdate> },
+}
+
+/// How a transaction is run, which decides what its result reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExecRole {
+    /// A local or commutative operation: runs at once; the result reports its [`Position::Local`].
+    Local,
+    /// A global operation run by the token holder: its writes are captured as a state update and
+    /// it takes the next global sequence number inside its own transaction.
+    Global,
+}
+
+/// The outcome of a [`StorageJob`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum StorageResult {
+    Executed { outcome: Outcome, update: StateUpdate, position: Position, access: Option<RowAccess> },
+    Applied { globals_seen: u64 },
+    /// The request was malformed (unknown type, wrong parameters): nothing ran.
+    Rejected(RequestError),
+    /// The storage itself failed. For an `Apply` this means the replicas diverged: a bug.
+    Failed(String),
+}
+
+/// What one SQL transaction read and wrote, row by row, for the history checker: each row as
+/// `table/primary key`, each read with the transaction that wrote the version it saw (`None`:
+/// the initial data). Recorded by a backend only when the run asks for histories.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowAccess {
+    /// The writer id this transaction's own writes are recorded under.
+    pub writer: u64,
+    pub reads: Vec<(String, Option<u64>)>,
+    pub writes: Vec<String>,
+}

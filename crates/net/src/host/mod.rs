@@ -1,0 +1,247 @@
+//! The host: one OS process running a set of processes of one protocol over TCP.
+//!
+//! Threads and tasks:
+//! - the **protocol loop** runs on the thread that called [`run_host_on`]. It owns every process
+//!   of the host and consumes one channel of inputs — client requests, peer messages, messages
+//!   between its own processes, storage completions, connection bookkeeping — dispatching each to
+//!   its process in arrival order. Timers are not inputs: the loop keeps them in an agenda and
+//!   sleeps on the channel only until the next one is due. It is the only place protocol code
+//!   runs, so given the order of its inputs the processes are as deterministic as in the
+//!   simulator;
+//! - a small tokio runtime does the i/o: an accept loop, a reader and a writer task per inbound
+//!   connection, one outbound link task per peer host;
+//! - each process with storage has its own [`WorkerPool`](crate::workers::WorkerPool) of std
+//!   threads, each worker on its own storage (database connection).
+//!
+//! Connections: every host dials every other host and only *sends* on that connection (after a
+//! `Hello::Peer` naming itself and its processes); it *receives* messages on the connections the
+//! other hosts dialed. Two one-way connections per pair of hosts need no tie-breaking about who
+//! dials whom. Clients dial a host, say `Hello::Client`, send requests for any of its processes
+//! and get the replies on the same connection.
+//!
+//! Delivery of a process's effects:
+//! - `Send` to a process of the same host goes through the host's own input channel, the path a
+//!   message to self takes: it is never encoded and never touches a socket. To a process of
+//!   another host it is a `Message` frame on the link to that host.
+//! - With `emulate_wan`, a message or reply between *different machines* is held back by a delay
+//!   drawn from the topology for the two sites (the diagonal for two machines of one site), and
+//!   each link stays FIFO. A hop between processes of *one machine* gets no emulated delay,
+//!   whether the two share a host (a channel) or not (loopback TCP): that hop is real here, and it
+//!   is what the topology's `machine_local_ms` models in the simulator, so emulating it as well
+//!   would count it twice (and its 10 µs default is below what a timer can honour anyway).
+//!   Processes of one host on different machines (a whole deployment in few OS processes) get
+//!   their emulated delay from the loop's agenda instead of a socket.
+//! - `Reply` goes to the connection the client's latest request came on.
+//! - `Storage` goes to the process's worker pool; its `cost` is ignored (the job costs what it
+//!   costs). A job whose storage panicked never completes: the host reports it as the process's
+//!   failure, since the protocol's result type has no way to say so.
+//! - `SetTimer` schedules `Event::Timer` after the delay; setting an id that is still pending
+//!   moves it (it fires once, at the new time). `CancelTimer` forgets it on the spot, so a
+//!   cancelled timer is never delivered.
+//! - `Charge` is ignored: the real runtime's handlers cost what they cost.
+//!
+//! A process whose handler panics is halted: it gets no further events, the host reports the
+//! panic as its failure, and the other processes go on.
+
+mod inbound;
+mod run;
+
+use crate::error::{io_context, NetError};
+use crate::frame::HostId;
+use crate::layout::{list, Directory, HostSpec};
+use crate::workers::StorageFactory;
+use ensemble_core::topology::Topology;
+use ensemble_core::{Deployment, DynStorage, Process, ProcessId, Protocol};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything a host needs to know about itself and the cluster
+/// ([`ClusterSpec::host_config`](crate::ClusterSpec::host_config) makes one).
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    pub host: HostId,
+    /// Where [`run_host`] listens ([`run_host_on`] is handed a bound listener instead).
+    pub listen: SocketAddr,
+    /// Every host of the cluster, this one included, in order: the deployment's OS processes.
+    pub hosts: Vec<HostSpec>,
+    pub deployment: Deployment,
+    pub topology: Topology,
+    /// Emulate the topology's delays between processes on different machines.
+    pub emulate_wan: bool,
+    /// Storage worker threads (database connections) per process that has storage.
+    pub workers: usize,
+    /// Seeds the WAN emulation's delay draws.
+    pub seed: u64,
+    /// How long to keep dialing a peer host that is not up yet.
+    pub connect_timeout: Duration,
+}
+
+impl HostConfig {
+    /// The processes this host runs, in id order.
+    pub fn processes(&self) -> &[ProcessId] {
+        self.hosts.get(self.host.index()).map_or(&[], |h| &h.processes)
+    }
+
+    fn directory(&self) -> Result<Directory, NetError> {
+        let bad = |m: String| NetError::Config(format!("host {}: {m}", self.host));
+        let dir = Directory::new(&self.deployment, &self.topology, &self.hosts).map_err(bad)?;
+        if dir.host(self.host).is_none() {
+            return Err(bad(format!("no such host: the cluster has {} host(s)", self.hosts.len())));
+        }
+        Ok(dir)
+    }
+}
+
+/// One process for a host to run, with its storage if it has any.
+pub struct HostedProcess<P: Protocol> {
+    pub process: Box<dyn Process<P>>,
+    /// Makes worker `i`'s storage, on that worker's thread; the process gets its own pool of
+    /// [`HostConfig::workers`] workers. `None`: the process keeps its data in memory and must not
+    /// ask for storage work.
+    pub storage: Option<StorageFactory<P::Job, P::JobResult>>,
+}
+
+impl<P: Protocol> HostedProcess<P> {
+    /// A process without storage.
+    pub fn new(process: impl Process<P> + 'static) -> HostedProcess<P> {
+        HostedProcess { process: Box::new(process), storage: None }
+    }
+
+    /// A process whose storage jobs run on storages made by `make` (called once per worker, on
+    /// the worker's own thread).
+    pub fn with_storage(process: impl Process<P> + 'static, make: impl Fn(usize) -> DynStorage<P> + Send + Sync + 'static) -> HostedProcess<P> {
+        HostedProcess { process: Box::new(process), storage: Some(Arc::new(make)) }
+    }
+}
+
+/// What a host did, for the harness to print, check or parse (it serializes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostReport {
+    pub host: HostId,
+    /// One per process, in id order.
+    pub processes: Vec<ProcessReport>,
+    /// Message frames read from peer hosts' connections.
+    pub peer_messages_in: u64,
+    /// Message frames queued on links to peer hosts.
+    pub peer_messages_out: u64,
+    /// Message frames for a process this host does not run: counted and dropped.
+    pub messages_misaddressed: u64,
+    /// Connections closed with an Error frame because they broke the protocol.
+    pub bad_connections: u64,
+    pub uptime: Duration,
+}
+
+impl HostReport {
+    /// The first failure any process of this host reported, with its process.
+    pub fn failure(&self) -> Option<(ProcessId, &str)> {
+        self.processes.iter().find_map(|p| p.failure.as_deref().map(|f| (p.id, f)))
+    }
+}
+
+/// What one process did and said.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessReport {
+    pub id: ProcessId,
+    /// The process's own counters ([`Process::counters`]), in its order.
+    pub counters: Vec<(String, u64)>,
+    /// Why it stopped serving: what [`Process::failure`] said, or what the host saw (a panic in
+    /// its handler or its storage, storage work asked of a process without storage).
+    pub failure: Option<String>,
+    pub traffic: ProcessTraffic,
+}
+
+/// The events a process got and the effects it had, as the host counted them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessTraffic {
+    /// Requests delivered to it (the counts of delivered events leave out those dropped because
+    /// it had halted).
+    pub requests: u64,
+    /// Messages delivered to it, from any process.
+    pub messages_in: u64,
+    /// Messages it sent to processes of this host (itself included): never on a socket.
+    pub messages_out_local: u64,
+    /// Messages it sent to processes of other hosts: frames on a peer link.
+    pub messages_out_remote: u64,
+    /// Messages to processes that are not deployed, or whose host link gave up.
+    pub messages_undeliverable: u64,
+    pub timers_fired: u64,
+    /// Pending timers that will not fire: cancelled, or set again (moved).
+    pub timers_cancelled: u64,
+    pub storage_jobs: u64,
+    pub storage_done: u64,
+    /// Storage jobs that did not complete: their storage panicked or never opened, or the
+    /// process has no storage.
+    pub storage_failed: u64,
+    pub replies: u64,
+    /// Replies to clients with no open connection (they disconnected).
+    pub replies_undeliverable: u64,
+    /// Events not delivered because the process had halted (its handler panicked).
+    pub events_dropped: u64,
+}
+
+/// Asks a running host (or anything else waiting on it) to stop. Cheap to clone; triggering is
+/// idempotent and may come from any thread.
+#[derive(Clone, Debug)]
+pub struct ShutdownHandle(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for ShutdownHandle {
+    fn default() -> Self {
+        ShutdownHandle::new()
+    }
+}
+
+impl ShutdownHandle {
+    pub fn new() -> ShutdownHandle {
+        ShutdownHandle(Arc::new(tokio::sync::watch::channel(false).0))
+    }
+
+    pub fn trigger(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub fn is_triggered(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    pub async fn wait(&self) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|stopped| *stopped).await;
+    }
+}
+
+/// Binds `cfg.listen` and runs the host until shutdown (see [`run_host_on`]).
+pub fn run_host<P: Protocol>(cfg: HostConfig, processes: Vec<HostedProcess<P>>, shutdown: ShutdownHandle) -> Result<HostReport, NetError> {
+    let listener = std::net::TcpListener::bind(cfg.listen).map_err(io_context(format!("bind {}", cfg.listen)))?;
+    run_host_on(listener, cfg, processes, shutdown)
+}
+
+/// Runs the host's processes on an already bound listener until `shutdown` is triggered or a
+/// Shutdown frame arrives, then returns what they did. Blocks the calling thread, which becomes
+/// the protocol loop (so processes need not be `Send`). `processes` must be exactly the ones the
+/// configuration gives this host, in any order; each is started once, in id order, before any
+/// event.
+///
+/// Taking a bound listener is what makes readiness race-free: connections to it queue in the
+/// kernel from the moment it is bound, so a parent may announce (or a test may hand out) its
+/// address before this function is even called.
+pub fn run_host_on<P: Protocol>(
+    listener: std::net::TcpListener,
+    cfg: HostConfig,
+    mut processes: Vec<HostedProcess<P>>,
+    shutdown: ShutdownHandle,
+) -> Result<HostReport, NetError> {
+    let dir = cfg.directory()?;
+    processes.sort_by_key(|p| p.process.id());
+    let given: Vec<ProcessId> = processes.iter().map(|p| p.process.id()).collect();
+    if given != cfg.processes() {
+        return Err(NetError::Config(format!(
+            "host {} runs processes {} but was handed {}",
+            cfg.host,
+            list(cfg.processes()),
+            list(&given)
+        )));
+    }
+    run::run(listener, cfg, Arc::new(dir), processes, shutdown)
+}

@@ -1,0 +1,446 @@
+//! The protocol loop: the host's processes, their inputs in order, their effects applied.
+
+use super::inbound::{accept_loop, peer_link, Inbound};
+use super::{HostConfig, HostReport, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
+use crate::agenda::Agenda;
+use crate::conn::{OutTx, Outlet};
+use crate::error::{io_context, NetError};
+use crate::frame::{encode_frame, Frame, HostId, Never};
+use crate::layout::{Directory, Place};
+use crate::wan::{Pacer, WanEmulator};
+use crate::workers::{panic_text, JobFailed, WorkerPool};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use ensemble_core::{ClientId, Effect, Event, Process, ProcessId, Protocol, Reply, Request, Time, TimerId, WorkId};
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Identifies an inbound connection for the protocol loop.
+pub(super) type ConnId = u64;
+
+/// Everything the protocol loop reacts to but timers, on one channel so that their order is the
+/// order the processes see.
+pub(super) enum Input<P: Protocol> {
+    /// A message from a process of another host, read off a peer host's connection.
+    Peer { from: ProcessId, to: ProcessId, msg: P::Msg },
+    /// A message between processes of this host (or from a process to itself).
+    Local { from: ProcessId, to: ProcessId, msg: P::Msg },
+    /// A client said hello on connection `conn`; replies to it go to `out`.
+    ClientHello { conn: ConnId, client: ClientId, site: usize, out: OutTx },
+    ClientRequest { conn: ConnId, to: ProcessId, request: Request },
+    ClientGone { conn: ConnId },
+    /// Storage work of the process in `slot` finished.
+    StorageDone { slot: usize, work: WorkId, result: Result<P::JobResult, JobFailed> },
+    BadConnection,
+    Shutdown,
+}
+
+/// What the agenda holds.
+enum Due<P: Protocol> {
+    Timer { slot: usize, id: TimerId },
+    /// A message between processes of this host on different machines, held back by its
+    /// emulated delay.
+    Delivery { from: ProcessId, slot: usize, msg: P::Msg },
+}
+
+/// One hosted process and what the host knows of it.
+struct Slot<P: Protocol> {
+    id: ProcessId,
+    place: Place,
+    process: Box<dyn Process<P>>,
+    pool: Option<WorkerPool<P::Job>>,
+    traffic: ProcessTraffic,
+    /// The first thing that went wrong as the host saw it.
+    trouble: Option<String>,
+    /// Its handler panicked: it gets no more events.
+    halted: bool,
+}
+
+/// A client connection: its writer and its client's site.
+struct ClientConn {
+    outlet: Outlet,
+    site: usize,
+}
+
+pub(super) fn run<P: Protocol>(
+    listener: std::net::TcpListener,
+    cfg: HostConfig,
+    dir: Arc<Directory>,
+    processes: Vec<HostedProcess<P>>,
+    shutdown: ShutdownHandle,
+) -> Result<HostReport, NetError> {
+    let started = Instant::now();
+    let me = cfg.host;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(format!("ensemble-net-{me}"))
+        .enable_all()
+        .build()
+        .map_err(io_context("start the tokio runtime"))?;
+    let (tx, rx) = crossbeam_channel::unbounded::<Input<P>>();
+
+    listener.set_nonblocking(true).map_err(io_context("make the listener non-blocking"))?;
+    let listener = {
+        let _guard = runtime.enter();
+        tokio::net::TcpListener::from_std(listener).map_err(io_context("register the listener"))?
+    };
+    let inbound = Arc::new(Inbound { me, dir: dir.clone(), inputs: tx.clone(), next_conn: AtomicU64::new(0) });
+    runtime.spawn(accept_loop(listener, inbound));
+
+    let mine = dir.host(me).expect("checked by the configuration").processes.clone();
+    let mut peers = Vec::new();
+    for (h, host) in dir.hosts().iter().enumerate() {
+        let peer = HostId(h as u32);
+        if peer == me {
+            peers.push(None);
+            continue;
+        }
+        let (out_tx, out_rx) = mpsc::unbounded_channel();
+        runtime.spawn(peer_link(me, mine.clone(), peer, host.addr, out_rx, cfg.connect_timeout));
+        peers.push(Some(Outlet::new(out_tx)));
+    }
+
+    let stop_tx = tx.clone();
+    runtime.spawn(async move {
+        shutdown.wait().await;
+        let _ = stop_tx.send(Input::Shutdown);
+    });
+
+    let mut local = vec![None; cfg.deployment.len()];
+    let mut slots = Vec::new();
+    for (index, hosted) in processes.into_iter().enumerate() {
+        let id = hosted.process.id();
+        local[id.0 as usize] = Some(index);
+        let pool = match hosted.storage {
+            None => None,
+            Some(make) => {
+                let done_tx = tx.clone();
+                let done = move |work, result| {
+                    let _ = done_tx.send(Input::StorageDone { slot: index, work, result });
+                };
+                let name = format!("ensemble-storage-{id}");
+                Some(WorkerPool::start(&name, cfg.workers, make, done).map_err(io_context(format!("start {id}'s storage workers")))?)
+            }
+        };
+        let place = dir.place(id).expect("checked by the configuration");
+        slots.push(Slot { id, place, process: hosted.process, pool, traffic: ProcessTraffic::default(), trouble: None, halted: false });
+    }
+
+    let mut host = HostLoop {
+        me,
+        started,
+        dir,
+        slots,
+        local,
+        peers,
+        conns: HashMap::new(),
+        clients: HashMap::new(),
+        agenda: Agenda::new(),
+        pacers: HashMap::new(),
+        wan: cfg.emulate_wan.then(|| WanEmulator::new(cfg.topology.clone(), cfg.seed)),
+        inputs: tx,
+        effects: Vec::new(),
+        report: HostReport {
+            host: me,
+            processes: Vec::new(),
+            peer_messages_in: 0,
+            peer_messages_out: 0,
+            messages_misaddressed: 0,
+            bad_connections: 0,
+            uptime: Duration::ZERO,
+        },
+    };
+    host.run(rx);
+    let report = host.finish();
+    // Dropping the loop joins the storage workers (after the jobs already queued).
+    drop(host);
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    Ok(report)
+}
+
+/// The protocol loop's state: the processes and their view of the world outside.
+struct HostLoop<P: Protocol> {
+    me: HostId,
+    started: Instant,
+    dir: Arc<Directory>,
+    slots: Vec<Slot<P>>,
+    /// Process id → its slot, for the processes of this host.
+    local: Vec<Option<usize>>,
+    /// Links to the other hosts, by host index.
+    peers: Vec<Option<Outlet>>,
+    conns: HashMap<ConnId, ClientConn>,
+    /// Replies go to the connection the client's latest request came on.
+    clients: HashMap<ClientId, ConnId>,
+    /// Timers, keyed by (slot, id), and emulated-delay deliveries between this host's machines.
+    agenda: Agenda<(usize, TimerId), Due<P>>,
+    /// Keeps each pair of processes FIFO under emulated delays inside the host.
+    pacers: HashMap<(ProcessId, ProcessId), Pacer>,
+    wan: Option<WanEmulator>,
+    /// For messages between this host's processes.
+    inputs: Sender<Input<P>>,
+    /// Reused for every handler's effects.
+    effects: Vec<Effect<P>>,
+    report: HostReport,
+}
+
+impl<P: Protocol> HostLoop<P> {
+    fn now(&self) -> Time {
+        Time::from_duration(self.started.elapsed())
+    }
+
+    fn run(&mut self, rx: Receiver<Input<P>>) {
+        for slot in 0..self.slots.len() {
+            self.handle(slot, None);
+        }
+        loop {
+            self.fire_due();
+            let input = match self.agenda.next_due() {
+                Some(due) => match rx.recv_deadline(due) {
+                    Ok(input) => input,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                },
+                None => match rx.recv() {
+                    Ok(input) => input,
+                    Err(_) => break,
+                },
+            };
+            match input {
+                Input::Peer { from, to, msg } => {
+                    self.report.peer_messages_in += 1;
+                    match self.slot_of(to) {
+                        Some(slot) => self.handle(slot, Some(Event::Message { from, msg })),
+                        None => self.misaddressed(from, to),
+                    }
+                }
+                Input::Local { from, to, msg } => {
+                    let slot = self.slot_of(to).expect("local messages are only sent to local processes");
+                    self.handle(slot, Some(Event::Message { from, msg }));
+                }
+                Input::ClientHello { conn, client, site, out } => {
+                    self.conns.insert(conn, ClientConn { outlet: Outlet::new(out), site });
+                    self.clients.insert(client, conn);
+                }
+                Input::ClientRequest { conn, to, request } => {
+                    // The connection's reader checked that `to` runs here.
+                    let Some(slot) = self.slot_of(to) else { continue };
+                    self.clients.insert(request.client, conn);
+                    self.handle(slot, Some(Event::Request(request)));
+                }
+                Input::ClientGone { conn } => {
+                    self.conns.remove(&conn);
+                    self.clients.retain(|_, c| *c != conn);
+                }
+                Input::StorageDone { slot, work, result } => match result {
+                    Ok(result) => self.handle(slot, Some(Event::StorageDone { work, result })),
+                    Err(JobFailed(why)) => {
+                        self.slots[slot].traffic.storage_failed += 1;
+                        self.trouble(slot, why);
+                    }
+                },
+                Input::BadConnection => self.report.bad_connections += 1,
+                Input::Shutdown => break,
+            }
+        }
+    }
+
+    /// Fires what was due when the round began. One at a time, because a handler may cancel a
+    /// timer that is due too; and no more than was pending, so a handler that keeps setting
+    /// zero-delay timers cannot starve the input channel.
+    fn fire_due(&mut self) {
+        let now = Instant::now();
+        let mut budget = self.agenda.len();
+        while budget > 0 {
+            let Some(due) = self.agenda.pop_due(now) else { return };
+            budget -= 1;
+            match due {
+                Due::Timer { slot, id } => self.handle(slot, Some(Event::Timer(id))),
+                Due::Delivery { from, slot, msg } => self.handle(slot, Some(Event::Message { from, msg })),
+            }
+        }
+    }
+
+    fn slot_of(&self, p: ProcessId) -> Option<usize> {
+        self.local.get(p.0 as usize).copied().flatten()
+    }
+
+    /// Records what went wrong with a process, as the host saw it; the first such thing is
+    /// reported as its failure.
+    fn trouble(&mut self, slot: usize, what: String) {
+        eprintln!("[ensemble-net {}] {what}", self.me);
+        self.slots[slot].trouble.get_or_insert(what);
+    }
+
+    fn misaddressed(&mut self, from: ProcessId, to: ProcessId) {
+        self.report.messages_misaddressed += 1;
+        let n = self.report.messages_misaddressed;
+        // Logged at the 1st, 2nd, 4th, 8th… so that a misconfigured peer cannot flood the log.
+        if n.is_power_of_two() {
+            eprintln!("[ensemble-net {}] message from {from} to {to} dropped: {to} does not run here ({n} so far)", self.me);
+        }
+    }
+
+    /// Runs the process in `slot` on `event` (or starts it, for `None`) and applies its effects.
+    fn handle(&mut self, slot: usize, event: Option<Event<P>>) {
+        let now = self.now();
+        let s = &mut self.slots[slot];
+        let t = &mut s.traffic;
+        if s.halted {
+            t.events_dropped += 1;
+            return;
+        }
+        match &event {
+            None => {}
+            Some(Event::Request(_)) => t.requests += 1,
+            Some(Event::Message { .. }) => t.messages_in += 1,
+            Some(Event::Timer(_)) => t.timers_fired += 1,
+            Some(Event::StorageDone { .. }) => t.storage_done += 1,
+        }
+        let mut out = std::mem::take(&mut self.effects);
+        let ran = catch_unwind(AssertUnwindSafe(|| match event {
+            None => s.process.start(now, &mut out),
+            Some(event) => s.process.on_event(now, event, &mut out),
+        }));
+        if let Err(payload) = ran {
+            out.clear();
+            s.halted = true;
+            let what = format!("{} panicked and was halted: {}", s.id, panic_text(&*payload));
+            self.trouble(slot, what);
+        }
+        self.apply(slot, &mut out);
+        self.effects = out;
+    }
+
+    fn apply(&mut self, slot: usize, effects: &mut Vec<Effect<P>>) {
+        for effect in effects.drain(..) {
+            match effect {
+                Effect::Send { to, msg } => self.send(slot, to, msg),
+                Effect::Reply { to, reply } => self.reply(slot, to, reply),
+                Effect::Storage { work, job, cost: _ } => {
+                    let s = &mut self.slots[slot];
+                    s.traffic.storage_jobs += 1;
+                    let what = match &s.pool {
+                        None => format!("{} asked for storage work ({work:?}) but has no storage", s.id),
+                        Some(pool) if pool.submit(work, job) => continue,
+                        Some(_) => format!("{}'s storage job {work:?} dropped: no workers left", s.id),
+                    };
+                    s.traffic.storage_failed += 1;
+                    self.trouble(slot, what);
+                }
+                Effect::SetTimer { id, after } => {
+                    if self.agenda.schedule(Instant::now() + after, Some((slot, id)), Due::Timer { slot, id }) {
+                        self.slots[slot].traffic.timers_cancelled += 1;
+                    }
+                }
+                Effect::CancelTimer { id } => {
+                    if self.agenda.cancel(&(slot, id)) {
+                        self.slots[slot].traffic.timers_cancelled += 1;
+                    }
+                }
+                Effect::Charge(_) => {}
+            }
+        }
+    }
+
+    /// The delay to emulate between two places, if any: none on one machine (see the module
+    /// documentation), none without WAN emulation.
+    fn emulated_delay(&mut self, from: Place, to: Place, bytes: usize) -> Option<Duration> {
+        if from.machine == to.machine {
+            return None;
+        }
+        self.wan.as_mut().map(|w| w.delay(from.site, to.site, bytes))
+    }
+
+    fn send(&mut self, slot: usize, to: ProcessId, msg: P::Msg) {
+        let (from, from_place) = (self.slots[slot].id, self.slots[slot].place);
+        let Some(to_place) = self.dir.place(to) else {
+            self.slots[slot].traffic.messages_undeliverable += 1;
+            eprintln!("[ensemble-net {}] message from {from} to {to} dropped: {to} is not deployed", self.me);
+            return;
+        };
+        if to_place.host == self.me {
+            self.slots[slot].traffic.messages_out_local += 1;
+            if from_place.machine == to_place.machine || self.wan.is_none() {
+                let _ = self.inputs.send(Input::Local { from, to, msg });
+                return;
+            }
+            // Different machines of this host under WAN emulation: the agenda holds it back.
+            let bytes = postcard::serialize_with_flavor(&msg, postcard::ser_flavors::Size::default()).unwrap_or(0);
+            let delay = self.emulated_delay(from_place, to_place, bytes).unwrap_or_default();
+            let due = self.pacers.entry((from, to)).or_default().due(Instant::now(), delay);
+            let to_slot = self.slot_of(to).expect("a process of this host has a slot");
+            self.agenda.schedule(due, None, Due::Delivery { from, slot: to_slot, msg });
+            return;
+        }
+        self.slots[slot].traffic.messages_out_remote += 1;
+        let bytes = match encode_frame::<P::Msg, Never>(&Frame::Message { from, to, msg }) {
+            Ok(b) => b,
+            Err(e) => {
+                self.slots[slot].traffic.messages_undeliverable += 1;
+                eprintln!("[ensemble-net {}] message from {from} to {to} dropped: {e}", self.me);
+                return;
+            }
+        };
+        let delay = self.emulated_delay(from_place, to_place, bytes.len());
+        let link = self.peers.get_mut(to_place.host.index()).and_then(Option::as_mut);
+        if link.is_some_and(|l| l.send(bytes, delay)) {
+            self.report.peer_messages_out += 1;
+        } else {
+            self.slots[slot].traffic.messages_undeliverable += 1;
+            eprintln!("[ensemble-net {}] message from {from} to {to} dropped: the link to {} gave up", self.me, to_place.host);
+        }
+    }
+
+    fn reply(&mut self, slot: usize, to: ClientId, reply: Reply<P::Evidence>) {
+        let s = &mut self.slots[slot];
+        s.traffic.replies += 1;
+        let bytes = match encode_frame::<Never, P::Evidence>(&Frame::Reply { from: s.id, reply }) {
+            Ok(b) => b,
+            Err(e) => {
+                s.traffic.replies_undeliverable += 1;
+                eprintln!("[ensemble-net {}] reply of {} to {to} dropped: {e}", self.me, s.id);
+                return;
+            }
+        };
+        let site = s.place.site;
+        let conn = self.clients.get(&to).and_then(|c| self.conns.get_mut(c));
+        let sent = conn.is_some_and(|c| {
+            let delay = self.wan.as_mut().map(|w| w.delay(site, c.site, bytes.len()));
+            c.outlet.send(bytes, delay)
+        });
+        if !sent {
+            let s = &mut self.slots[slot];
+            s.traffic.replies_undeliverable += 1;
+            eprintln!("[ensemble-net {}] reply of {} to {to} dropped: the client is not connected", self.me, s.id);
+        }
+    }
+
+    /// The report, with each process's counters and failure.
+    fn finish(&mut self) -> HostReport {
+        let mut report = self.report.clone();
+        report.uptime = self.started.elapsed();
+        report.processes = self
+            .slots
+            .iter()
+            .map(|s| {
+                // A halted process may be in any state; asking it must not lose the report.
+                let counters = catch_unwind(AssertUnwindSafe(|| s.process.counters())).unwrap_or_default();
+                let said = catch_unwind(AssertUnwindSafe(|| s.process.failure())).unwrap_or_else(|p| Some(format!("failure() panicked: {}", panic_text(&*p))));
+                let failure = match (said, &s.trouble) {
+                    (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                    (a, b) => a.or_else(|| b.clone()),
+                };
+                ProcessReport {
+                    id: s.id,
+                    counters: counters.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                    failure,
+                    traffic: s.traffic.clone(),
+                }
+            })
+            .collect();
+        report
+    }
+}
