@@ -5,8 +5,8 @@ use ensemble_app::apps::rubis::data::{self, Cardinalities, DATA_NOW, MINT_BASE};
 use ensemble_app::apps::rubis::mix::{Interaction, Next, RubisMix, INTERACTIONS, OUTCOMES};
 use ensemble_app::apps::rubis::txns::{item_col, DAY};
 use ensemble_app::apps::rubis::{self, RubisWorkload};
-use ensemble_app::{Application, ClientCtx, DataConfig, Workload};
-use ensemble_core::{ClientId, InstanceId, Outcome, Request, Value};
+use ensemble_app::{Application, ClientCtx, DataConfig, InstanceId, Workload};
+use ensemble_core::{ClientId, Outcome, Request, Value};
 use ensemble_sqlite::SqliteStorage;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -323,7 +323,7 @@ fn the_emulator_follows_the_bidding_mix_and_is_never_refused() {
             workloads[c].observe(&req.txn, &outcome);
             let e = per_txn.entry(req.txn.clone()).or_default();
             e.0 += 1;
-            e.1 += matches!(outcome, Outcome::Aborted(_)) as u64;
+            e.1 += matches!(outcome, Outcome::Aborted { .. }) as u64;
             let t = app.txn(&req.txn).unwrap();
             let home = |v: &Value| int(v).rem_euclid(instances as i64) == ctx.home.0 as i64;
             // The logged-in user and every minted id route home.

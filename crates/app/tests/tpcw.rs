@@ -2,8 +2,8 @@
 //! emulated browser (no refused requests, the Shopping Mix's frequencies, the write-share knob).
 
 use ensemble_app::apps::tpcw::{self, Cardinalities, TpcwWorkload, INTERACTIONS, SPEC_SHOPPING_FREQUENCIES, WRITING_TRANSACTIONS};
-use ensemble_app::{Application, ClientCtx, DataConfig, Workload};
-use ensemble_core::{ClientId, InstanceId, Outcome, Request, Rows, Value};
+use ensemble_app::{Application, ClientCtx, DataConfig, InstanceId, Workload};
+use ensemble_core::{ClientId, Outcome, Request, Rows, Value};
 use ensemble_sqlite::SqliteStorage;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -560,7 +560,7 @@ fn emulator_follows_the_shopping_mix_without_refusals_or_aborts() {
     let s = fresh();
     let mut w = TpcwWorkload::new(1);
     let log = emulate(&s, &mut w, &CTX, 5, 20_000);
-    let aborts: Vec<&(Request, Outcome)> = log.iter().filter(|(_, o)| matches!(o, Outcome::Aborted(_))).collect();
+    let aborts: Vec<&(Request, Outcome)> = log.iter().filter(|(_, o)| matches!(o, Outcome::Aborted { .. })).collect();
     assert!(aborts.is_empty(), "{} aborts, first {:?}", aborts.len(), aborts.first());
 
     let counts = w.interaction_counts();

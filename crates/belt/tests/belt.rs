@@ -1,8 +1,9 @@
 //! The Conveyor Belt driven step by step: every effect is carried out at once, in order, so each
 //! test reads as a sequence of protocol steps.
 
-use ensemble_app::{apps::shop, DataConfig, PartitionPlan, PlanClass, TablePlacement, TxnPlan};
+use ensemble_app::{apps::shop, DataConfig, InstanceId, OpClass, PartitionPlan, PlanClass, Position, TablePlacement, TxnPlan};
 use ensemble_belt::*;
+use ensemble_core::topology::Cpu;
 use ensemble_core::*;
 use ensemble_sqlite::SqliteStorage;
 use std::collections::VecDeque;
@@ -43,8 +44,8 @@ struct Ring {
     nodes: Vec<ConveyorBelt>,
     dbs: Vec<SqliteStorage>,
     /// Messages in flight, delivered only when a test says so.
-    wire: VecDeque<(InstanceId, InstanceId, Message)>,
-    replies: Vec<Reply>,
+    wire: VecDeque<(ProcessId, ProcessId, Message)>,
+    replies: Vec<Reply<BeltEvidence>>,
 }
 
 impl Ring {
@@ -53,7 +54,7 @@ impl Ring {
         let plan = Arc::new(shop_plan());
         plan.validate(&app).unwrap();
         let data = (app.generate)(DataConfig { scale: 1, seed: 1 });
-        let cfg = BeltConfig { instances: n, global_execution: mode, idle_pause: Duration::ZERO };
+        let cfg = BeltConfig { instances: n, global_execution: mode, idle_pause: Duration::ZERO, costs: Cpu::default() };
         let mut ring = Ring { nodes: vec![], dbs: vec![], wire: VecDeque::new(), replies: vec![] };
         for i in 0..n {
             let db = SqliteStorage::open_in_memory(app.clone(), InstanceId(i)).unwrap();
@@ -70,18 +71,19 @@ impl Ring {
         ring
     }
 
-    fn effects(&mut self, at: usize, mut out: Vec<NodeEffect<Message>>) {
+    fn effects(&mut self, at: usize, mut out: Vec<Effect<Belt>>) {
         while let Some(e) = (!out.is_empty()).then(|| out.remove(0)) {
             match e {
-                NodeEffect::Send { to, msg } => self.wire.push_back((InstanceId(at as u32), to, msg)),
-                NodeEffect::Reply { reply, .. } => self.replies.push(reply),
-                NodeEffect::Storage { work, job } => {
+                Effect::Send { to, msg } => self.wire.push_back((ProcessId(at as u32), to, msg)),
+                Effect::Reply { reply, .. } => self.replies.push(reply),
+                Effect::Storage { work, job, .. } => {
                     let result = self.dbs[at].run(&job);
                     let mut more = vec![];
-                    self.nodes[at].on_event(Time::ZERO, NodeEvent::StorageDone { work, result }, &mut more);
+                    self.nodes[at].on_event(Time::ZERO, Event::StorageDone { work, result }, &mut more);
                     out.extend(more);
                 }
-                NodeEffect::SetTimer { .. } => panic!("no timers with a zero idle pause"),
+                Effect::SetTimer { .. } | Effect::CancelTimer { .. } => panic!("no timers with a zero idle pause"),
+                Effect::Charge(_) => {}
             }
         }
     }
@@ -89,20 +91,20 @@ impl Ring {
     fn request(&mut self, at: u32, seq: u64, txn: &str, params: Vec<Value>) {
         let mut out = vec![];
         let r = Request { client: ClientId(at as u64), seq, txn: txn.into(), params };
-        self.nodes[at as usize].on_event(Time::ZERO, NodeEvent::Request(r), &mut out);
+        self.nodes[at as usize].on_event(Time::ZERO, Event::Request(r), &mut out);
         self.effects(at as usize, out);
     }
 
     /// Delivers the next message on the wire.
-    fn deliver(&mut self) -> InstanceId {
+    fn deliver(&mut self) -> ProcessId {
         let (from, to, msg) = self.wire.pop_front().expect("a message in flight");
         let mut out = vec![];
-        self.nodes[to.0 as usize].on_event(Time::ZERO, NodeEvent::Message { from, msg }, &mut out);
+        self.nodes[to.0 as usize].on_event(Time::ZERO, Event::Message { from, msg }, &mut out);
         self.effects(to.0 as usize, out);
         to
     }
 
-    fn reply(&self, seq: u64) -> Option<&ReplyBody> {
+    fn reply(&self, seq: u64) -> Option<&ReplyBody<BeltEvidence>> {
         self.replies.iter().find(|r| r.seq == seq).map(|r| &r.body)
     }
 }
@@ -112,9 +114,9 @@ fn local_requests_reply_at_once_and_wrong_instance_gets_map() {
     let mut ring = Ring::new(3, GlobalExecution::Parallel);
     // Cart 4 routes to instance 1 (4 mod 3).
     ring.request(1, 1, "create_cart", vec![Value::Int(4)]);
-    assert!(matches!(ring.reply(1), Some(ReplyBody::Done { class: OpClass::Local, instance: InstanceId(1), .. })));
+    assert!(matches!(ring.reply(1), Some(ReplyBody::Done(Done { evidence: BeltEvidence { class: OpClass::Local, instance: InstanceId(1), .. }, .. }))));
     ring.request(0, 2, "add_item", vec![Value::Int(4), Value::Int(1), Value::Int(1)]);
-    assert_eq!(ring.reply(2), Some(&ReplyBody::Map { instance: InstanceId(1) }));
+    assert_eq!(ring.reply(2), Some(&ReplyBody::Redirect { to: InstanceId(1).process() }));
     ring.request(2, 3, "nope", vec![]);
     assert!(matches!(ring.reply(3), Some(ReplyBody::Error(RequestError::UnknownTransaction { .. }))));
 }
@@ -130,12 +132,15 @@ fn order_flow(mode: GlobalExecution) -> Ring {
         assert_eq!(ring.reply(20 + seq), None, "a global request waits for the token");
     }
     assert_eq!(ring.nodes[0].queued(), 2);
-    assert_eq!(ring.deliver(), InstanceId(1));
-    assert_eq!(ring.deliver(), InstanceId(2));
-    assert_eq!(ring.deliver(), InstanceId(0)); // the token is back: 0 runs both orders
+    assert_eq!(ring.deliver(), InstanceId(1).process());
+    assert_eq!(ring.deliver(), InstanceId(2).process());
+    assert_eq!(ring.deliver(), InstanceId(0).process()); // the token is back: 0 runs both orders
     for (seq, want) in [(21, 1), (22, 2)] {
         match ring.reply(seq) {
-            Some(ReplyBody::Done { class: OpClass::Global, position: Position::Global { seq }, outcome: Outcome::Committed(_), .. }) => {
+            Some(ReplyBody::Done(Done {
+                outcome: Outcome::Committed(_),
+                evidence: BeltEvidence { class: OpClass::Global, position: Position::Global { seq }, .. },
+            })) => {
                 assert!(*seq == want || mode == GlobalExecution::Parallel)
             }
             other => panic!("{other:?}"),
@@ -182,6 +187,6 @@ fn ring_of_one_runs_globals_without_a_network() {
     ring.request(0, 1, "create_cart", vec![Value::Int(5)]);
     ring.request(0, 2, "add_item", vec![Value::Int(5), Value::Int(1), Value::Int(1)]);
     ring.request(0, 3, "order", vec![Value::Int(5)]);
-    assert!(matches!(ring.reply(3), Some(ReplyBody::Done { position: Position::Global { seq: 1 }, .. })));
+    assert!(matches!(ring.reply(3), Some(ReplyBody::Done(Done { evidence: BeltEvidence { position: Position::Global { seq: 1 }, .. }, .. }))));
     assert!(ring.wire.is_empty());
 }

@@ -2,11 +2,13 @@
 //! requests get errors naming what was wrong, and the node keeps serving without losing anything.
 
 use bytes::BytesMut;
+use ensemble_app::InstanceId;
+use ensemble_belt::BeltEvidence;
 use ensemble_bench::{Experiment, Runtime, System};
 use ensemble_core::topology::Topology;
 use ensemble_core::*;
 use ensemble_net::cluster::{send_shutdown, wait_for_ready_line};
-use ensemble_net::frame::{encode_frame, FrameCodec, NoMsg};
+use ensemble_net::frame::{encode_frame, FrameCodec, Never};
 use ensemble_net::{ClusterSpec, Frame, Hello};
 use ensemble_sqlite::SqliteStorage;
 use std::io::{BufReader, Read, Write};
@@ -18,7 +20,7 @@ use tokio_util::codec::Decoder;
 struct Conn {
     stream: TcpStream,
     buf: BytesMut,
-    codec: FrameCodec<NoMsg>,
+    codec: FrameCodec<Never, BeltEvidence>,
 }
 
 impl Conn {
@@ -27,11 +29,11 @@ impl Conn {
         stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         Conn { stream, buf: BytesMut::new(), codec: FrameCodec::new() }
     }
-    fn send(&mut self, f: Frame<NoMsg>) {
+    fn send(&mut self, f: Frame<Never, BeltEvidence>) {
         self.stream.write_all(&encode_frame(&f).unwrap()).unwrap();
     }
     /// The next frame, or `None` when the node closed the connection.
-    fn next(&mut self) -> Option<Frame<NoMsg>> {
+    fn next(&mut self) -> Option<Frame<Never, BeltEvidence>> {
         loop {
             if let Some(f) = self.codec.decode(&mut self.buf).unwrap() {
                 return Some(f);
@@ -44,10 +46,10 @@ impl Conn {
             self.buf.extend_from_slice(&chunk[..n]);
         }
     }
-    fn call(&mut self, seq: u64, txn: &str, params: Vec<Value>) -> ReplyBody {
-        self.send(Frame::Request(Request { client: ClientId(9), seq, txn: txn.into(), params }));
+    fn call(&mut self, seq: u64, txn: &str, params: Vec<Value>) -> ReplyBody<BeltEvidence> {
+        self.send(Frame::Request { to: ProcessId(0), request: Request { client: ClientId(9), seq, txn: txn.into(), params } });
         match self.next() {
-            Some(Frame::Reply(r)) => {
+            Some(Frame::Reply { reply: r, .. }) => {
                 assert_eq!(r.seq, seq);
                 r.body
             }
@@ -56,14 +58,16 @@ impl Conn {
     }
 }
 
-/// `ensemble node` for instance 0 of a one-instance cluster running `exp`, its files in `dir`.
-fn node_command(dir: &std::path::Path, exp: &Experiment) -> Command {
+/// `ensemble node` for host 0 (instance 0) of a one-instance cluster running `exp`, its files in
+/// `dir`.
+fn node_command(dir: &std::path::Path, exp: &Experiment, instances: usize) -> Command {
     let exp_path = dir.join("experiment.json");
     std::fs::write(&exp_path, serde_json::to_string(exp).unwrap()).unwrap();
     let cluster_path = dir.join("cluster.toml");
-    ClusterSpec::local(1, None, false).unwrap().save(&cluster_path).unwrap();
+    let deployment = Deployment::one_per_machine(&vec![0; instances], exp.topology.cpu.cores, "instance");
+    ClusterSpec::local(deployment, exp.topology.clone(), false).unwrap().save(&cluster_path).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ensemble"));
-    cmd.args(["node", "--instance", "0"]).arg("--experiment").arg(exp_path).arg("--cluster").arg(cluster_path).arg("--db").arg(dir.join("i0.db"));
+    cmd.args(["node", "--host", "0"]).arg("--experiment").arg(exp_path).arg("--cluster").arg(cluster_path).arg("--dir").arg(dir);
     cmd
 }
 
@@ -73,13 +77,13 @@ fn a_node_refuses_bad_frames_and_requests_and_keeps_serving() {
     let mut exp = Experiment::new("shop", System::Centralized, 1, Topology::lan()).unwrap();
     exp.runtime = Runtime::Real;
     let db = dir.path().join("i0.db");
-    let mut child = node_command(dir.path(), &exp).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child = node_command(dir.path(), &exp, 1).stdout(Stdio::piped()).spawn().unwrap();
     let (_, addr) = wait_for_ready_line(BufReader::new(child.stdout.take().unwrap())).unwrap();
 
     // A well-behaved client, connected first and kept open throughout.
     let mut good = Conn::open(addr);
     good.send(Frame::Hello(Hello::Client { client: ClientId(9), site: 0 }));
-    assert!(matches!(good.call(1, "create_cart", vec![Value::Int(5)]), ReplyBody::Done { .. }));
+    assert!(matches!(good.call(1, "create_cart", vec![Value::Int(5)]), ReplyBody::Done(_)));
 
     // Garbage on another connection: a header claiming protocol version 7.
     let mut bad = Conn::open(addr);
@@ -92,7 +96,7 @@ fn a_node_refuses_bad_frames_and_requests_and_keeps_serving() {
 
     // A truncated frame, then the connection ends.
     let mut cut = Conn::open(addr);
-    cut.stream.write_all(&[0, 0, 0, 50, 1, 2, 1, 2, 3]).unwrap();
+    cut.stream.write_all(&[0, 0, 0, 50, ensemble_net::frame::PROTOCOL_VERSION, 2, 1, 2, 3]).unwrap();
     cut.stream.shutdown(std::net::Shutdown::Write).unwrap();
     match cut.next() {
         Some(Frame::Error(m)) => assert!(m.contains("truncated"), "{m}"),
@@ -114,9 +118,9 @@ fn a_node_refuses_bad_frames_and_requests_and_keeps_serving() {
         other => panic!("{other:?}"),
     }
     // And the node still serves.
-    assert!(matches!(good.call(5, "add_item", vec![Value::Int(5), Value::Int(2), Value::Int(1)]), ReplyBody::Done { .. }));
+    assert!(matches!(good.call(5, "add_item", vec![Value::Int(5), Value::Int(2), Value::Int(1)]), ReplyBody::Done(_)));
     match good.call(6, "order", vec![Value::Int(5)]) {
-        ReplyBody::Done { outcome: Outcome::Committed(_), .. } => {}
+        ReplyBody::Done(Done { outcome: Outcome::Committed(_), .. }) => {}
         other => panic!("{other:?}"),
     }
 
@@ -134,7 +138,7 @@ fn a_node_refuses_a_plan_that_does_not_match_the_application() {
     let dir = tempfile::tempdir().unwrap();
     let mut exp = Experiment::new("shop", System::Ensemble, 1, Topology::lan()).unwrap();
     exp.plan.fingerprint = "0000000000000000".into();
-    let out = node_command(dir.path(), &exp).output().unwrap();
+    let out = node_command(dir.path(), &exp, 1).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("fingerprint 0000000000000000 is not the application's"), "{err}");
@@ -201,4 +205,59 @@ fn analyze_writes_a_plan_that_bench_accepts() {
     let bad = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["analyze", "nope"]).output().unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown application `nope`"));
+}
+
+/// The primary-backup toy plugs in through its harness alone: the same `bench` runs it in the
+/// simulator and as real processes, checks each run with the dependency-graph checker, and
+/// writes a history that `ensemble check` reads back.
+#[test]
+fn a_toy_protocol_runs_simulated_and_real_through_the_one_harness() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history.json");
+    for real in [false, true] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ensemble"));
+        cmd.args(["bench", "kv", "--system", "primary-backup", "--topology", "lan", "--instances", "3", "--clients", "4"])
+            .args(["--warmup", "0.5", "--measure", "2", "--quiet", "--out"])
+            .arg(dir.path());
+        if real {
+            cmd.arg("--real");
+        } else {
+            cmd.arg("--history").arg(&history);
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        let label = if real { "kv-primary-backup-3-real" } else { "kv-primary-backup-3" };
+        assert!(stdout.contains(&format!("{label}: primary-backup:")), "{stdout}");
+        assert!(stdout.contains("SER: serializable"), "{stdout}");
+        assert!(stdout.contains("update mean"), "the toy's own latency class is a column: {stdout}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["check", "--criterion", "ser,rc"]).arg(&history).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("SER: serializable") && stdout.contains("RC:"), "{stdout}");
+
+    // A history with a lost update: RC accepts it, SER does not, and the command says so.
+    let lost = dir.path().join("lost.json");
+    std::fs::write(
+        &lost,
+        r#"{"transactions": [
+            {"id": 1, "committed": true, "reads": [{"key": "x", "writer": null}], "writes": [{"key": "x", "value": "1"}]},
+            {"id": 2, "committed": true, "reads": [{"key": "x", "writer": null}], "writes": [{"key": "x", "value": "2"}]}],
+          "installs": [{"replica": "r0", "key": "x", "order": [1, 2]}]}"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["check", "--criterion", "rc"]).arg(&lost).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["check"]).arg(&lost).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NOT serializable"), "{}", String::from_utf8_lossy(&out.stdout));
+    // Bad input names the file and what is wrong.
+    std::fs::write(&lost, "{ not json").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["check"]).arg(&lost).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lost.json"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["check", "--criterion", "strict"]).arg(&history).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--criterion"));
 }

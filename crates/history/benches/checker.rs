@@ -38,7 +38,11 @@ fn shape(transactions: usize, keys: usize) -> Shape {
 fn generate(name: &str, make: impl FnOnce() -> History) -> History {
     let start = Instant::now();
     let h = make();
-    println!("history: {name}: {} transactions generated in {:.2} s", h.len(), start.elapsed().as_secs_f64());
+    println!(
+        "history: {name}: {} transactions generated in {:.2} s",
+        h.len(),
+        start.elapsed().as_secs_f64()
+    );
     h
 }
 
@@ -48,16 +52,29 @@ fn timed(label: &str, h: &History, criterion: Criterion) {
     let report = check(h, criterion);
     let secs = start.elapsed().as_secs_f64();
     let verdict = report.to_string();
-    println!("{label}: {} in {secs:.3} s: {}", criterion, verdict.lines().next().unwrap_or(""));
+    println!(
+        "{label}: {} in {secs:.3} s: {}",
+        criterion,
+        verdict.lines().next().unwrap_or("")
+    );
 }
 
 fn bench(c: &mut Bench) {
-    let serial_1m = generate("serial 10^6", || serial_history(&mut ChaCha8Rng::seed_from_u64(1), &shape(1_000_000, 100_000)));
+    let serial_1m = generate("serial 10^6", || {
+        serial_history(
+            &mut ChaCha8Rng::seed_from_u64(1),
+            &shape(1_000_000, 100_000),
+        )
+    });
     timed("serial 10^6", &serial_1m, Criterion::Ser);
-    let serial_100k = generate("serial 10^5", || serial_history(&mut ChaCha8Rng::seed_from_u64(2), &shape(100_000, 10_000)));
+    let serial_100k = generate("serial 10^5", || {
+        serial_history(&mut ChaCha8Rng::seed_from_u64(2), &shape(100_000, 10_000))
+    });
     let mut si_shape = shape(100_000, 300);
     si_shape.sessions = 0;
-    let si_100k = generate("SI engine 10^5", || si_history(&mut ChaCha8Rng::seed_from_u64(3), &si_shape, 32));
+    let si_100k = generate("SI engine 10^5", || {
+        si_history(&mut ChaCha8Rng::seed_from_u64(3), &si_shape, 32)
+    });
     for criterion in Criterion::ALL {
         timed("serial 10^5", &serial_100k, criterion);
     }
@@ -66,19 +83,31 @@ fn bench(c: &mut Bench) {
     }
     let start = Instant::now();
     black_box(check_all(&si_100k));
-    println!("SI engine 10^5: all six (one graph) in {:.3} s", start.elapsed().as_secs_f64());
+    println!(
+        "SI engine 10^5: all six (one graph) in {:.3} s",
+        start.elapsed().as_secs_f64()
+    );
 
     let mut group = c.benchmark_group("history");
-    group.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(20));
-    group.bench_function("ser/serial_1m", |b| b.iter(|| check(&serial_1m, Criterion::Ser)));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(20));
+    group.bench_function("ser/serial_1m", |b| {
+        b.iter(|| check(&serial_1m, Criterion::Ser))
+    });
     group.measurement_time(Duration::from_secs(5));
     for criterion in Criterion::ALL {
-        group.bench_with_input(BenchmarkId::new(criterion.name(), "serial_100k"), &serial_100k, |b, h| {
-            b.iter(|| check(h, criterion))
-        });
-        group.bench_with_input(BenchmarkId::new(criterion.name(), "si_engine_100k"), &si_100k, |b, h| {
-            b.iter(|| check(h, criterion))
-        });
+        group.bench_with_input(
+            BenchmarkId::new(criterion.name(), "serial_100k"),
+            &serial_100k,
+            |b, h| b.iter(|| check(h, criterion)),
+        );
+        group.bench_with_input(
+            BenchmarkId::new(criterion.name(), "si_engine_100k"),
+            &si_100k,
+            |b, h| b.iter(|| check(h, criterion)),
+        );
     }
     group.finish();
 }

@@ -20,7 +20,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    eprintln!("loaded {} transactions in {:.2} s", history.len(), start.elapsed().as_secs_f64());
+    eprintln!(
+        "loaded {} transactions in {:.2} s",
+        history.len(),
+        start.elapsed().as_secs_f64()
+    );
     let start = Instant::now();
     let reports = match args.get(1).map(|c| c.parse::<Criterion>()) {
         None => check_all(&history),

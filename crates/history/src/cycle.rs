@@ -154,7 +154,9 @@ impl<F: Fn(u32, u32) -> bool> Digraph for Product<'_, F> {
         if !(self.keep)(v, t) {
             return None;
         }
-        self.rule.next(s, self.g.kind(slot)).map(|s2| t * self.rule.states() + u32::from(s2))
+        self.rule
+            .next(s, self.g.kind(slot))
+            .map(|s2| t * self.rule.states() + u32::from(s2))
     }
 }
 
@@ -186,13 +188,26 @@ impl Found {
         loop {
             let nodes = self.nodes(g);
             let mut first_seen = crate::hash::FastMap::default();
-            let Some((i, j)) = nodes.iter().enumerate().find_map(|(j, &v)| first_seen.insert(v, j).map(|i| (i, j)))
+            let Some((i, j)) = nodes
+                .iter()
+                .enumerate()
+                .find_map(|(j, &v)| first_seen.insert(v, j).map(|i| (i, j)))
             else {
                 return self;
             };
-            let inner = Found { start: nodes[i], slots: self.slots[i..j].to_vec() };
-            let outer_slots: Vec<u32> = self.slots[j..].iter().chain(&self.slots[..i]).copied().collect();
-            let outer = Found { start: nodes[j], slots: outer_slots };
+            let inner = Found {
+                start: nodes[i],
+                slots: self.slots[i..j].to_vec(),
+            };
+            let outer_slots: Vec<u32> = self.slots[j..]
+                .iter()
+                .chain(&self.slots[..i])
+                .copied()
+                .collect();
+            let outer = Found {
+                start: nodes[j],
+                slots: outer_slots,
+            };
             let kinds = |f: &Found| f.slots.iter().map(|&s| g.kind(s)).collect::<Vec<_>>();
             self = if rule.accepts(&kinds(&inner)) {
                 inner
@@ -290,7 +305,9 @@ impl<'a, F: Fn(u32, u32) -> bool> Search<'a, F> {
                     if !(self.keep)(v, t) {
                         continue;
                     }
-                    let Some(s2) = self.rule.next(s, self.g.kind(slot)) else { continue };
+                    let Some(s2) = self.rule.next(s, self.g.kind(slot)) else {
+                        continue;
+                    };
                     if t == start {
                         return Some(self.path_to(start, p, slot));
                     }
@@ -325,9 +342,17 @@ pub(crate) struct Outcome {
 /// Finds a shortest cycle `rule` forbids among the nodes `node_ok` admits, or proves there is
 /// none. Only nodes on cycles of the whole graph are searched, and only edges inside one of its
 /// components.
-pub(crate) fn find(a: &Analysis, rule: Rule, node_ok: impl Fn(u32) -> bool + Copy) -> Option<Outcome> {
+pub(crate) fn find(
+    a: &Analysis,
+    rule: Rule,
+    node_ok: impl Fn(u32) -> bool + Copy,
+) -> Option<Outcome> {
     let full = &a.full;
-    let candidates: Vec<u32> = full.cyclic_nodes().into_iter().filter(|&v| node_ok(v)).collect();
+    let candidates: Vec<u32> = full
+        .cyclic_nodes()
+        .into_iter()
+        .filter(|&v| node_ok(v))
+        .collect();
     if candidates.is_empty() {
         return None;
     }
@@ -345,13 +370,24 @@ pub(crate) fn find(a: &Analysis, rule: Rule, node_ok: impl Fn(u32) -> bool + Cop
             let product = Product { g, rule, keep };
             let roots = candidates.iter().flat_map(|&v| [v * 2, v * 2 + 1]);
             let comps = scc::components(&product, roots);
-            let on_cycle: Vec<u32> =
-                candidates.iter().copied().filter(|&v| comps.on_cycle(2 * v) || comps.on_cycle(2 * v + 1)).collect();
-            // A product cycle through (v, s) has a non-rw edge; from its source the search
-            // finds a forbidden cycle. Try the nodes of the cyclic components in turn.
-            on_cycle.iter().find_map(|&v| search.shortest_from(v, usize::MAX))
+            // The state only remembers whether the last edge was rw, so a product cycle
+            // through (v, 1) leaves v by a non-rw edge and returns by an rw one: the search from
+            // v, which must start with a non-rw edge, finds it. A product cycle that never
+            // visits state 1 has no rw edge, and the search from any of its nodes finds it.
+            // Trying (v, 1) nodes first therefore succeeds at the first try.
+            let mut on_cycle: Vec<(bool, u32)> = candidates
+                .iter()
+                .filter(|&&v| comps.on_cycle(2 * v) || comps.on_cycle(2 * v + 1))
+                .map(|&v| (!comps.on_cycle(2 * v + 1), v))
+                .collect();
+            on_cycle.sort_unstable();
+            on_cycle
+                .iter()
+                .find_map(|&(_, v)| search.shortest_from(v, usize::MAX))
         }
-        Rule::AtMostOneRw(kinds) => at_most_one_rw_witness(a, kinds, keep, &candidates, &mut search),
+        Rule::AtMostOneRw(kinds) => {
+            at_most_one_rw_witness(a, kinds, keep, &candidates, &mut search)
+        }
     }?;
 
     // Refinement: from every candidate, look for a shorter cycle than the best so far.
@@ -366,7 +402,10 @@ pub(crate) fn find(a: &Analysis, rule: Rule, node_ok: impl Fn(u32) -> bool + Cop
         }
     }
     let shortest = !search.exhausted;
-    Some(Outcome { found: best.simplify(g, rule), shortest })
+    Some(Outcome {
+        found: best.simplify(g, rule),
+        shortest,
+    })
 }
 
 /// Existence for "at most one rw edge": a cycle of D alone, or an rw edge `b -> a` with a path
@@ -382,7 +421,11 @@ fn at_most_one_rw_witness<F: Fn(u32, u32) -> bool + Copy>(
     search: &mut Search<'_, F>,
 ) -> Option<Found> {
     let g = &a.graph;
-    let d = View { g, kinds: kinds.without(EdgeKind::Rw), keep };
+    let d = View {
+        g,
+        kinds: kinds.without(EdgeKind::Rw),
+        keep,
+    };
     let forward = scc::components(&d, candidates.iter().copied());
     if let Some(v) = candidates.iter().copied().find(|&v| forward.on_cycle(v)) {
         return search.shortest_from(v, usize::MAX);
@@ -430,7 +473,12 @@ pub(crate) struct Reach {
 
 impl Reach {
     pub(crate) fn new(n: usize) -> Self {
-        Reach { stamp: vec![0; n], parent_node: vec![NONE; n], parent_slot: vec![NONE; n], current: 0 }
+        Reach {
+            stamp: vec![0; n],
+            parent_node: vec![NONE; n],
+            parent_slot: vec![NONE; n],
+            current: 0,
+        }
     }
 
     /// A shortest path (edge slots) from one of `sources` to a node `is_target` accepts, taking
@@ -530,10 +578,12 @@ mod tests {
         ];
         for len in 2..=5u32 {
             for code in 0..4usize.pow(len) {
-                let seq: Vec<EdgeKind> = (0..len).map(|i| kinds[code / 4usize.pow(i) % 4]).collect();
+                let seq: Vec<EdgeKind> =
+                    (0..len).map(|i| kinds[code / 4usize.pow(i) % 4]).collect();
                 for rule in rules {
                     let read = (0..seq.len()).any(|r| {
-                        let rot: Vec<EdgeKind> = seq[r..].iter().chain(&seq[..r]).copied().collect();
+                        let rot: Vec<EdgeKind> =
+                            seq[r..].iter().chain(&seq[..r]).copied().collect();
                         let mut state = rule.first(rot[0]);
                         for &k in &rot[1..] {
                             state = state.and_then(|s| rule.next(s, k));

@@ -75,7 +75,11 @@ impl Graph {
             targets[at] = to;
             labels[at] = l;
         }
-        Graph { offsets, targets, labels }
+        Graph {
+            offsets,
+            targets,
+            labels,
+        }
     }
 }
 
@@ -125,7 +129,10 @@ impl Analysis<'_> {
 /// Builds the graph; see the module documentation for the rules.
 pub(crate) fn analyze(h: &History) -> Analysis<'_> {
     let n = h.txns.len();
-    assert!(h.key_count() < (1 << (32 - KIND_BITS)), "fewer than 2^30 distinct keys");
+    assert!(
+        h.key_count() < (1 << (32 - KIND_BITS)),
+        "fewer than 2^30 distinct keys"
+    );
     let mut malformed = Vec::new();
     let mut shared = Vec::new();
 
@@ -168,7 +175,11 @@ pub(crate) fn analyze(h: &History) -> Analysis<'_> {
                 None => 0,
                 Some(wid) => {
                     let Some(&w) = index.get(&wid) else {
-                        malformed.push(Malformation::UnknownWriter { reader: reader.id, key: key_name(), writer: wid });
+                        malformed.push(Malformation::UnknownWriter {
+                            reader: reader.id,
+                            key: key_name(),
+                            writer: wid,
+                        });
                         continue;
                     };
                     let Some(last) = last_write(h, w, key) else {
@@ -183,18 +194,24 @@ pub(crate) fn analyze(h: &History) -> Analysis<'_> {
                         continue; // aborted readers take no part; reading one's own write is internal
                     }
                     if !committed[w as usize] {
-                        shared.push(Violation::AbortedRead { reader: reader.id, key: key_name(), writer: wid });
+                        shared.push(Violation::AbortedRead {
+                            reader: reader.id,
+                            key: key_name(),
+                            writer: wid,
+                        });
                         continue;
                     }
                     if read.value != NO_VALUE {
                         if let Some(v) = check_value(h, w, key, last, read.value) {
                             match v {
-                                ValueCheck::Intermediate(value) => shared.push(Violation::IntermediateRead {
-                                    reader: reader.id,
-                                    key: key_name(),
-                                    writer: wid,
-                                    value,
-                                }),
+                                ValueCheck::Intermediate(value) => {
+                                    shared.push(Violation::IntermediateRead {
+                                        reader: reader.id,
+                                        key: key_name(),
+                                        writer: wid,
+                                        value,
+                                    })
+                                }
                                 ValueCheck::NeverWritten(value) => {
                                     malformed.push(Malformation::ValueNotWritten {
                                         reader: reader.id,
@@ -241,13 +258,26 @@ pub(crate) fn analyze(h: &History) -> Analysis<'_> {
     let graph = Graph::from_edges(n, &edges);
     drop(edges);
     let full = scc::components(&graph, 0..n as u32);
-    Analysis { history: h, index, graph, counts, committed, committed_count, malformed, shared, full }
+    Analysis {
+        history: h,
+        index,
+        graph,
+        counts,
+        committed,
+        committed_count,
+        malformed,
+        shared,
+        full,
+    }
 }
 
 /// The record index of transaction `t`'s last write to `key`: the version it installs.
 pub(crate) fn last_write(h: &History, t: u32, key: u32) -> Option<u32> {
     let first = h.first_write(t as usize);
-    h.writes_of(t as usize).iter().rposition(|w| w.key == key).map(|j| first + j as u32)
+    h.writes_of(t as usize)
+        .iter()
+        .rposition(|w| w.key == key)
+        .map(|j| first + j as u32)
 }
 
 enum ValueCheck {
@@ -263,9 +293,15 @@ fn check_value(h: &History, w: u32, key: u32, last: u32, value: u32) -> Option<V
     if read == last_value {
         return None;
     }
-    let earlier =
-        h.writes_of(w as usize).iter().any(|wr| wr.key == key && h.values.get(wr.value) == Some(read));
-    Some(if earlier { ValueCheck::Intermediate(read.to_owned()) } else { ValueCheck::NeverWritten(read.to_owned()) })
+    let earlier = h
+        .writes_of(w as usize)
+        .iter()
+        .any(|wr| wr.key == key && h.values.get(wr.value) == Some(read));
+    Some(if earlier {
+        ValueCheck::Intermediate(read.to_owned())
+    } else {
+        ValueCheck::NeverWritten(read.to_owned())
+    })
 }
 
 /// The version order of every key, as committed transactions (dense indices), and the position
@@ -355,7 +391,9 @@ impl VersionOrders {
                     if !committed[t as usize] {
                         continue;
                     }
-                    let Some(write) = last_write(h, t, key as u32) else { continue };
+                    let Some(write) = last_write(h, t, key as u32) else {
+                        continue;
+                    };
                     if position[write as usize] != NONE || p as usize >= writes.len() {
                         continue; // duplicate (reported) or more entries than writers
                     }
@@ -372,9 +410,15 @@ impl VersionOrders {
                         });
                     }
                 }
-            } else if writes.len() == 1 || writes.iter().all(|&(t, _)| h.txns[t as usize].commit.is_some()) {
-                let mut by_commit: Vec<(u64, u32, u32)> =
-                    writes.iter().map(|&(t, w)| (h.txns[t as usize].commit.unwrap_or(0), t, w)).collect();
+            } else if writes.len() == 1
+                || writes
+                    .iter()
+                    .all(|&(t, _)| h.txns[t as usize].commit.is_some())
+            {
+                let mut by_commit: Vec<(u64, u32, u32)> = writes
+                    .iter()
+                    .map(|&(t, w)| (h.txns[t as usize].commit.unwrap_or(0), t, w))
+                    .collect();
                 by_commit.sort_unstable();
                 for pair in by_commit.windows(2) {
                     if pair[0].0 == pair[1].0 {
@@ -403,12 +447,24 @@ impl VersionOrders {
             let mut compact_start = vec![0u32; keys + 1];
             let mut compact = Vec::with_capacity(order.len());
             for key in 0..keys {
-                compact.extend(order[start[key] as usize..start[key + 1] as usize].iter().filter(|&&t| t != NONE));
+                compact.extend(
+                    order[start[key] as usize..start[key + 1] as usize]
+                        .iter()
+                        .filter(|&&t| t != NONE),
+                );
                 compact_start[key + 1] = compact.len() as u32;
             }
-            return VersionOrders { start: compact_start, order: compact, position };
+            return VersionOrders {
+                start: compact_start,
+                order: compact,
+                position,
+            };
         }
-        VersionOrders { start, order, position }
+        VersionOrders {
+            start,
+            order,
+            position,
+        }
     }
 }
 
@@ -429,11 +485,19 @@ fn validate_installs(
         seen.clear();
         for &id in &rec.order {
             if seen.insert(id, ()).is_some() {
-                malformed.push(Malformation::DuplicateInstall { replica: replica(), key: key(), txn: id });
+                malformed.push(Malformation::DuplicateInstall {
+                    replica: replica(),
+                    key: key(),
+                    txn: id,
+                });
                 continue;
             }
             let Some(&t) = index.get(&id) else {
-                malformed.push(Malformation::UnknownInstalledTransaction { replica: replica(), key: key(), txn: id });
+                malformed.push(Malformation::UnknownInstalledTransaction {
+                    replica: replica(),
+                    key: key(),
+                    txn: id,
+                });
                 continue;
             };
             if last_write(h, t, rec.key).is_none() {
@@ -443,7 +507,11 @@ fn validate_installs(
                     txn: id,
                 });
             } else if !committed[t as usize] {
-                shared.push(Violation::AbortedInstall { replica: replica(), key: key(), txn: id });
+                shared.push(Violation::AbortedInstall {
+                    replica: replica(),
+                    key: key(),
+                    txn: id,
+                });
             }
         }
     }

@@ -19,16 +19,27 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
     #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{}:{line}:{column}: {message}", path.display())]
-    Parse { path: PathBuf, line: usize, column: usize, message: String },
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
 }
 
 impl History {
     /// Reads a history from a JSON file.
     pub fn load(path: impl AsRef<Path>) -> Result<History, HistoryError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| HistoryError::Io { path: path.into(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| HistoryError::Io {
+            path: path.into(),
+            source,
+        })?;
         parse(&text, path)
     }
 
@@ -40,7 +51,10 @@ impl History {
     /// Writes the history as JSON (compact: one line, as large runs make large files).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), HistoryError> {
         let path = path.as_ref();
-        let io = |source| HistoryError::Io { path: path.into(), source };
+        let io = |source| HistoryError::Io {
+            path: path.into(),
+            source,
+        };
         let file = std::fs::File::create(path).map_err(io)?;
         let mut out = std::io::BufWriter::new(file);
         serde_json::to_writer(&mut out, self).map_err(|e| io(e.into()))?;
@@ -58,7 +72,12 @@ fn parse(text: &str, path: &Path) -> Result<History, HistoryError> {
         let message = e.to_string();
         let suffix = format!(" at line {} column {}", e.line(), e.column());
         let message = message.strip_suffix(&suffix).unwrap_or(&message).to_owned();
-        HistoryError::Parse { path: path.into(), line: e.line(), column: e.column(), message }
+        HistoryError::Parse {
+            path: path.into(),
+            line: e.line(),
+            column: e.column(),
+            message,
+        }
     })
 }
 
@@ -239,8 +258,12 @@ impl<'de> Visitor<'de> for TxnsSeed<'_> {
                 t.session,
                 t.committed,
                 t.commit,
-                t.reads.iter().map(|r| (r.key.as_ref(), r.writer, r.value.as_deref())),
-                t.writes.iter().map(|w| (w.key.as_ref(), w.value.as_deref())),
+                t.reads
+                    .iter()
+                    .map(|r| (r.key.as_ref(), r.writer, r.value.as_deref())),
+                t.writes
+                    .iter()
+                    .map(|w| (w.key.as_ref(), w.value.as_deref())),
             );
         }
         Ok(())
@@ -311,11 +334,22 @@ mod tests {
         let h = History::from_json_str(EXAMPLE).unwrap();
         let txns: Vec<Transaction> = h.transactions().collect();
         assert_eq!(txns.len(), 3);
-        assert_eq!(txns[0], Transaction::committed(1).in_session(0).read("x", None).write("x", "1"));
+        assert_eq!(
+            txns[0],
+            Transaction::committed(1)
+                .in_session(0)
+                .read("x", None)
+                .write("x", "1")
+        );
         assert!(!txns[1].committed);
         assert_eq!(
             txns[2],
-            Transaction::committed(3).in_session(0).commit_seq(7).read_value("x", Some(1), "1").write("x", "3").write_key("y")
+            Transaction::committed(3)
+                .in_session(0)
+                .commit_seq(7)
+                .read_value("x", Some(1), "1")
+                .write("x", "3")
+                .write_key("y")
         );
         let installs: Vec<_> = h.installs().collect();
         assert_eq!(installs[0].order, vec![1, 3]);
@@ -346,8 +380,10 @@ mod tests {
 
     #[test]
     fn escaped_strings_are_unescaped() {
-        let h = History::from_json_str(r#"{"transactions":[{"id":1,"writes":[{"key":"a\"b","value":"\u00e9"}]}]}"#)
-            .unwrap();
+        let h = History::from_json_str(
+            r#"{"transactions":[{"id":1,"writes":[{"key":"a\"b","value":"\u00e9"}]}]}"#,
+        )
+        .unwrap();
         let t = h.transactions().next().unwrap();
         assert_eq!(t.writes[0].key, "a\"b");
         assert_eq!(t.writes[0].value.as_deref(), Some("é"));
@@ -355,7 +391,12 @@ mod tests {
 
     fn parse_error(text: &str) -> (usize, usize, String) {
         match History::from_json_str(text).unwrap_err() {
-            HistoryError::Parse { line, column, message, path } => {
+            HistoryError::Parse {
+                line,
+                column,
+                message,
+                path,
+            } => {
                 assert_eq!(path, Path::new("<input>"));
                 (line, column, message)
             }
@@ -369,19 +410,30 @@ mod tests {
         assert_eq!(line, 2);
         assert!(msg.contains("missing field `id`"), "{msg}");
 
-        let (line, col, msg) = parse_error("{\"transactions\": [\n  {\"id\": 1, \"reads\": [{\"key\": \"x\", \"writr\": 3}]}\n]}");
+        let (line, col, msg) = parse_error(
+            "{\"transactions\": [\n  {\"id\": 1, \"reads\": [{\"key\": \"x\", \"writr\": 3}]}\n]}",
+        );
         assert_eq!(line, 2);
         assert!(col > 20, "column {col}");
-        assert!(msg.contains("unknown field `writr`") && msg.contains("`writer`"), "{msg}");
+        assert!(
+            msg.contains("unknown field `writr`") && msg.contains("`writer`"),
+            "{msg}"
+        );
 
         let (_, _, msg) = parse_error(r#"{"transactions": [], "replicas": []}"#);
-        assert!(msg.contains("unknown field `replicas`") && msg.contains("`installs`"), "{msg}");
+        assert!(
+            msg.contains("unknown field `replicas`") && msg.contains("`installs`"),
+            "{msg}"
+        );
 
         let (_, _, msg) = parse_error(r#"{"installs": []}"#);
         assert!(msg.contains("missing field `transactions`"), "{msg}");
 
         let (_, _, msg) = parse_error(r#"{"transactions": [{"id": "T1"}]}"#);
-        assert!(msg.contains("invalid type: string \"T1\", expected u64"), "{msg}");
+        assert!(
+            msg.contains("invalid type: string \"T1\", expected u64"),
+            "{msg}"
+        );
 
         let (line, _, msg) = parse_error("{\"transactions\": [\n{\"id\": 1}\n");
         assert_eq!(line, 3);

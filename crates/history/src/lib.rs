@@ -106,7 +106,8 @@ mod scc;
 pub use json::HistoryError;
 pub use model::{History, Install, Read, Transaction, TxnId, Write};
 pub use report::{
-    Criterion, Cycle, CycleEdge, EdgeCounts, EdgeKind, Malformation, Report, UnknownCriterion, Violation,
+    Criterion, Cycle, CycleEdge, EdgeCounts, EdgeKind, Malformation, Report, UnknownCriterion,
+    Violation,
 };
 
 /// Checks `history` against `criterion`.
@@ -118,5 +119,8 @@ pub fn check(history: &History, criterion: Criterion) -> Report {
 /// [`Criterion::ALL`]: SER, US, SI, PSI, NMSI, RC.
 pub fn check_all(history: &History) -> Vec<Report> {
     let analysis = graph::analyze(history);
-    Criterion::ALL.iter().map(|&c| criteria::report(&analysis, c)).collect()
+    Criterion::ALL
+        .iter()
+        .map(|&c| criteria::report(&analysis, c))
+        .collect()
 }

@@ -51,12 +51,22 @@ pub struct Transaction {
 impl Transaction {
     /// A committed transaction with no operations yet.
     pub fn committed(id: TxnId) -> Self {
-        Transaction { id, session: None, committed: true, commit: None, reads: Vec::new(), writes: Vec::new() }
+        Transaction {
+            id,
+            session: None,
+            committed: true,
+            commit: None,
+            reads: Vec::new(),
+            writes: Vec::new(),
+        }
     }
 
     /// An aborted transaction with no operations yet.
     pub fn aborted(id: TxnId) -> Self {
-        Transaction { committed: false, ..Transaction::committed(id) }
+        Transaction {
+            committed: false,
+            ..Transaction::committed(id)
+        }
     }
 
     pub fn in_session(mut self, session: u64) -> Self {
@@ -71,25 +81,39 @@ impl Transaction {
 
     /// Adds a read of `key` from `writer` (`None`: the initial version).
     pub fn read(mut self, key: &str, writer: Option<TxnId>) -> Self {
-        self.reads.push(Read { key: key.to_owned(), writer, value: None });
+        self.reads.push(Read {
+            key: key.to_owned(),
+            writer,
+            value: None,
+        });
         self
     }
 
     /// Adds a read of `key` from `writer` that returned `value`.
     pub fn read_value(mut self, key: &str, writer: Option<TxnId>, value: &str) -> Self {
-        self.reads.push(Read { key: key.to_owned(), writer, value: Some(value.to_owned()) });
+        self.reads.push(Read {
+            key: key.to_owned(),
+            writer,
+            value: Some(value.to_owned()),
+        });
         self
     }
 
     /// Adds a write of `value` to `key`.
     pub fn write(mut self, key: &str, value: &str) -> Self {
-        self.writes.push(Write { key: key.to_owned(), value: Some(value.to_owned()) });
+        self.writes.push(Write {
+            key: key.to_owned(),
+            value: Some(value.to_owned()),
+        });
         self
     }
 
     /// Adds a write to `key` without recording its value.
     pub fn write_key(mut self, key: &str) -> Self {
-        self.writes.push(Write { key: key.to_owned(), value: None });
+        self.writes.push(Write {
+            key: key.to_owned(),
+            value: None,
+        });
         self
     }
 }
@@ -233,8 +257,12 @@ impl History {
             txn.session,
             txn.committed,
             txn.commit,
-            txn.reads.iter().map(|r| (r.key.as_str(), r.writer, r.value.as_deref())),
-            txn.writes.iter().map(|w| (w.key.as_str(), w.value.as_deref())),
+            txn.reads
+                .iter()
+                .map(|r| (r.key.as_str(), r.writer, r.value.as_deref())),
+            txn.writes
+                .iter()
+                .map(|w| (w.key.as_str(), w.value.as_deref())),
         );
     }
 
@@ -304,7 +332,12 @@ impl History {
         let key = self.keys.intern(key);
         let installs = &mut self.installs;
         *self.install_index.entry((replica, key)).or_insert_with(|| {
-            installs.push(InstallRec { replica, key, order: Vec::new(), value: NO_VALUE });
+            installs.push(InstallRec {
+                replica,
+                key,
+                order: Vec::new(),
+                value: NO_VALUE,
+            });
             installs.len() - 1
         })
     }
@@ -383,8 +416,15 @@ mod tests {
     #[test]
     fn builder_round_trips_through_the_compact_form() {
         let mut h = History::new();
-        let t1 = Transaction::committed(1).in_session(0).write("x", "1").write("x", "2").write_key("y");
-        let t2 = Transaction::aborted(7).commit_seq(3).read("x", Some(1)).read_value("y", None, "init");
+        let t1 = Transaction::committed(1)
+            .in_session(0)
+            .write("x", "1")
+            .write("x", "2")
+            .write_key("y");
+        let t2 = Transaction::aborted(7)
+            .commit_seq(3)
+            .read("x", Some(1))
+            .read_value("y", None, "init");
         h.add_transaction(t1.clone());
         h.add_transaction(t2.clone());
         h.add_install("r0", "x", 1);

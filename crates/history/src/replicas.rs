@@ -25,7 +25,9 @@ pub(crate) fn check_agreement(h: &History, index: &FastMap<TxnId, u32>, out: &mu
         let base = &h.installs[first];
         let base_name = || h.replicas.name(base.replica).to_owned();
         let differs = base.order.iter().zip(&rec.order).position(|(a, b)| a != b);
-        let position = differs.or((base.order.len() != rec.order.len()).then(|| base.order.len().min(rec.order.len())));
+        let position = differs
+            .or((base.order.len() != rec.order.len())
+                .then(|| base.order.len().min(rec.order.len())));
         if let Some(position) = position {
             out.push(Violation::ReplicaOrder {
                 key: key(),
@@ -52,12 +54,23 @@ pub(crate) fn check_agreement(h: &History, index: &FastMap<TxnId, u32>, out: &mu
 
 /// A replica that reports its final value must hold the value of the last version it installed
 /// (when that writer's value was recorded).
-fn final_value_matches_last_install(h: &History, index: &FastMap<TxnId, u32>, e: usize, out: &mut Vec<Violation>) {
+fn final_value_matches_last_install(
+    h: &History,
+    index: &FastMap<TxnId, u32>,
+    e: usize,
+    out: &mut Vec<Violation>,
+) {
     let rec = &h.installs[e];
-    let (Some(value), Some(&last)) = (h.values.get(rec.value), rec.order.last()) else { return };
+    let (Some(value), Some(&last)) = (h.values.get(rec.value), rec.order.last()) else {
+        return;
+    };
     let Some(&t) = index.get(&last) else { return };
-    let Some(write) = last_write(h, t, rec.key) else { return };
-    let Some(expected) = h.values.get(h.writes[write as usize].value) else { return };
+    let Some(write) = last_write(h, t, rec.key) else {
+        return;
+    };
+    let Some(expected) = h.values.get(h.writes[write as usize].value) else {
+        return;
+    };
     if expected != value {
         out.push(Violation::ReplicaFinalValue {
             key: h.key_name(rec.key).to_owned(),

@@ -18,8 +18,14 @@ pub enum Criterion {
 }
 
 impl Criterion {
-    pub const ALL: [Criterion; 6] =
-        [Criterion::Ser, Criterion::Us, Criterion::Si, Criterion::Psi, Criterion::Nmsi, Criterion::Rc];
+    pub const ALL: [Criterion; 6] = [
+        Criterion::Ser,
+        Criterion::Us,
+        Criterion::Si,
+        Criterion::Psi,
+        Criterion::Nmsi,
+        Criterion::Rc,
+    ];
 
     /// The lower-case name used on the command line (`ser`, `us`, `si`, `psi`, `nmsi`, `rc`).
     pub fn name(self) -> &'static str {
@@ -160,7 +166,8 @@ impl Cycle {
             "G1c"
         } else if rw == 1 {
             "G-single"
-        } else if (0..kinds.len()).any(|i| kinds[i] == EdgeKind::Rw && kinds[(i + 1) % kinds.len()] == EdgeKind::Rw)
+        } else if (0..kinds.len())
+            .any(|i| kinds[i] == EdgeKind::Rw && kinds[(i + 1) % kinds.len()] == EdgeKind::Rw)
         {
             "G2"
         } else {
@@ -169,36 +176,96 @@ impl Cycle {
     }
 }
 
+impl Cycle {
+    /// Edges printed in full before a long cycle is elided (the rest are counted).
+    const SHOWN_HEAD: usize = 16;
+    const SHOWN_TAIL: usize = 4;
+}
+
 impl fmt::Display for Cycle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Some(first) = self.edges.first() else { return f.write_str("(empty cycle)") };
+        let Some(first) = self.edges.first() else {
+            return f.write_str("(empty cycle)");
+        };
+        let edge = |f: &mut fmt::Formatter<'_>, e: &CycleEdge| match &e.key {
+            Some(key) => write!(f, " -{}({key})-> T{}", e.kind.name(), e.to),
+            None => write!(f, " -{}-> T{}", e.kind.name(), e.to),
+        };
         write!(f, "T{}", first.from)?;
-        for e in &self.edges {
-            match &e.key {
-                Some(key) => write!(f, " -{}({key})-> T{}", e.kind.name(), e.to)?,
-                None => write!(f, " -{}-> T{}", e.kind.name(), e.to)?,
-            }
+        let n = self.edges.len();
+        if n <= Self::SHOWN_HEAD + Self::SHOWN_TAIL + 1 {
+            return self.edges.iter().try_for_each(|e| edge(f, e));
         }
-        Ok(())
+        // A cycle through a huge component can have thousands of edges: show both ends.
+        self.edges[..Self::SHOWN_HEAD]
+            .iter()
+            .try_for_each(|e| edge(f, e))?;
+        let tail = n - Self::SHOWN_TAIL;
+        write!(
+            f,
+            " … {} more edges … T{}",
+            tail - Self::SHOWN_HEAD,
+            self.edges[tail].from
+        )?;
+        self.edges[tail..].iter().try_for_each(|e| edge(f, e))
     }
 }
 
 /// A history that cannot be checked as it stands: the message names the transaction and key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Malformation {
-    DuplicateTransaction { id: TxnId },
-    UnknownWriter { reader: TxnId, key: String, writer: TxnId },
-    WriterDidNotWriteKey { reader: TxnId, key: String, writer: TxnId },
-    ValueNotWritten { reader: TxnId, key: String, writer: TxnId, value: String },
-    UnknownInstalledTransaction { replica: String, key: String, txn: TxnId },
-    InstalledTransactionDidNotWriteKey { replica: String, key: String, txn: TxnId },
-    DuplicateInstall { replica: String, key: String, txn: TxnId },
+    DuplicateTransaction {
+        id: TxnId,
+    },
+    UnknownWriter {
+        reader: TxnId,
+        key: String,
+        writer: TxnId,
+    },
+    WriterDidNotWriteKey {
+        reader: TxnId,
+        key: String,
+        writer: TxnId,
+    },
+    ValueNotWritten {
+        reader: TxnId,
+        key: String,
+        writer: TxnId,
+        value: String,
+    },
+    UnknownInstalledTransaction {
+        replica: String,
+        key: String,
+        txn: TxnId,
+    },
+    InstalledTransactionDidNotWriteKey {
+        replica: String,
+        key: String,
+        txn: TxnId,
+    },
+    DuplicateInstall {
+        replica: String,
+        key: String,
+        txn: TxnId,
+    },
     /// The version order of `key` comes from `replica`'s installs, which omit a committed writer.
-    MissingFromVersionOrder { replica: String, key: String, txn: TxnId },
+    MissingFromVersionOrder {
+        replica: String,
+        key: String,
+        txn: TxnId,
+    },
     /// Two or more committed transactions wrote `key`, no replica reported installs for it and
     /// not every writer has a commit sequence number.
-    NoVersionOrder { key: String, writers: Vec<TxnId> },
-    AmbiguousCommitOrder { key: String, first: TxnId, second: TxnId, commit: u64 },
+    NoVersionOrder {
+        key: String,
+        writers: Vec<TxnId>,
+    },
+    AmbiguousCommitOrder {
+        key: String,
+        first: TxnId,
+        second: TxnId,
+        commit: u64,
+    },
 }
 
 impl fmt::Display for Malformation {
@@ -261,11 +328,24 @@ pub enum Violation {
         query: Option<TxnId>,
     },
     /// G1a: a committed transaction read a version written by an aborted one.
-    AbortedRead { reader: TxnId, key: String, writer: TxnId },
+    AbortedRead {
+        reader: TxnId,
+        key: String,
+        writer: TxnId,
+    },
     /// G1b: a committed transaction read a version that its writer later overwrote itself.
-    IntermediateRead { reader: TxnId, key: String, writer: TxnId, value: String },
+    IntermediateRead {
+        reader: TxnId,
+        key: String,
+        writer: TxnId,
+        value: String,
+    },
     /// A replica installed a version written by an aborted transaction.
-    AbortedInstall { replica: String, key: String, txn: TxnId },
+    AbortedInstall {
+        replica: String,
+        key: String,
+        txn: TxnId,
+    },
     /// Two replicas of `key` installed different versions or in a different order. `position`
     /// is the first index at which their orders differ (`None` = that replica's order ended).
     ReplicaOrder {
@@ -277,9 +357,21 @@ pub enum Violation {
         b: Option<TxnId>,
     },
     /// Two replicas of `key` ended with different values.
-    ReplicaValue { key: String, replica_a: String, value_a: String, replica_b: String, value_b: String },
+    ReplicaValue {
+        key: String,
+        replica_a: String,
+        value_a: String,
+        replica_b: String,
+        value_b: String,
+    },
     /// A replica's final value of `key` is not the value of the last version it installed.
-    ReplicaFinalValue { key: String, replica: String, value: String, writer: TxnId, expected: String },
+    ReplicaFinalValue {
+        key: String,
+        replica: String,
+        value: String,
+        writer: TxnId,
+        expected: String,
+    },
 }
 
 impl fmt::Display for Violation {
@@ -360,7 +452,9 @@ impl Report {
     }
 
     pub fn is_malformed(&self) -> bool {
-        self.violations.iter().any(|v| matches!(v, Violation::Malformed(_)))
+        self.violations
+            .iter()
+            .any(|v| matches!(v, Violation::Malformed(_)))
     }
 
     pub(crate) fn push(&mut self, violation: Violation) {
@@ -389,11 +483,19 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = self.criterion;
         if self.ok() {
-            return write!(f, "{name}: {} — {}", self.criterion.adjective(), self.stats());
+            return write!(
+                f,
+                "{name}: {} — {}",
+                self.criterion.adjective(),
+                self.stats()
+            );
         }
         let total = self.violations.len() + self.omitted;
         if self.is_malformed() {
-            write!(f, "{name}: malformed history, not checked — {total} problem(s)")?;
+            write!(
+                f,
+                "{name}: malformed history, not checked — {total} problem(s)"
+            )?;
             for v in self.violations.iter().take(Self::SHOWN) {
                 write!(f, "\n  {v}")?;
             }
@@ -401,7 +503,12 @@ impl fmt::Display for Report {
             // The cycle first: it is the counterexample people look for.
             let mut order: Vec<&Violation> = self.violations.iter().collect();
             order.sort_by_key(|v| !matches!(v, Violation::Cycle { .. }));
-            write!(f, "{name}: NOT {} — {}", self.criterion.adjective(), order[0])?;
+            write!(
+                f,
+                "{name}: NOT {} — {}",
+                self.criterion.adjective(),
+                order[0]
+            )?;
             for v in order.iter().skip(1).take(Self::SHOWN - 1) {
                 write!(f, "\n  also: {v}")?;
             }
@@ -424,19 +531,31 @@ mod tests {
         }
         assert_eq!("SI".parse::<Criterion>(), Ok(Criterion::Si));
         let err = "strict".parse::<Criterion>().unwrap_err().to_string();
-        assert!(err.contains("`strict`") && err.contains("ser, us, si, psi, nmsi, rc"), "{err}");
+        assert!(
+            err.contains("`strict`") && err.contains("ser, us, si, psi, nmsi, rc"),
+            "{err}"
+        );
     }
 
     fn edge(from: TxnId, to: TxnId, kind: EdgeKind, key: &str) -> CycleEdge {
-        CycleEdge { from, to, kind, key: Some(key.to_owned()) }
+        CycleEdge {
+            from,
+            to,
+            kind,
+            key: Some(key.to_owned()),
+        }
     }
 
     #[test]
     fn cycles_print_and_are_classified() {
-        let c = Cycle { edges: vec![edge(3, 5, EdgeKind::Rw, "x"), edge(5, 3, EdgeKind::Wr, "y")] };
+        let c = Cycle {
+            edges: vec![edge(3, 5, EdgeKind::Rw, "x"), edge(5, 3, EdgeKind::Wr, "y")],
+        };
         assert_eq!(c.to_string(), "T3 -rw(x)-> T5 -wr(y)-> T3");
         assert_eq!(c.anomaly(), "G-single");
-        let skew = Cycle { edges: vec![edge(1, 2, EdgeKind::Rw, "x"), edge(2, 1, EdgeKind::Rw, "y")] };
+        let skew = Cycle {
+            edges: vec![edge(1, 2, EdgeKind::Rw, "x"), edge(2, 1, EdgeKind::Rw, "y")],
+        };
         assert_eq!(skew.anomaly(), "G2");
         let fork = Cycle {
             edges: vec![
@@ -447,13 +566,41 @@ mod tests {
             ],
         };
         assert_eq!(fork.anomaly(), "G-nonadjacent");
-        let g0 = Cycle { edges: vec![edge(1, 2, EdgeKind::Ww, "x"), edge(2, 1, EdgeKind::Ww, "y")] };
+        let g0 = Cycle {
+            edges: vec![edge(1, 2, EdgeKind::Ww, "x"), edge(2, 1, EdgeKind::Ww, "y")],
+        };
         assert_eq!(g0.anomaly(), "G0");
         let so = Cycle {
-            edges: vec![edge(1, 2, EdgeKind::Wr, "x"), CycleEdge { from: 2, to: 1, kind: EdgeKind::So, key: None }],
+            edges: vec![
+                edge(1, 2, EdgeKind::Wr, "x"),
+                CycleEdge {
+                    from: 2,
+                    to: 1,
+                    kind: EdgeKind::So,
+                    key: None,
+                },
+            ],
         };
         assert_eq!(so.to_string(), "T1 -wr(x)-> T2 -so-> T1");
         assert_eq!(so.anomaly(), "G1c");
+    }
+
+    #[test]
+    fn long_cycles_are_elided_in_the_middle() {
+        let n = 1000u64;
+        let c = Cycle {
+            edges: (0..n)
+                .map(|i| edge(i, (i + 1) % n, EdgeKind::Wr, "k"))
+                .collect(),
+        };
+        let text = c.to_string();
+        assert!(text.starts_with("T0 -wr(k)-> T1 -wr(k)-> T2"), "{text}");
+        assert!(
+            text.contains("-wr(k)-> T16 … 980 more edges … T996 -wr(k)-> T997"),
+            "{text}"
+        );
+        assert!(text.ends_with("T999 -wr(k)-> T0"), "{text}");
+        assert!(text.len() < 400);
     }
 
     #[test]
@@ -462,7 +609,12 @@ mod tests {
             criterion: Criterion::Rc,
             transactions: 3,
             committed: 2,
-            edges: EdgeCounts { ww: 1, wr: 2, rw: 0, so: 0 },
+            edges: EdgeCounts {
+                ww: 1,
+                wr: 2,
+                rw: 0,
+                so: 0,
+            },
             violations: Vec::new(),
             omitted: 0,
         };
@@ -471,10 +623,19 @@ mod tests {
             "RC: read committed — 2 committed transactions (3 in the history), 1 ww / 2 wr / 0 rw edges"
         );
         for i in 0..15 {
-            r.push(Violation::AbortedRead { reader: i, key: "x".into(), writer: 99 });
+            r.push(Violation::AbortedRead {
+                reader: i,
+                key: "x".into(),
+                writer: 99,
+            });
         }
         let text = r.to_string();
-        assert!(text.starts_with("RC: NOT read committed — aborted read (G1a): T0 read `x` from aborted T99"), "{text}");
+        assert!(
+            text.starts_with(
+                "RC: NOT read committed — aborted read (G1a): T0 read `x` from aborted T99"
+            ),
+            "{text}"
+        );
         assert!(text.contains("… and 5 more"), "{text}");
         assert_eq!(text.lines().count(), 1 + 9 + 1 + 1, "{text}");
     }

@@ -41,7 +41,9 @@ impl Components {
 
     /// The nodes that lie on some cycle, in increasing order.
     pub(crate) fn cyclic_nodes(&self) -> Vec<u32> {
-        (0..self.comp.len() as u32).filter(|&v| self.on_cycle(v)).collect()
+        (0..self.comp.len() as u32)
+            .filter(|&v| self.on_cycle(v))
+            .collect()
     }
 
     pub(crate) fn same(&self, a: u32, b: u32) -> bool {
@@ -67,7 +69,11 @@ pub(crate) fn components(g: &impl Digraph, roots: impl IntoIterator<Item = u32>)
         if index[root as usize] != NONE {
             continue;
         }
-        let enter = |v: u32, index: &mut [u32], low: &mut [u32], on_stack: &mut [bool], counter: &mut u32| {
+        let enter = |v: u32,
+                     index: &mut [u32],
+                     low: &mut [u32],
+                     on_stack: &mut [bool],
+                     counter: &mut u32| {
             index[v as usize] = *counter;
             low[v as usize] = *counter;
             *counter += 1;
@@ -150,7 +156,9 @@ pub(crate) mod tests {
     #[test]
     fn deep_paths_do_not_overflow_the_stack() {
         let n = 1_000_000u32;
-        let mut adj: Vec<Vec<u32>> = (0..n).map(|v| if v + 1 < n { vec![v + 1] } else { vec![0] }).collect();
+        let mut adj: Vec<Vec<u32>> = (0..n)
+            .map(|v| if v + 1 < n { vec![v + 1] } else { vec![0] })
+            .collect();
         let c = components(&Adj(adj.clone()), [0]);
         assert_eq!(c.size, vec![n]);
         adj[(n - 1) as usize].clear();

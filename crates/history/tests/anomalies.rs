@@ -1,6 +1,8 @@
 //! The classic anomalies, each as a tiny history, with the verdict every criterion must give.
 
-use ensemble_history::{check, check_all, Criterion, EdgeKind, History, Malformation, Transaction as T, Violation};
+use ensemble_history::{
+    check, check_all, Criterion, EdgeKind, History, Malformation, Transaction as T, Violation,
+};
 
 /// Expected verdicts in the order SER, US, SI, PSI, NMSI, RC (true = accepted).
 type Verdicts = [bool; 6];
@@ -34,8 +36,14 @@ fn serializable() -> History {
 fn write_skew() -> History {
     history(
         vec![
-            T::committed(1).read("x", None).read("y", None).write("x", "1"),
-            T::committed(2).read("x", None).read("y", None).write("y", "2"),
+            T::committed(1)
+                .read("x", None)
+                .read("y", None)
+                .write("x", "1"),
+            T::committed(2)
+                .read("x", None)
+                .read("y", None)
+                .write("y", "2"),
         ],
         &[],
     )
@@ -44,7 +52,10 @@ fn write_skew() -> History {
 /// Both read the initial x and write it; T2's version is installed after T1's.
 fn lost_update() -> History {
     history(
-        vec![T::committed(1).read("x", None).write("x", "1"), T::committed(2).read("x", None).write("x", "2")],
+        vec![
+            T::committed(1).read("x", None).write("x", "1"),
+            T::committed(2).read("x", None).write("x", "2"),
+        ],
         &[("r0", "x", &[1, 2]), ("r1", "x", &[1, 2])],
     )
 }
@@ -68,8 +79,14 @@ fn long_fork_of_updates() -> History {
         vec![
             T::committed(1).write("x", "1"),
             T::committed(2).write("y", "2"),
-            T::committed(3).read("x", Some(1)).read("y", None).write("z", "3"),
-            T::committed(4).read("x", None).read("y", Some(2)).write("u", "4"),
+            T::committed(3)
+                .read("x", Some(1))
+                .read("y", None)
+                .write("z", "3"),
+            T::committed(4)
+                .read("x", None)
+                .read("y", Some(2))
+                .write("u", "4"),
         ],
         &[],
     )
@@ -80,7 +97,10 @@ fn fractured_read() -> History {
     history(
         vec![
             T::committed(1).write("x", "1").write("y", "1"),
-            T::committed(2).read("x", Some(1)).read("y", None).write("z", "2"),
+            T::committed(2)
+                .read("x", Some(1))
+                .read("y", None)
+                .write("z", "2"),
         ],
         &[],
     )
@@ -89,7 +109,10 @@ fn fractured_read() -> History {
 /// The same, by a read-only transaction: a read-only anomaly US rejects.
 fn fractured_query() -> History {
     history(
-        vec![T::committed(1).write("x", "1").write("y", "1"), T::committed(2).read("x", Some(1)).read("y", None)],
+        vec![
+            T::committed(1).write("x", "1").write("y", "1"),
+            T::committed(2).read("x", Some(1)).read("y", None),
+        ],
         &[],
     )
 }
@@ -101,7 +124,10 @@ fn read_only_anomaly() -> History {
     history(
         vec![
             T::committed(1).read("y", None).write("y", "20"),
-            T::committed(2).read("x", None).read("y", None).write("x", "-11"),
+            T::committed(2)
+                .read("x", None)
+                .read("y", None)
+                .write("x", "-11"),
             T::committed(3).read("x", None).read("y", Some(1)),
         ],
         &[],
@@ -109,12 +135,21 @@ fn read_only_anomaly() -> History {
 }
 
 fn aborted_read() -> History {
-    history(vec![T::aborted(1).write("x", "1"), T::committed(2).read("x", Some(1))], &[])
+    history(
+        vec![
+            T::aborted(1).write("x", "1"),
+            T::committed(2).read("x", Some(1)),
+        ],
+        &[],
+    )
 }
 
 fn intermediate_read() -> History {
     history(
-        vec![T::committed(1).write("x", "1a").write("x", "1b"), T::committed(2).read_value("x", Some(1), "1a")],
+        vec![
+            T::committed(1).write("x", "1a").write("x", "1b"),
+            T::committed(2).read_value("x", Some(1), "1a"),
+        ],
         &[],
     )
 }
@@ -135,7 +170,10 @@ fn non_monotonic_session() -> History {
 /// T1 and T2 both write x and y, installed in opposite orders.
 fn write_cycle() -> History {
     history(
-        vec![T::committed(1).write("x", "1").write("y", "1"), T::committed(2).write("x", "2").write("y", "2")],
+        vec![
+            T::committed(1).write("x", "1").write("y", "1"),
+            T::committed(2).write("x", "2").write("y", "2"),
+        ],
         &[("r0", "x", &[1, 2]), ("r0", "y", &[2, 1])],
     )
 }
@@ -143,7 +181,10 @@ fn write_cycle() -> History {
 /// Each reads the other's write: circular information flow, no ww edge.
 fn circular_reads() -> History {
     history(
-        vec![T::committed(1).read("y", Some(2)).write("x", "1"), T::committed(2).read("x", Some(1)).write("y", "2")],
+        vec![
+            T::committed(1).read("y", Some(2)).write("x", "1"),
+            T::committed(2).read("x", Some(1)).write("y", "2"),
+        ],
         &[],
     )
 }
@@ -151,17 +192,53 @@ fn circular_reads() -> History {
 fn table() -> Vec<(&'static str, History, Verdicts)> {
     //                                           SER    US     SI     PSI    NMSI   RC
     vec![
-        ("serializable", serializable(), [true, true, true, true, true, true]),
-        ("write skew", write_skew(), [false, false, true, true, true, true]),
-        ("lost update", lost_update(), [false, false, false, false, false, true]),
-        ("long fork", long_fork(), [false, true, false, true, true, true]),
-        ("long fork of updates", long_fork_of_updates(), [false, false, false, true, true, true]),
-        ("fractured read", fractured_read(), [false, false, false, false, false, true]),
-        ("fractured read-only", fractured_query(), [false, false, false, false, false, true]),
-        ("read-only anomaly", read_only_anomaly(), [false, false, true, true, true, true]),
+        (
+            "serializable",
+            serializable(),
+            [true, true, true, true, true, true],
+        ),
+        (
+            "write skew",
+            write_skew(),
+            [false, false, true, true, true, true],
+        ),
+        (
+            "lost update",
+            lost_update(),
+            [false, false, false, false, false, true],
+        ),
+        (
+            "long fork",
+            long_fork(),
+            [false, true, false, true, true, true],
+        ),
+        (
+            "long fork of updates",
+            long_fork_of_updates(),
+            [false, false, false, true, true, true],
+        ),
+        (
+            "fractured read",
+            fractured_read(),
+            [false, false, false, false, false, true],
+        ),
+        (
+            "fractured read-only",
+            fractured_query(),
+            [false, false, false, false, false, true],
+        ),
+        (
+            "read-only anomaly",
+            read_only_anomaly(),
+            [false, false, true, true, true, true],
+        ),
         ("aborted read (G1a)", aborted_read(), [false; 6]),
         ("intermediate read (G1b)", intermediate_read(), [false; 6]),
-        ("non-monotonic session", non_monotonic_session(), [false, true, false, false, true, true]),
+        (
+            "non-monotonic session",
+            non_monotonic_session(),
+            [false, true, false, false, true, true],
+        ),
         ("write cycle (G0)", write_cycle(), [false; 6]),
         ("circular reads (G1c)", circular_reads(), [false; 6]),
     ]
@@ -174,7 +251,10 @@ fn every_anomaly_gets_the_expected_verdict_under_every_criterion() {
         let reports = check_all(&h);
         for (report, &want) in reports.iter().zip(&expected) {
             if report.ok() != want {
-                failures.push(format!("{name}: expected {} {}, got\n{report}", report.criterion, want));
+                failures.push(format!(
+                    "{name}: expected {} {}, got\n{report}",
+                    report.criterion, want
+                ));
             }
             // check() and check_all() agree.
             assert_eq!(&check(&h, report.criterion), report);
@@ -186,7 +266,10 @@ fn every_anomaly_gets_the_expected_verdict_under_every_criterion() {
 #[test]
 fn counterexamples_name_transactions_keys_and_edge_kinds() {
     let ser = check(&write_skew(), Criterion::Ser);
-    assert_eq!(ser.cycle().unwrap().to_string(), "T1 -rw(y)-> T2 -rw(x)-> T1");
+    assert_eq!(
+        ser.cycle().unwrap().to_string(),
+        "T1 -rw(y)-> T2 -rw(x)-> T1"
+    );
     assert_eq!(
         ser.to_string().lines().next().unwrap(),
         "SER: NOT serializable — cycle T1 -rw(y)-> T2 -rw(x)-> T1 (G2)"
@@ -210,11 +293,18 @@ fn counterexamples_name_transactions_keys_and_edge_kinds() {
 
     let psi = check(&non_monotonic_session(), Criterion::Psi);
     let text = psi.cycle().unwrap().to_string();
-    assert!(text.contains("-so->") && text.contains("-rw(x)->"), "{text}");
+    assert!(
+        text.contains("-so->") && text.contains("-rw(x)->"),
+        "{text}"
+    );
 
     let us = check(&read_only_anomaly(), Criterion::Us);
     match &us.violations[0] {
-        Violation::Cycle { cycle, query, shortest } => {
+        Violation::Cycle {
+            cycle,
+            query,
+            shortest,
+        } => {
             assert_eq!(*query, Some(3));
             assert!(*shortest);
             assert_eq!(cycle.to_string(), "T3 -rw(x)-> T2 -rw(y)-> T1 -wr(y)-> T3");
@@ -231,16 +321,35 @@ fn counterexamples_name_transactions_keys_and_edge_kinds() {
 #[test]
 fn read_anomalies_are_named() {
     let r = check(&aborted_read(), Criterion::Rc);
-    assert_eq!(r.violations, vec![Violation::AbortedRead { reader: 2, key: "x".into(), writer: 1 }]);
-    assert!(r.to_string().contains("aborted read (G1a): T2 read `x` from aborted T1"), "{r}");
+    assert_eq!(
+        r.violations,
+        vec![Violation::AbortedRead {
+            reader: 2,
+            key: "x".into(),
+            writer: 1
+        }]
+    );
+    assert!(
+        r.to_string()
+            .contains("aborted read (G1a): T2 read `x` from aborted T1"),
+        "{r}"
+    );
     let r = check(&intermediate_read(), Criterion::Rc);
     assert_eq!(
         r.violations,
-        vec![Violation::IntermediateRead { reader: 2, key: "x".into(), writer: 1, value: "1a".into() }]
+        vec![Violation::IntermediateRead {
+            reader: 2,
+            key: "x".into(),
+            writer: 1,
+            value: "1a".into()
+        }]
     );
     // Reading the final write is fine.
     let h = history(
-        vec![T::committed(1).write("x", "1a").write("x", "1b"), T::committed(2).read_value("x", Some(1), "1b")],
+        vec![
+            T::committed(1).write("x", "1a").write("x", "1b"),
+            T::committed(2).read_value("x", Some(1), "1b"),
+        ],
         &[],
     );
     assert!(check(&h, Criterion::Ser).ok());
@@ -249,10 +358,16 @@ fn read_anomalies_are_named() {
 #[test]
 fn serializable_report_prints_the_graph_size() {
     let r = check(&serializable(), Criterion::Ser);
-    assert_eq!(r.to_string(), "SER: serializable — 3 committed transactions, 0 ww / 3 wr / 0 rw edges");
+    assert_eq!(
+        r.to_string(),
+        "SER: serializable — 3 committed transactions, 0 ww / 3 wr / 0 rw edges"
+    );
     let r = check(&lost_update(), Criterion::Rc);
     assert_eq!(r.edges.ww, 1);
-    assert_eq!(r.edges.rw, 1, "T2 read x0, overwritten first by T1; T1's own rw would be a self-loop");
+    assert_eq!(
+        r.edges.rw, 1,
+        "T2 read x0, overwritten first by T1; T1's own rw would be a self-loop"
+    );
 }
 
 #[test]
@@ -281,11 +396,18 @@ fn replicas_must_agree() {
             b: Some(2)
         }]
     );
-    assert!(r.to_string().contains("replicas disagree on `x`: at install 0, r0 has T1 and r2 has T2"), "{r}");
+    assert!(
+        r.to_string()
+            .contains("replicas disagree on `x`: at install 0, r0 has T1 and r2 has T2"),
+        "{r}"
+    );
 
     // A replica that missed the last version, and one that ends with the wrong value.
     let mut h = history(
-        vec![T::committed(1).write("x", "1"), T::committed(2).read("x", Some(1)).write("x", "2")],
+        vec![
+            T::committed(1).write("x", "1"),
+            T::committed(2).read("x", Some(1)).write("x", "2"),
+        ],
         &[("r0", "x", &[1, 2]), ("r1", "x", &[1])],
     );
     h.set_final_value("r0", "x", "2");
@@ -311,11 +433,21 @@ fn replicas_must_agree() {
 #[test]
 fn aborted_installs_are_violations() {
     let h = history(
-        vec![T::committed(1).write("x", "1"), T::aborted(2).write("x", "2")],
+        vec![
+            T::committed(1).write("x", "1"),
+            T::aborted(2).write("x", "2"),
+        ],
         &[("r0", "x", &[1, 2])],
     );
     let r = check(&h, Criterion::Rc);
-    assert_eq!(r.violations, vec![Violation::AbortedInstall { replica: "r0".into(), key: "x".into(), txn: 2 }]);
+    assert_eq!(
+        r.violations,
+        vec![Violation::AbortedInstall {
+            replica: "r0".into(),
+            key: "x".into(),
+            txn: 2
+        }]
+    );
 }
 
 #[test]
@@ -348,7 +480,11 @@ fn commit_numbers_order_versions_when_no_replica_reports() {
 fn malformed(h: &History) -> Vec<Malformation> {
     let r = check(h, Criterion::Ser);
     assert!(!r.ok() && r.is_malformed(), "{r}");
-    assert!(r.to_string().starts_with("SER: malformed history, not checked"), "{r}");
+    assert!(
+        r.to_string()
+            .starts_with("SER: malformed history, not checked"),
+        "{r}"
+    );
     r.violations
         .into_iter()
         .map(|v| match v {
@@ -360,48 +496,125 @@ fn malformed(h: &History) -> Vec<Malformation> {
 
 #[test]
 fn malformed_histories_are_reported_with_names() {
-    let h = history(vec![T::committed(1).write("x", "1"), T::committed(1).read("x", None)], &[]);
-    assert_eq!(malformed(&h), vec![Malformation::DuplicateTransaction { id: 1 }]);
-
-    let h = history(vec![T::committed(2).read("x", Some(9))], &[]);
-    let m = malformed(&h);
-    assert_eq!(m, vec![Malformation::UnknownWriter { reader: 2, key: "x".into(), writer: 9 }]);
-    assert_eq!(m[0].to_string(), "T2 read `x` from T9, which is not in the history");
-
-    let h = history(vec![T::committed(1).write("y", "1"), T::committed(2).read("x", Some(1))], &[]);
-    let m = malformed(&h);
-    assert_eq!(m[0].to_string(), "T2 read `x` from T1, which did not write `x`");
-
-    let h = history(vec![T::committed(1).write("x", "1"), T::committed(2).read_value("x", Some(1), "7")], &[]);
-    assert_eq!(malformed(&h)[0].to_string(), "T2 read `x` = \"7\" from T1, which never wrote that value to `x`");
-
-    let h = history(vec![T::committed(1).write("x", "1"), T::committed(2).write("x", "2")], &[]);
-    let m = malformed(&h);
-    assert_eq!(m, vec![Malformation::NoVersionOrder { key: "x".into(), writers: vec![1, 2] }]);
-    assert!(m[0].to_string().starts_with("key `x` has 2 committed writers (T1, T2) but no version order"));
-
     let h = history(
-        vec![T::committed(1).commit_seq(4).write("x", "1"), T::committed(2).commit_seq(4).write("x", "2")],
+        vec![
+            T::committed(1).write("x", "1"),
+            T::committed(1).read("x", None),
+        ],
         &[],
     );
     assert_eq!(
         malformed(&h),
-        vec![Malformation::AmbiguousCommitOrder { key: "x".into(), first: 1, second: 2, commit: 4 }]
+        vec![Malformation::DuplicateTransaction { id: 1 }]
+    );
+
+    let h = history(vec![T::committed(2).read("x", Some(9))], &[]);
+    let m = malformed(&h);
+    assert_eq!(
+        m,
+        vec![Malformation::UnknownWriter {
+            reader: 2,
+            key: "x".into(),
+            writer: 9
+        }]
+    );
+    assert_eq!(
+        m[0].to_string(),
+        "T2 read `x` from T9, which is not in the history"
     );
 
     let h = history(
-        vec![T::committed(1).write("x", "1"), T::committed(2).write("x", "2"), T::committed(3).write("y", "3")],
+        vec![
+            T::committed(1).write("y", "1"),
+            T::committed(2).read("x", Some(1)),
+        ],
+        &[],
+    );
+    let m = malformed(&h);
+    assert_eq!(
+        m[0].to_string(),
+        "T2 read `x` from T1, which did not write `x`"
+    );
+
+    let h = history(
+        vec![
+            T::committed(1).write("x", "1"),
+            T::committed(2).read_value("x", Some(1), "7"),
+        ],
+        &[],
+    );
+    assert_eq!(
+        malformed(&h)[0].to_string(),
+        "T2 read `x` = \"7\" from T1, which never wrote that value to `x`"
+    );
+
+    let h = history(
+        vec![
+            T::committed(1).write("x", "1"),
+            T::committed(2).write("x", "2"),
+        ],
+        &[],
+    );
+    let m = malformed(&h);
+    assert_eq!(
+        m,
+        vec![Malformation::NoVersionOrder {
+            key: "x".into(),
+            writers: vec![1, 2]
+        }]
+    );
+    assert!(m[0]
+        .to_string()
+        .starts_with("key `x` has 2 committed writers (T1, T2) but no version order"));
+
+    let h = history(
+        vec![
+            T::committed(1).commit_seq(4).write("x", "1"),
+            T::committed(2).commit_seq(4).write("x", "2"),
+        ],
+        &[],
+    );
+    assert_eq!(
+        malformed(&h),
+        vec![Malformation::AmbiguousCommitOrder {
+            key: "x".into(),
+            first: 1,
+            second: 2,
+            commit: 4
+        }]
+    );
+
+    let h = history(
+        vec![
+            T::committed(1).write("x", "1"),
+            T::committed(2).write("x", "2"),
+            T::committed(3).write("y", "3"),
+        ],
         &[("r0", "x", &[1, 7, 3, 1])],
     );
     let m = malformed(&h);
-    assert!(m.contains(&Malformation::UnknownInstalledTransaction { replica: "r0".into(), key: "x".into(), txn: 7 }));
-    assert!(m.contains(&Malformation::InstalledTransactionDidNotWriteKey {
+    assert!(m.contains(&Malformation::UnknownInstalledTransaction {
         replica: "r0".into(),
         key: "x".into(),
-        txn: 3
+        txn: 7
     }));
-    assert!(m.contains(&Malformation::DuplicateInstall { replica: "r0".into(), key: "x".into(), txn: 1 }));
-    assert!(m.contains(&Malformation::MissingFromVersionOrder { replica: "r0".into(), key: "x".into(), txn: 2 }));
+    assert!(
+        m.contains(&Malformation::InstalledTransactionDidNotWriteKey {
+            replica: "r0".into(),
+            key: "x".into(),
+            txn: 3
+        })
+    );
+    assert!(m.contains(&Malformation::DuplicateInstall {
+        replica: "r0".into(),
+        key: "x".into(),
+        txn: 1
+    }));
+    assert!(m.contains(&Malformation::MissingFromVersionOrder {
+        replica: "r0".into(),
+        key: "x".into(),
+        txn: 2
+    }));
     let text: Vec<String> = m.iter().map(|m| m.to_string()).collect();
     assert!(
         text.contains(&"key `x`: committed T2 wrote it, but the version order (the installs of replica r0) does not list it".to_owned()),
@@ -411,7 +624,10 @@ fn malformed_histories_are_reported_with_names() {
 
 #[test]
 fn reading_ones_own_write_adds_no_edge() {
-    let h = history(vec![T::committed(1).write("x", "1").read("x", Some(1))], &[]);
+    let h = history(
+        vec![T::committed(1).write("x", "1").read("x", Some(1))],
+        &[],
+    );
     let r = check(&h, Criterion::Ser);
     assert!(r.ok(), "{r}");
     assert_eq!((r.edges.ww, r.edges.wr, r.edges.rw), (0, 0, 0));
@@ -422,7 +638,11 @@ fn aborted_transactions_take_no_part_in_the_graph() {
     // The aborted T2 read stale data and wrote x; it must neither create edges nor need a
     // version order with T1.
     let h = history(
-        vec![T::committed(1).write("x", "1"), T::aborted(2).read("x", None).write("x", "2"), T::committed(3).read("x", Some(1))],
+        vec![
+            T::committed(1).write("x", "1"),
+            T::aborted(2).read("x", None).write("x", "2"),
+            T::committed(3).read("x", Some(1)),
+        ],
         &[],
     );
     let r = check(&h, Criterion::Ser);

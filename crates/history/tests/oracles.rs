@@ -37,7 +37,8 @@ impl Tiny {
     fn new(h: &History) -> Tiny {
         let all: Vec<Transaction> = h.transactions().collect();
         let txns: Vec<Transaction> = all.iter().filter(|t| t.committed).cloned().collect();
-        let index: HashMap<TxnId, usize> = txns.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
+        let index: HashMap<TxnId, usize> =
+            txns.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
         let by_id: HashMap<TxnId, &Transaction> = all.iter().map(|t| (t.id, t)).collect();
         let mut reads_committed_finals = true;
         let mut reads = Vec::new();
@@ -51,7 +52,8 @@ impl Tiny {
                     Some(w) => {
                         let writer = by_id[&w];
                         let last = writer.writes.iter().rev().find(|x| x.key == r.key).unwrap();
-                        let fresh = r.value.is_none() || last.value.is_none() || r.value == last.value;
+                        let fresh =
+                            r.value.is_none() || last.value.is_none() || r.value == last.value;
                         if !writer.committed || !fresh {
                             reads_committed_finals = false;
                         } else {
@@ -69,7 +71,13 @@ impl Tiny {
                 }
             }
         }
-        Tiny { orders: version_orders(h), txns, reads_committed_finals, reads, so }
+        Tiny {
+            orders: version_orders(h),
+            txns,
+            reads_committed_finals,
+            reads,
+            so,
+        }
     }
 
     fn writes(&self, i: usize, key: &str) -> bool {
@@ -82,7 +90,10 @@ impl Tiny {
 
     /// Position of transaction `i`'s version in the key's order.
     fn version(&self, key: &str, i: usize) -> Option<usize> {
-        self.orders.get(key)?.iter().position(|&t| t == self.txns[i].id)
+        self.orders
+            .get(key)?
+            .iter()
+            .position(|&t| t == self.txns[i].id)
     }
 }
 
@@ -107,14 +118,24 @@ fn axiomatic(t: &Tiny, axioms: Axioms) -> bool {
         }
         // AR installs each key's versions in the recorded order.
         for (key, order) in &t.orders {
-            let writers: Vec<TxnId> = ar.iter().filter(|&&i| t.writes(i, key)).map(|&i| t.txns[i].id).collect();
+            let writers: Vec<TxnId> = ar
+                .iter()
+                .filter(|&&i| t.writes(i, key))
+                .map(|&i| t.txns[i].id)
+                .collect();
             if &writers != order {
                 return false;
             }
         }
-        let pairs: Vec<(usize, usize)> =
-            (0..n).flat_map(|a| (0..n).map(move |b| (a, b))).filter(|&(a, b)| rank[a] < rank[b]).collect();
-        let choices: Vec<u32> = if axioms == Axioms::Ser { vec![(1u32 << pairs.len()) - 1] } else { (0..1u32 << pairs.len()).collect() };
+        let pairs: Vec<(usize, usize)> = (0..n)
+            .flat_map(|a| (0..n).map(move |b| (a, b)))
+            .filter(|&(a, b)| rank[a] < rank[b])
+            .collect();
+        let choices: Vec<u32> = if axioms == Axioms::Ser {
+            vec![(1u32 << pairs.len()) - 1]
+        } else {
+            (0..1u32 << pairs.len()).collect()
+        };
         choices.into_iter().any(|mask| {
             let mut vis = vec![vec![false; n]; n];
             for (bit, &(a, b)) in pairs.iter().enumerate() {
@@ -132,17 +153,20 @@ fn execution_ok(t: &Tiny, rank: &[usize], vis: &[Vec<bool>], axioms: Axioms) -> 
         return false;
     }
     // NOCONFLICT
-    for a in 0..n {
-        for b in a + 1..n {
-            let conflict = t.txns[a].writes.iter().any(|w| t.writes(b, &w.key));
-            if conflict && !vis[a][b] && !vis[b][a] {
-                return false;
-            }
-        }
+    let pairs = (0..n).flat_map(|a| (a + 1..n).map(move |b| (a, b)));
+    let conflicting =
+        |&(a, b): &(usize, usize)| t.txns[a].writes.iter().any(|w| t.writes(b, &w.key));
+    if pairs
+        .filter(conflicting)
+        .any(|(a, b)| !vis[a][b] && !vis[b][a])
+    {
+        return false;
     }
     // EXT
     for (reader, key, writer) in &t.reads {
-        let last = (0..n).filter(|&s| vis[s][*reader] && t.writes(s, key)).max_by_key(|&s| rank[s]);
+        let last = (0..n)
+            .filter(|&s| vis[s][*reader] && t.writes(s, key))
+            .max_by_key(|&s| rank[s]);
         if last != *writer {
             return false;
         }
@@ -150,11 +174,12 @@ fn execution_ok(t: &Tiny, rank: &[usize], vis: &[Vec<bool>], axioms: Axioms) -> 
     match axioms {
         Axioms::Ser => true,
         // PREFIX: AR ; VIS ⊆ VIS
-        Axioms::Si => (0..n).all(|a| {
-            (0..n).all(|b| rank[a] >= rank[b] || (0..n).all(|c| !vis[b][c] || vis[a][c]))
-        }),
+        Axioms::Si => (0..n)
+            .all(|a| (0..n).all(|b| rank[a] >= rank[b] || (0..n).all(|c| !vis[b][c] || vis[a][c]))),
         // TRANSVIS
-        Axioms::Psi => (0..n).all(|a| (0..n).all(|b| !vis[a][b] || (0..n).all(|c| !vis[b][c] || vis[a][c]))),
+        Axioms::Psi => {
+            (0..n).all(|a| (0..n).all(|b| !vis[a][b] || (0..n).all(|c| !vis[b][c] || vis[a][c])))
+        }
     }
 }
 
@@ -199,7 +224,11 @@ fn closure(n: usize, edges: &[(usize, usize)]) -> Vec<Vec<bool>> {
 /// WR ∪ WW edges between committed transactions (ww: any earlier version to a later one).
 fn wr_ww(t: &Tiny) -> Vec<(usize, usize)> {
     let n = t.txns.len();
-    let mut edges: Vec<(usize, usize)> = t.reads.iter().filter_map(|(r, _, w)| w.map(|w| (w, *r))).collect();
+    let mut edges: Vec<(usize, usize)> = t
+        .reads
+        .iter()
+        .filter_map(|(r, _, w)| w.map(|w| (w, *r)))
+        .collect();
     for key in t.orders.keys() {
         for a in 0..n {
             for b in 0..n {
@@ -227,7 +256,8 @@ fn nmsi_oracle(t: &Tiny) -> bool {
     t.reads.iter().all(|(i, key, j)| {
         (0..n).all(|k| {
             !depends[k][*i]
-                || t.version(key, k).is_none_or(|vk| j.and_then(|j| t.version(key, j)).is_some_and(|vj| vk <= vj))
+                || t.version(key, k)
+                    .is_none_or(|vk| j.and_then(|j| t.version(key, j)).is_some_and(|vj| vk <= vj))
         })
     })
 }
@@ -294,7 +324,11 @@ fn every_criterion_agrees_with_its_oracle_on_tiny_histories() {
     let mut si_psi_differ = 0;
     for seed in 0..8000u64 {
         let mut r = ChaCha8Rng::seed_from_u64(seed + 7_000_000);
-        let h = if seed % 2 == 0 { arbitrary_history(&mut r, 5) } else { forky(&mut r) };
+        let h = if seed % 2 == 0 {
+            arbitrary_history(&mut r, 5)
+        } else {
+            forky(&mut r)
+        };
         let t = Tiny::new(&h);
         if t.txns.len() > 4 {
             continue;
@@ -310,16 +344,27 @@ fn every_criterion_agrees_with_its_oracle_on_tiny_histories() {
                 Criterion::Nmsi => nmsi_oracle(&t),
                 Criterion::Rc => rc_oracle(&t),
             };
-            assert_eq!(report.ok(), oracle, "seed {seed}: checker says\n{report}\noracle says {oracle}\n{}", h.to_json_string());
+            assert_eq!(
+                report.ok(),
+                oracle,
+                "seed {seed}: checker says\n{report}\noracle says {oracle}\n{}",
+                h.to_json_string()
+            );
             *accepted.entry(report.criterion).or_default() += usize::from(oracle);
         }
         si_psi_differ += usize::from(axiomatic(&t, Axioms::Psi) && !axiomatic(&t, Axioms::Si));
     }
     eprintln!("{tested} histories; accepted: {accepted:?}; PSI but not SI: {si_psi_differ}");
-    assert!(si_psi_differ > 20, "too few long forks to tell SI from PSI: {si_psi_differ}");
+    assert!(
+        si_psi_differ > 20,
+        "too few long forks to tell SI from PSI: {si_psi_differ}"
+    );
     assert!(tested > 2000);
     for c in Criterion::ALL {
         let a = accepted.get(&c).copied().unwrap_or(0);
-        assert!(a > tested / 10 && a < tested * 9 / 10, "{c}: {a} of {tested} accepted, too lopsided");
+        assert!(
+            a > tested / 10 && a < tested * 9 / 10,
+            "{c}: {a} of {tested} accepted, too lopsided"
+        );
     }
 }

@@ -3,8 +3,13 @@
 
 mod common;
 
-use common::{arbitrary_history, assert_cycle_is_real, oracle_serializable, serial_history, version_orders, Shape};
-use ensemble_history::{check, check_all, Criterion, History, Install, Transaction, TxnId, Violation};
+use common::{
+    arbitrary_history, assert_cycle_is_real, oracle_serializable, serial_history, version_orders,
+    Shape,
+};
+use ensemble_history::{
+    check, check_all, Criterion, History, Install, Transaction, TxnId, Violation,
+};
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -59,7 +64,11 @@ fn parts(h: &History) -> (Vec<Transaction>, Vec<Install>) {
 
 /// The final value `t` wrote to `key`.
 fn final_value(t: &Transaction, key: &str) -> Option<String> {
-    t.writes.iter().rev().find(|w| w.key == key).and_then(|w| w.value.clone())
+    t.writes
+        .iter()
+        .rev()
+        .find(|w| w.key == key)
+        .and_then(|w| w.value.clone())
 }
 
 fn predecessor(order: &[TxnId], t: TxnId) -> Option<Option<TxnId>> {
@@ -76,9 +85,13 @@ fn inject_lost_update(h: &History, r: &mut ChaCha8Rng) -> Option<History> {
     for (i, t) in txns.iter().enumerate().filter(|(_, t)| t.committed) {
         for (j, read) in t.reads.iter().enumerate() {
             let Some(w) = read.writer else { continue };
-            let Some(order) = orders.get(&read.key) else { continue };
-            let (Some(pw), Some(pr)) = (order.iter().position(|&x| x == w), order.iter().position(|&x| x == t.id))
-            else {
+            let Some(order) = orders.get(&read.key) else {
+                continue;
+            };
+            let (Some(pw), Some(pr)) = (
+                order.iter().position(|&x| x == w),
+                order.iter().position(|&x| x == t.id),
+            ) else {
                 continue;
             };
             if w != t.id && pr == pw + 1 {
@@ -106,7 +119,11 @@ fn inject_fractured_read(h: &History, r: &mut ChaCha8Rng) -> Option<History> {
     for (i, t) in txns.iter().enumerate().filter(|(_, t)| t.committed) {
         for (j, a) in t.reads.iter().enumerate() {
             for b in &t.reads {
-                if a.writer.is_some() && a.writer == b.writer && a.key != b.key && a.writer != Some(t.id) {
+                if a.writer.is_some()
+                    && a.writer == b.writer
+                    && a.key != b.key
+                    && a.writer != Some(t.id)
+                {
                     candidates.push((i, j));
                 }
             }
@@ -127,7 +144,11 @@ fn inject_fractured_read(h: &History, r: &mut ChaCha8Rng) -> Option<History> {
 fn inject_circular_read(h: &History, r: &mut ChaCha8Rng) -> Option<History> {
     let (mut txns, installs) = parts(h);
     let mut candidates = Vec::new();
-    for (wi, w) in txns.iter().enumerate().filter(|(_, t)| t.committed && !t.writes.is_empty()) {
+    for (wi, w) in txns
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.committed && !t.writes.is_empty())
+    {
         for read in &w.reads {
             let Some(rid) = read.writer else { continue };
             if rid != w.id {
@@ -140,7 +161,11 @@ fn inject_circular_read(h: &History, r: &mut ChaCha8Rng) -> Option<History> {
     let key = txns[wi].writes.choose(r).unwrap().key.clone();
     let value = final_value(&txns[wi], &key);
     let wid = txns[wi].id;
-    txns[ri].reads.push(ensemble_history::Read { key, writer: Some(wid), value });
+    txns[ri].reads.push(ensemble_history::Read {
+        key,
+        writer: Some(wid),
+        value,
+    });
     Some(rebuild(&txns, &installs))
 }
 
@@ -157,7 +182,11 @@ fn inject_reference_swap(h: &History, r: &mut ChaCha8Rng) -> Option<History> {
         }
         for p in 0..inst.order.len().saturating_sub(1) {
             let (a, b) = (inst.order[p], inst.order[p + 1]);
-            if by_id[&b].reads.iter().any(|rd| rd.key == inst.key && rd.writer == Some(a)) {
+            if by_id[&b]
+                .reads
+                .iter()
+                .any(|rd| rd.key == inst.key && rd.writer == Some(a))
+            {
                 candidates.push((e, p));
             }
         }
@@ -196,16 +225,29 @@ fn one_injected_anomaly_is_always_caught() {
         shape.abort = 0.0; // injections pick committed transactions; aborted ones only dilute
         let h = serial_history(&mut rng(seed), &shape);
         for (n, (name, inject)) in injections.iter().enumerate() {
-            let Some(bad) = inject(&h, &mut rng(seed * 7 + n as u64)) else { continue };
+            let Some(bad) = inject(&h, &mut rng(seed * 7 + n as u64)) else {
+                continue;
+            };
             injected[n] += 1;
             let ser = check(&bad, Criterion::Ser);
             assert!(!ser.ok(), "seed {seed}: {name} not caught by SER");
-            assert!(!ser.is_malformed(), "seed {seed}: {name} made the history malformed:\n{ser}");
-            let diverged = ser.violations.iter().any(|v| matches!(v, Violation::ReplicaOrder { .. }));
+            assert!(
+                !ser.is_malformed(),
+                "seed {seed}: {name} made the history malformed:\n{ser}"
+            );
+            let diverged = ser
+                .violations
+                .iter()
+                .any(|v| matches!(v, Violation::ReplicaOrder { .. }));
             if *name == "replica install swap" {
-                assert!(diverged, "seed {seed}: replica swap not reported as divergence:\n{ser}");
+                assert!(
+                    diverged,
+                    "seed {seed}: replica swap not reported as divergence:\n{ser}"
+                );
             } else {
-                let cycle = ser.cycle().unwrap_or_else(|| panic!("seed {seed}: {name} gave no cycle:\n{ser}"));
+                let cycle = ser
+                    .cycle()
+                    .unwrap_or_else(|| panic!("seed {seed}: {name} gave no cycle:\n{ser}"));
                 assert_cycle_is_real(&bad, cycle);
                 if *name != "reference install swap" {
                     assert!(!diverged, "seed {seed}: {name} touched no install");
@@ -220,8 +262,15 @@ fn one_injected_anomaly_is_always_caught() {
         }
     }
     for (n, (name, _)) in injections.iter().enumerate() {
-        eprintln!("{name}: injected into {} of 400 serial histories", injected[n]);
-        assert!(injected[n] >= 50, "only {} histories got a {name}", injected[n]);
+        eprintln!(
+            "{name}: injected into {} of 400 serial histories",
+            injected[n]
+        );
+        assert!(
+            injected[n] >= 50,
+            "only {} histories got a {name}",
+            injected[n]
+        );
     }
 }
 
@@ -234,9 +283,17 @@ fn ser_agrees_with_brute_force_on_small_arbitrary_histories() {
     for seed in 0..4000 {
         let h = arbitrary_history(&mut rng(seed), 7);
         let report = check(&h, Criterion::Ser);
-        assert!(!report.is_malformed(), "seed {seed}: generator made a malformed history:\n{report}");
+        assert!(
+            !report.is_malformed(),
+            "seed {seed}: generator made a malformed history:\n{report}"
+        );
         let oracle = oracle_serializable(&h);
-        assert_eq!(report.ok(), oracle, "seed {seed}: checker says\n{report}\noracle says {oracle}\n{}", h.to_json_string());
+        assert_eq!(
+            report.ok(),
+            oracle,
+            "seed {seed}: checker says\n{report}\noracle says {oracle}\n{}",
+            h.to_json_string()
+        );
         if let Some(cycle) = report.cycle() {
             assert_cycle_is_real(&h, cycle);
         }
@@ -246,7 +303,10 @@ fn ser_agrees_with_brute_force_on_small_arbitrary_histories() {
             no += 1;
         }
     }
-    assert!(yes > 500 && no > 500, "too lopsided to mean much: {yes} serializable, {no} not");
+    assert!(
+        yes > 500 && no > 500,
+        "too lopsided to mean much: {yes} serializable, {no} not"
+    );
 }
 
 #[test]
@@ -266,7 +326,10 @@ fn criteria_are_ordered_by_strength_and_report_real_cycles() {
         let reports = check_all(&h);
         let ok = |c: Criterion| reports.iter().find(|r| r.criterion == c).unwrap().ok();
         for (strong, weak) in implications {
-            assert!(!ok(strong) || ok(weak), "seed {seed}: {strong} holds but {weak} does not");
+            assert!(
+                !ok(strong) || ok(weak),
+                "seed {seed}: {strong} holds but {weak} does not"
+            );
             if ok(weak) && !ok(strong) {
                 *strict.entry((strong, weak)).or_insert(0) += 1;
             }
@@ -311,5 +374,8 @@ fn snapshot_isolation_engine_histories_satisfy_si_and_weaker() {
             }
         }
     }
-    assert!(not_serializable > 30, "the SI engine produced only {not_serializable} non-serializable histories");
+    assert!(
+        not_serializable > 30,
+        "the SI engine produced only {not_serializable} non-serializable histories"
+    );
 }

@@ -1,4 +1,4 @@
-use ensemble_app::{apps::shop, DataConfig};
+use ensemble_app::{apps::shop, ChangeKind, DataConfig, ExecRole, InstanceId, Position, RowChange, StateUpdate, StorageJob, StorageResult};
 use ensemble_core::*;
 use ensemble_sqlite::SqliteStorage;
 
@@ -16,7 +16,7 @@ fn fresh(instance: u32) -> SqliteStorage {
 
 fn exec(s: &mut SqliteStorage, r: Request, role: ExecRole) -> (Outcome, StateUpdate, Position) {
     match s.run(&StorageJob::Execute { request: r, role }) {
-        StorageResult::Executed { outcome, update, position } => (outcome, update, position),
+        StorageResult::Executed { outcome, update, position, .. } => (outcome, update, position),
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -54,7 +54,7 @@ fn aborted_global_takes_a_sequence_number_and_writes_nothing() {
     let mut a = fresh(0);
     let before = a.digests().unwrap();
     let (o, u, p) = exec(&mut a, req(1, "order", vec![Value::Int(99)]), ExecRole::Global);
-    assert_eq!(o, Outcome::Aborted("no cart 99".into()));
+    assert_eq!(o, Outcome::body_abort("no cart 99"));
     assert!(u.is_empty());
     assert_eq!(p, Position::Global { seq: 1 });
     assert_eq!(a.digests().unwrap(), before);

@@ -1,8 +1,8 @@
 //! Helpers the application tests share: a fresh loaded database and terse transaction calls.
 #![allow(dead_code)]
 
-use ensemble_app::{Application, DataConfig};
-use ensemble_core::{ClientId, InstanceId, Outcome, Request, Rows, Value};
+use ensemble_app::{Application, DataConfig, InstanceId};
+use ensemble_core::{ClientId, Outcome, Request, Rows, Value};
 use ensemble_sqlite::SqliteStorage;
 use std::sync::Arc;
 
@@ -21,13 +21,13 @@ pub fn run(db: &SqliteStorage, txn: &str, params: Vec<Value>) -> Outcome {
 pub fn ok(db: &SqliteStorage, txn: &str, params: Vec<Value>) -> Rows {
     match run(db, txn, params) {
         Outcome::Committed(rows) => rows,
-        Outcome::Aborted(why) => panic!("{txn} aborted: {why}"),
+        Outcome::Aborted { reason: why, .. } => panic!("{txn} aborted: {why}"),
     }
 }
 
 pub fn aborted(db: &SqliteStorage, txn: &str, params: Vec<Value>) -> String {
     match run(db, txn, params) {
-        Outcome::Aborted(why) => why,
+        Outcome::Aborted { reason: why, .. } => why,
         Outcome::Committed(rows) => panic!("{txn} committed: {rows:?}"),
     }
 }

@@ -47,5 +47,9 @@ pub(crate) fn report(a: &Analysis, criterion: Criterion) -> Report {
 }
 
 fn violation(a: &Analysis, outcome: Outcome) -> Violation {
-    Violation::Cycle { cycle: outcome.found.to_cycle(a), shortest: outcome.shortest, query: None }
+    Violation::Cycle {
+        cycle: outcome.found.to_cycle(a),
+        shortest: outcome.shortest,
+        query: None,
+    }
 }

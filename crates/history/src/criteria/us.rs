@@ -30,18 +30,30 @@ pub(super) fn check(a: &Analysis) -> Option<Violation> {
     }
     let g = &a.graph;
     let full = &a.full;
-    let queries: Vec<u32> =
-        full.cyclic_nodes().into_iter().filter(|&v| a.committed[v as usize] && !a.is_update(v)).collect();
+    let queries: Vec<u32> = full
+        .cyclic_nodes()
+        .into_iter()
+        .filter(|&v| a.committed[v as usize] && !a.is_update(v))
+        .collect();
     if queries.is_empty() {
         return None;
     }
     // The update graph is acyclic now; Tarjan numbers its nodes in reverse topological order,
     // so u ~> v implies comp[u] >= comp[v] in both numberings.
-    let updates: Vec<u32> = full.cyclic_nodes().into_iter().filter(|&v| a.is_update(v)).collect();
-    let view = cycle::View { g, kinds, keep: |v: u32, t: u32| full.same(v, t) && a.is_update(t) };
+    let updates: Vec<u32> = full
+        .cyclic_nodes()
+        .into_iter()
+        .filter(|&v| a.is_update(v))
+        .collect();
+    let view = cycle::View {
+        g,
+        kinds,
+        keep: |v: u32, t: u32| full.same(v, t) && a.is_update(t),
+    };
     let forward = scc::components(&view, updates.iter().copied());
     let backward = scc::components(&view, updates.iter().rev().copied());
-    let may_reach = |c: &Components, from: u32, to: u32| c.comp[from as usize] >= c.comp[to as usize];
+    let may_reach =
+        |c: &Components, from: u32, to: u32| c.comp[from as usize] >= c.comp[to as usize];
 
     let mut reach = Reach::new(g.node_count());
     let mut best: Option<(u32, Vec<u32>)> = None; // (query, cycle slots starting at the query)
@@ -61,8 +73,11 @@ pub(super) fn check(a: &Analysis) -> Option<Violation> {
         if out.is_empty() || read_from.is_empty() {
             continue;
         }
-        let reachable =
-            |x: u32| read_from.iter().any(|&i| may_reach(&forward, x, i) && may_reach(&backward, x, i));
+        let reachable = |x: u32| {
+            read_from
+                .iter()
+                .any(|&i| may_reach(&forward, x, i) && may_reach(&backward, x, i))
+        };
         if best.as_ref().is_some_and(|(_, c)| c.len() <= 2) {
             break; // nothing is shorter than q -rw-> o -wr-> q
         }
@@ -72,10 +87,18 @@ pub(super) fn check(a: &Analysis) -> Option<Violation> {
             kinds.has(g.kind(s)) && full.same(v, x) && a.is_update(x) && reachable(x)
         };
         let sources = out.iter().copied().filter(|&o| reachable(o));
-        if let Some((o, path, i)) = reach.shortest(g, sources, |x| read_from.contains(&x), follow, bound) {
-            let rw = g.edges(q).find(|&s| g.kind(s) == EdgeKind::Rw && g.target(s) == o);
-            let wr = g.edges(i).find(|&s| g.kind(s) == EdgeKind::Wr && g.target(s) == q);
-            let (Some(rw), Some(wr)) = (rw, wr) else { continue };
+        if let Some((o, path, i)) =
+            reach.shortest(g, sources, |x| read_from.contains(&x), follow, bound)
+        {
+            let rw = g
+                .edges(q)
+                .find(|&s| g.kind(s) == EdgeKind::Rw && g.target(s) == o);
+            let wr = g
+                .edges(i)
+                .find(|&s| g.kind(s) == EdgeKind::Wr && g.target(s) == q);
+            let (Some(rw), Some(wr)) = (rw, wr) else {
+                continue;
+            };
             let mut slots = vec![rw];
             slots.extend(path);
             slots.push(wr);

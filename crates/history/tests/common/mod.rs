@@ -44,7 +44,8 @@ impl Shape {
 
 /// The replica names holding `key`.
 pub fn replicas_of(shape: &Shape, key: usize) -> impl Iterator<Item = String> + '_ {
-    (0..shape.replication.min(shape.replicas)).map(move |i| format!("r{}", (key + i) % shape.replicas))
+    (0..shape.replication.min(shape.replicas))
+        .map(move |i| format!("r{}", (key + i) % shape.replicas))
 }
 
 /// Runs random transactions one at a time on a model store and records exactly what each read
@@ -56,7 +57,11 @@ pub fn serial_history(rng: &mut impl Rng, shape: &Shape) -> History {
     let mut h = History::new();
     for i in 0..shape.transactions {
         let id = 3 * i as u64 + 11;
-        let mut t = if rng.random_bool(shape.abort) { Transaction::aborted(id) } else { Transaction::committed(id) };
+        let mut t = if rng.random_bool(shape.abort) {
+            Transaction::aborted(id)
+        } else {
+            Transaction::committed(id)
+        };
         if shape.sessions > 0 {
             t = t.in_session(rng.random_range(0..shape.sessions));
         }
@@ -69,7 +74,9 @@ pub fn serial_history(rng: &mut impl Rng, shape: &Shape) -> History {
             let read = |t: Transaction, own: &HashMap<usize, String>| match own.get(&k) {
                 Some(v) => record_read(t, name, Some(id), Some(v), shape.values),
                 None => {
-                    let (w, v) = store[k].as_ref().map_or((None, None), |(w, v)| (Some(*w), Some(v.as_str())));
+                    let (w, v) = store[k]
+                        .as_ref()
+                        .map_or((None, None), |(w, v)| (Some(*w), Some(v.as_str())));
                     record_read(t, name, w, v, shape.values)
                 }
             };
@@ -80,7 +87,11 @@ pub fn serial_history(rng: &mut impl Rng, shape: &Shape) -> History {
                     t = read(t, &own); // read-modify-write
                 }
                 let value = format!("{id}.{j}");
-                t = if shape.values { t.write(name, &value) } else { t.write_key(name) };
+                t = if shape.values {
+                    t.write(name, &value)
+                } else {
+                    t.write_key(name)
+                };
                 own.insert(k, value);
             }
         }
@@ -102,7 +113,13 @@ pub fn serial_history(rng: &mut impl Rng, shape: &Shape) -> History {
     h
 }
 
-fn record_read(t: Transaction, key: &str, writer: Option<TxnId>, value: Option<&str>, values: bool) -> Transaction {
+fn record_read(
+    t: Transaction,
+    key: &str,
+    writer: Option<TxnId>,
+    value: Option<&str>,
+    values: bool,
+) -> Transaction {
     match (values, value) {
         (true, Some(v)) => t.read_value(key, writer, v),
         _ => t.read(key, writer),
@@ -114,7 +131,9 @@ fn record_read(t: Transaction, key: &str, writer: Option<TxnId>, value: Option<&
 pub fn version_orders(h: &History) -> HashMap<String, Vec<TxnId>> {
     let mut orders: HashMap<String, Vec<TxnId>> = HashMap::new();
     for i in h.installs() {
-        orders.entry(i.key.clone()).or_insert_with(|| i.order.clone());
+        orders
+            .entry(i.key.clone())
+            .or_insert_with(|| i.order.clone());
     }
     let txns: Vec<Transaction> = h.transactions().collect();
     let mut by_commit: HashMap<String, Vec<(u64, TxnId)>> = HashMap::new();
@@ -124,7 +143,10 @@ pub fn version_orders(h: &History) -> HashMap<String, Vec<TxnId>> {
         keys.dedup();
         for k in keys {
             if !orders.contains_key(k) {
-                by_commit.entry(k.to_owned()).or_default().push((t.commit.unwrap_or(0), t.id));
+                by_commit
+                    .entry(k.to_owned())
+                    .or_default()
+                    .push((t.commit.unwrap_or(0), t.id));
             }
         }
     }
@@ -133,7 +155,8 @@ pub fn version_orders(h: &History) -> HashMap<String, Vec<TxnId>> {
         orders.insert(k, v.into_iter().map(|(_, t)| t).collect());
     }
     // Aborted writers are not versions.
-    let committed: std::collections::HashSet<TxnId> = txns.iter().filter(|t| t.committed).map(|t| t.id).collect();
+    let committed: std::collections::HashSet<TxnId> =
+        txns.iter().filter(|t| t.committed).map(|t| t.id).collect();
     for order in orders.values_mut() {
         order.retain(|t| committed.contains(t));
     }
@@ -148,14 +171,22 @@ pub fn assert_cycle_is_real(h: &History, cycle: &Cycle) {
     let n = cycle.edges.len();
     assert!(n >= 2, "cycle {cycle} too short");
     for (i, e) in cycle.edges.iter().enumerate() {
-        assert_eq!(e.to, cycle.edges[(i + 1) % n].from, "cycle {cycle} is not closed");
+        assert_eq!(
+            e.to,
+            cycle.edges[(i + 1) % n].from,
+            "cycle {cycle} is not closed"
+        );
         assert_ne!(e.from, e.to, "self-loop in {cycle}");
         let from = &txns[&e.from];
         let to = &txns[&e.to];
-        assert!(from.committed && to.committed, "aborted transaction on {cycle}");
+        assert!(
+            from.committed && to.committed,
+            "aborted transaction on {cycle}"
+        );
         let key = e.key.as_deref();
         let order = key.and_then(|k| orders.get(k)).cloned().unwrap_or_default();
-        let pos = |t: Option<TxnId>| t.map_or(Some(usize::MAX), |t| order.iter().position(|&x| x == t));
+        let pos =
+            |t: Option<TxnId>| t.map_or(Some(usize::MAX), |t| order.iter().position(|&x| x == t));
         let next_after = |t: Option<TxnId>| match pos(t) {
             Some(usize::MAX) => order.first().copied(),
             Some(p) => order.get(p + 1).copied(),
@@ -163,9 +194,14 @@ pub fn assert_cycle_is_real(h: &History, cycle: &Cycle) {
         };
         let justified = match e.kind {
             EdgeKind::Ww => next_after(Some(e.from)) == Some(e.to),
-            EdgeKind::Wr => to.reads.iter().any(|r| Some(r.key.as_str()) == key && r.writer == Some(e.from)),
+            EdgeKind::Wr => to
+                .reads
+                .iter()
+                .any(|r| Some(r.key.as_str()) == key && r.writer == Some(e.from)),
             EdgeKind::Rw => from.reads.iter().any(|r| {
-                Some(r.key.as_str()) == key && r.writer != Some(e.from) && next_after(r.writer) == Some(e.to)
+                Some(r.key.as_str()) == key
+                    && r.writer != Some(e.from)
+                    && next_after(r.writer) == Some(e.to)
             }),
             EdgeKind::So => {
                 let all: Vec<&Transaction> = h
@@ -209,13 +245,26 @@ pub fn arbitrary_history(r: &mut impl Rng, max_txns: usize) -> History {
                     writes.swap(last, last - 1);
                 }
             }
-            Plan { id, committed: i + 1 == n || r.random_bool(0.9), writes }
+            Plan {
+                id,
+                committed: i + 1 == n || r.random_bool(0.9),
+                writes,
+            }
         })
         .collect();
-    let writers = |k: usize| -> Vec<&Plan> { plans.iter().filter(|p| p.writes.iter().any(|w| w.0 == k)).collect() };
+    let writers = |k: usize| -> Vec<&Plan> {
+        plans
+            .iter()
+            .filter(|p| p.writes.iter().any(|w| w.0 == k))
+            .collect()
+    };
     let mut h = History::new();
     for p in &plans {
-        let mut t = if p.committed { Transaction::committed(p.id) } else { Transaction::aborted(p.id) };
+        let mut t = if p.committed {
+            Transaction::committed(p.id)
+        } else {
+            Transaction::aborted(p.id)
+        };
         if sessions {
             t = t.in_session(r.random_range(0..2));
         }
@@ -227,9 +276,18 @@ pub fn arbitrary_history(r: &mut impl Rng, max_txns: usize) -> History {
                 t = t.read(keys[k], None);
             } else {
                 let w = ws[choice];
-                let values: Vec<&String> = w.writes.iter().filter(|x| x.0 == k).map(|x| &x.1).collect();
-                let v = if r.random_bool(0.2) { values[0] } else { values[values.len() - 1] };
-                t = if r.random_bool(0.7) { t.read_value(keys[k], Some(w.id), v) } else { t.read(keys[k], Some(w.id)) };
+                let values: Vec<&String> =
+                    w.writes.iter().filter(|x| x.0 == k).map(|x| &x.1).collect();
+                let v = if r.random_bool(0.2) {
+                    values[0]
+                } else {
+                    values[values.len() - 1]
+                };
+                t = if r.random_bool(0.7) {
+                    t.read_value(keys[k], Some(w.id), v)
+                } else {
+                    t.read(keys[k], Some(w.id))
+                };
             }
         }
         for (k, v) in &p.writes {
@@ -238,7 +296,11 @@ pub fn arbitrary_history(r: &mut impl Rng, max_txns: usize) -> History {
         h.add_transaction(t);
     }
     for (k, key) in keys.iter().enumerate().take(nkeys) {
-        let mut order: Vec<TxnId> = writers(k).iter().filter(|p| p.committed).map(|p| p.id).collect();
+        let mut order: Vec<TxnId> = writers(k)
+            .iter()
+            .filter(|p| p.committed)
+            .map(|p| p.id)
+            .collect();
         order.shuffle(r);
         for &t in &order {
             h.add_install("r0", key, t);
@@ -255,7 +317,9 @@ pub fn oracle_serializable(h: &History) -> bool {
     let txns: Vec<Transaction> = h.transactions().filter(|t| t.committed).collect();
     let orders = version_orders(h);
     let mut perm: Vec<usize> = (0..txns.len()).collect();
-    permutations(&mut perm, 0, &mut |perm| replays(&txns, perm, &orders, true))
+    permutations(&mut perm, 0, &mut |perm| {
+        replays(&txns, perm, &orders, true)
+    })
 }
 
 pub fn permutations(v: &mut Vec<usize>, k: usize, f: &mut impl FnMut(&[usize]) -> bool) -> bool {
@@ -273,7 +337,12 @@ pub fn permutations(v: &mut Vec<usize>, k: usize, f: &mut impl FnMut(&[usize]) -
     false
 }
 
-pub fn replays(txns: &[Transaction], perm: &[usize], orders: &HashMap<String, Vec<TxnId>>, sessions: bool) -> bool {
+pub fn replays(
+    txns: &[Transaction],
+    perm: &[usize],
+    orders: &HashMap<String, Vec<TxnId>>,
+    sessions: bool,
+) -> bool {
     // Session order: within a session, the permutation keeps order of appearance.
     let mut last_pos: HashMap<u64, usize> = HashMap::new();
     for &i in perm.iter().filter(|_| sessions) {
@@ -312,9 +381,12 @@ pub fn replays(txns: &[Transaction], perm: &[usize], orders: &HashMap<String, Ve
             installed.entry(k).or_default().push(t.id);
         }
     }
-    orders.iter().all(|(k, order)| installed.get(k.as_str()).map_or(order.is_empty(), |v| v == order))
+    orders.iter().all(|(k, order)| {
+        installed
+            .get(k.as_str())
+            .map_or(order.is_empty(), |v| v == order)
+    })
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // A snapshot-isolation engine.
@@ -342,7 +414,9 @@ pub fn si_history(rng: &mut impl Rng, shape: &Shape, concurrency: usize) -> Hist
     let mut started = 0usize;
     let mut h = History::new();
     while started < shape.transactions || !active.is_empty() {
-        if started < shape.transactions && (active.len() < concurrency && rng.random_bool(0.5) || active.is_empty()) {
+        if started < shape.transactions
+            && (active.len() < concurrency && rng.random_bool(0.5) || active.is_empty())
+        {
             let id = 5 * started as u64 + 2;
             started += 1;
             active.push(Active {
@@ -361,27 +435,40 @@ pub fn si_history(rng: &mut impl Rng, shape: &Shape, concurrency: usize) -> Hist
             let k = rng.random_range(0..shape.keys);
             let name = &key_names[k];
             let id = tx.t.id;
-            let read = |t: Transaction, own: &HashMap<usize, String>, snapshot: u64| match own.get(&k) {
-                Some(v) => record_read(t, name, Some(id), Some(v), shape.values),
-                None => {
-                    let seen = versions[k].iter().rev().find(|v| v.0 <= snapshot);
-                    let (w, v) = seen.map_or((None, None), |(_, w, v)| (Some(*w), Some(v.as_str())));
-                    record_read(t, name, w, v, shape.values)
-                }
-            };
+            let read =
+                |t: Transaction, own: &HashMap<usize, String>, snapshot: u64| match own.get(&k) {
+                    Some(v) => record_read(t, name, Some(id), Some(v), shape.values),
+                    None => {
+                        let seen = versions[k].iter().rev().find(|v| v.0 <= snapshot);
+                        let (w, v) =
+                            seen.map_or((None, None), |(_, w, v)| (Some(*w), Some(v.as_str())));
+                        record_read(t, name, w, v, shape.values)
+                    }
+                };
             let t = std::mem::replace(&mut tx.t, Transaction::committed(0));
             tx.t = if tx.read_only || rng.random_bool(0.4) {
                 read(t, &tx.own, tx.snapshot)
             } else {
-                let t = if rng.random_bool(0.5) { read(t, &tx.own, tx.snapshot) } else { t };
+                let t = if rng.random_bool(0.5) {
+                    read(t, &tx.own, tx.snapshot)
+                } else {
+                    t
+                };
                 let value = format!("{id}.{}", tx.ops_left);
                 tx.own.insert(k, value.clone());
-                if shape.values { t.write(name, &value) } else { t.write_key(name) }
+                if shape.values {
+                    t.write(name, &value)
+                } else {
+                    t.write_key(name)
+                }
             };
             continue;
         }
         let mut tx = active.swap_remove(a);
-        let conflict = tx.own.keys().any(|&k| versions[k].last().is_some_and(|v| v.0 > tx.snapshot));
+        let conflict = tx
+            .own
+            .keys()
+            .any(|&k| versions[k].last().is_some_and(|v| v.0 > tx.snapshot));
         if conflict || rng.random_bool(shape.abort) {
             tx.t.committed = false;
         } else {
