@@ -48,13 +48,18 @@ pub enum Effect<P: Protocol> {
     /// computed by the protocol from the cost model it was configured with; the real runtime
     /// ignores it (the job costs what it costs).
     Storage { work: WorkId, job: P::Job, cost: Duration },
+    /// Fire `Event::Timer(id)` after `after`. Setting a timer whose id is still pending moves it:
+    /// it fires once, at the new time.
     SetTimer { id: TimerId, after: Duration },
     /// A timer that has not fired yet never will. Cancelling a fired or unknown timer is a no-op.
     CancelTimer { id: TimerId },
     /// The handler that pushed this did work worth `Duration` of CPU beyond the driver's base cost
     /// of handling an event (certifying 32 reads costs more than 2). In the simulator the core
     /// stays busy that much longer and the handler's other effects take effect after it; the
-    /// real runtime ignores it.
+    /// real runtime ignores it. Only handlers that run on a core can charge: those of requests,
+    /// messages and storage completions. Timers and `start` run without a core in the simulator
+    /// (as they cost nothing in its model), and a charge there is ignored; a protocol whose
+    /// timer does costly work sends itself a message and does the work in its handler.
     Charge(Duration),
 }
 
@@ -101,6 +106,8 @@ pub enum ClientEvent<E> {
 #[derive(Debug)]
 pub enum ClientEffect<E> {
     Send { to: ProcessId, request: Request },
+    /// Fire `Event::Timer(id)` after `after`. Setting a timer whose id is still pending moves it:
+    /// it fires once, at the new time.
     SetTimer { id: TimerId, after: Duration },
     /// A request finished: the driver hands this to the metrics recorder and the history.
     Completed(Completion<E>),

@@ -79,5 +79,5 @@ mod stats;
 pub mod toy;
 
 pub use faults::{Crash, Endpoint, FaultKind, FaultPlan, FaultRule, Links, RandomFaults, Window};
-pub use simulation::{Recovery, SimError, Simulation};
+pub use simulation::{ProcessReport, Recovery, SimError, Simulation};
 pub use stats::{DropCounts, ProcessStats, SimStats};

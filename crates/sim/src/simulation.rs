@@ -36,6 +36,9 @@ pub enum SimError {
     DuplicateClient(ClientId),
 }
 
+/// A process's id, its counters (`Process::counters`) and what `Process::failure` says.
+pub type ProcessReport = (ProcessId, Vec<(&'static str, u64)>, Option<String>);
+
 /// Builds a process anew after a crash that lost its volatile state, from what its storage kept.
 pub type Recovery<P, S> = Box<dyn FnMut(ProcessId, Option<&mut S>) -> Box<dyn Process<P>>>;
 
@@ -378,7 +381,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
 
     /// Every added process's counters and failure, by ascending id (a process crashed without
     /// recovery reports none).
-    pub fn process_reports(&self) -> Vec<(ProcessId, Vec<(&'static str, u64)>, Option<String>)> {
+    pub fn process_reports(&self) -> Vec<ProcessReport> {
         self.procs
             .iter()
             .enumerate()
