@@ -5,14 +5,21 @@
 #  2. the simulator's criterion benchmark (crates/sim/benches/events.rs), old and new alternately,
 #     so that both see the same machine load.
 # Usage: scripts/compare-with.sh REV [--long]
+# OLD_TREE=DIR reuses a checkout of REV (and its target directory) instead of making one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:?usage: scripts/compare-with.sh REV [--long]}
 long=${2:-}
 work=$(mktemp -d)
-trap 'git worktree remove --force "$work/old" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-git worktree add --detach "$work/old" "$rev" >/dev/null
 scripts/setup.sh
+if [ -n "${OLD_TREE:-}" ]; then
+  [ "$(git -C "$OLD_TREE" rev-parse HEAD)" = "$(git rev-parse "$rev^{commit}")" ] || { echo "OLD_TREE is not at $rev" >&2; exit 2; }
+  mkdir -p "$work" && ln -s "$(cd "$OLD_TREE" && pwd)" "$work/old"
+  trap 'rm -rf "$work"' EXIT
+else
+  trap 'git worktree remove --force "$work/old" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+  git worktree add --detach "$work/old" "$rev" >/dev/null
+fi
 echo "building $rev and this tree (release)" >&2
 (cd "$work/old" && cargo build --release --locked -p ensemble -q)
 cargo build --release --locked -p ensemble -q

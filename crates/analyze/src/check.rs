@@ -14,41 +14,28 @@
 //!
 //! # How rows are recorded
 //! Operations run one at a time, each in its own transaction on one in-memory database opened by
-//! `ensemble-sqlite` and loaded with the application's dataset. The body runs through a [`Db`]
-//! that, before each declared statement, runs a *probe*: the statement rewritten (through
-//! sqlparser's AST, never by text) into a SELECT of whole rows with the same FROM and WHERE
-//! clause, and the same placeholders bound to the same arguments. Then the statement itself runs,
-//! unchanged.
-//! * SELECT: the probe appends every column of every table it ranges over to the projection (so
-//!   ORDER BY and LIMIT keep their meaning: the rows returned are the rows read); a query that
-//!   aggregates or groups instead selects every row its WHERE clause matches.
-//! * UPDATE, DELETE: the rows the WHERE clause matches, before the statement runs; they are
-//!   written once it succeeds.
-//! * INSERT … VALUES: the row each VALUES tuple will insert (its expressions evaluated by a
-//!   SELECT), read for the key collision and written once the statement succeeds.
+//! `ensemble-sqlite` and loaded with the application's dataset. The body runs through
+//! `ensemble_sqlite::access::ProbingDb`, the probes the storage's recording mode also uses for the
+//! history checker: before each declared statement, a SELECT of the whole rows it will read or
+//! write (the statement rewritten through sqlparser's AST, same FROM, WHERE and arguments); then
+//! the statement itself, unchanged. A read touches the columns SQLite's authorizer reports the
+//! statement reading, plus the row's existence; an UPDATE writes its SET columns, INSERT and
+//! DELETE whole rows. Writes of aborted operations are dropped (they never happened); their reads
+//! are kept.
 //!
-//! Columns: a read touches the columns SQLite's authorizer reports the statement reading, plus
-//! the row's existence; an UPDATE writes its SET columns, INSERT and DELETE whole rows. Writes of
-//! aborted operations are dropped (they never happened); their reads are kept.
-//!
-//! Not observed: rows read inside subqueries, and gaps (a range scan depends on the absence of
-//! rows it did not return). Statements the probes cannot express (upserts, INSERT … SELECT,
-//! derived tables in FROM) are refused with an error rather than checked partially.
+//! Not observed (see `ensemble_sqlite::access`): rows read inside subqueries, and gaps (a range
+//! scan depends on the absence of rows it did not return). Statements the probes cannot express
+//! (upserts, INSERT … SELECT, derived tables in FROM) are refused with an error rather than
+//! checked partially.
 
-use crate::sql::{parse_one, Dialect};
-use ensemble_app::{Application, Db, DbError, ParamType, PartitionPlan, PlanClass, TablePlacement, TxnError, TxnType};
+use ensemble_app::{Application, DbError, ParamType, PartitionPlan, PlanClass, TablePlacement, TxnError};
 use ensemble_app::{InstanceId, OpClass};
-use ensemble_core::{ClientId, Request, Rows, Value};
-use ensemble_sqlite::{to_sql, to_value, SqliteStorage};
+use ensemble_core::{ClientId, Request, Value};
+use ensemble_sqlite::access::{ProbeError, Probes, ProbingDb};
+use ensemble_sqlite::SqliteStorage;
 use rand::{Rng, SeedableRng};
-use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
-use rusqlite::Connection;
-use sqlparser::ast::{
-    AssignmentTarget, Expr, FromTable, GroupByExpr, Ident, ObjectName, ObjectNamePart, Query, Select, SelectItem, SetExpr, Statement,
-    TableFactor, TableObject, TableWithJoins,
-};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckConfig {
@@ -124,30 +111,6 @@ pub enum CheckError {
     Plan(String),
 }
 
-/// The existence of a row, as a column bit.
-const ROW_BIT: u64 = 1 << 63;
-
-#[derive(Clone, Debug)]
-enum ProbeKind {
-    /// Columns of each table reference, appended after `skip` leading result columns.
-    Select { refs: Vec<usize>, skip_from_end: usize },
-    /// Rows an UPDATE (written columns) or a DELETE (whole rows) matches.
-    Matched { table: usize, written: u64 },
-    /// One SELECT per VALUES tuple.
-    Insert { table: usize },
-}
-
-#[derive(Clone, Debug)]
-struct Probe {
-    kind: ProbeKind,
-    sql: Vec<String>,
-    /// For each probe placeholder (in order), the 1-based index of the statement's placeholder
-    /// with the same name.
-    binds: Vec<Vec<usize>>,
-    /// Columns SQLite reads, per table index.
-    reads: HashMap<usize, u64>,
-}
-
 /// One row access.
 #[derive(Clone, Debug)]
 struct Touch {
@@ -164,359 +127,6 @@ struct Op {
     touches: Vec<Touch>,
 }
 
-fn col_ident(alias: &str, col: &str) -> Expr {
-    Expr::CompoundIdentifier(vec![Ident::new(alias), Ident::new(col)])
-}
-
-fn single_name(n: &ObjectName) -> Option<String> {
-    match n.0.as_slice() {
-        [ObjectNamePart::Identifier(i)] => Some(i.value.clone()),
-        _ => None,
-    }
-}
-
-/// Builds the probes of every declared statement.
-struct Prober<'a> {
-    app: &'a Application,
-    scratch: Connection,
-    reads: Arc<Mutex<Vec<(String, String)>>>,
-}
-
-impl<'a> Prober<'a> {
-    fn new(app: &'a Application) -> Result<Self, CheckError> {
-        let mut scratch = Connection::open_in_memory().map_err(|e| CheckError::Sqlite(e.to_string()))?;
-        for t in &app.tables {
-            scratch.execute(&t.ddl, []).map_err(|e| CheckError::Sqlite(e.to_string()))?;
-        }
-        let reads: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
-        let sink = Arc::clone(&reads);
-        scratch
-            .authorizer(Some(move |ctx: AuthContext<'_>| {
-                if let AuthAction::Read { table_name, column_name } = ctx.action {
-                    if let Ok(mut v) = sink.lock() {
-                        v.push((table_name.to_string(), column_name.to_string()));
-                    }
-                }
-                Authorization::Allow
-            }))
-            .map_err(|e| CheckError::Sqlite(e.to_string()))?;
-        Ok(Prober { app, scratch, reads })
-    }
-
-    fn table_index(&self, name: &str) -> Option<usize> {
-        self.app.tables.iter().position(|t| t.name.eq_ignore_ascii_case(name))
-    }
-
-    fn bit(&self, table: usize, col: &str) -> u64 {
-        self.app.tables[table].columns.iter().position(|c| c.name.eq_ignore_ascii_case(col)).map(|i| 1u64 << i).unwrap_or(0)
-    }
-
-    fn probe(&mut self, txn: &TxnType, stmt: &ensemble_app::Statement) -> Result<Probe, CheckError> {
-        let unsupported = |message: String| CheckError::Unsupported { txn: txn.name.into(), stmt: stmt.name.into(), message };
-        for t in &self.app.tables {
-            if t.columns.len() >= 63 {
-                return Err(unsupported(format!("table `{}` has more than 62 columns", t.name)));
-            }
-        }
-        // Columns SQLite reads, from its authorizer while preparing the statement.
-        if let Ok(mut v) = self.reads.lock() {
-            v.clear();
-        }
-        self.scratch.prepare(stmt.sql).map_err(|e| unsupported(e.to_string()))?;
-        let mut reads: HashMap<usize, u64> = HashMap::new();
-        for (t, c) in self.reads.lock().map(|v| v.clone()).unwrap_or_default() {
-            if let Some(ti) = self.table_index(&t) {
-                *reads.entry(ti).or_default() |= self.bit(ti, &c);
-            }
-        }
-        let parsed = parse_one(stmt.sql, Dialect::Sqlite).map_err(|e| unsupported(e.message))?;
-        let (kind, sql) = match parsed {
-            Statement::Query(q) => self.select_probe(*q).map_err(unsupported)?,
-            Statement::Update(u) => {
-                if u.from.is_some() || !u.table.joins.is_empty() || u.returning.is_some() {
-                    return Err(unsupported("UPDATE with FROM, joins or RETURNING".into()));
-                }
-                let TableFactor::Table { name, alias, .. } = &u.table.relation else {
-                    return Err(unsupported("UPDATE of something that is not a table".into()));
-                };
-                let ti = single_name(name).and_then(|n| self.table_index(&n)).ok_or_else(|| unsupported("unknown table".into()))?;
-                let mut written = 0;
-                for a in &u.assignments {
-                    let AssignmentTarget::ColumnName(n) = &a.target else {
-                        return Err(unsupported("tuple assignment".into()));
-                    };
-                    let col = n.0.last().and_then(|p| p.as_ident()).map(|i| i.value.clone()).unwrap_or_default();
-                    if self.app.tables[ti].primary_key.iter().any(|k| k.eq_ignore_ascii_case(&col)) {
-                        return Err(unsupported("an UPDATE of a primary-key column".into()));
-                    }
-                    written |= self.bit(ti, &col);
-                }
-                let sql = self.rows_probe(ti, alias.as_ref().map(|a| a.name.value.clone()), u.selection.clone());
-                (ProbeKind::Matched { table: ti, written }, vec![sql])
-            }
-            Statement::Delete(d) => {
-                let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &d.from;
-                let [TableWithJoins { relation: TableFactor::Table { name, alias, .. }, joins }] = from.as_slice() else {
-                    return Err(unsupported("DELETE from several tables".into()));
-                };
-                if !joins.is_empty() || d.using.is_some() || d.limit.is_some() || d.returning.is_some() {
-                    return Err(unsupported("DELETE with joins, USING, LIMIT or RETURNING".into()));
-                }
-                let ti = single_name(name).and_then(|n| self.table_index(&n)).ok_or_else(|| unsupported("unknown table".into()))?;
-                let sql = self.rows_probe(ti, alias.as_ref().map(|a| a.name.value.clone()), d.selection.clone());
-                (ProbeKind::Matched { table: ti, written: ((1u64 << self.app.tables[ti].columns.len()) - 1) | ROW_BIT }, vec![sql])
-            }
-            Statement::Insert(ins) => {
-                if ins.on.is_some() || ins.or.is_some() || ins.replace_into || ins.returning.is_some() {
-                    return Err(unsupported("upserts, INSERT OR …, REPLACE and RETURNING".into()));
-                }
-                let TableObject::TableName(name) = &ins.table else {
-                    return Err(unsupported("INSERT into a table function".into()));
-                };
-                let ti = single_name(name).and_then(|n| self.table_index(&n)).ok_or_else(|| unsupported("unknown table".into()))?;
-                let table = &self.app.tables[ti];
-                let columns: Vec<String> = if ins.columns.is_empty() {
-                    table.columns.iter().map(|c| c.name.clone()).collect()
-                } else {
-                    ins.columns.iter().map(|c| c.0.last().and_then(|p| p.as_ident()).map(|i| i.value.clone()).unwrap_or_default()).collect()
-                };
-                let Some(SetExpr::Values(values)) = ins.source.as_ref().map(|q| q.body.as_ref()) else {
-                    return Err(unsupported("INSERT without VALUES".into()));
-                };
-                let mut sqls = Vec::new();
-                for row in &values.rows {
-                    let exprs: Vec<String> = table
-                        .columns
-                        .iter()
-                        .map(|c| {
-                            columns.iter().position(|x| x.eq_ignore_ascii_case(&c.name)).and_then(|i| row.get(i)).map(|e| e.to_string()).unwrap_or_else(|| "NULL".into())
-                        })
-                        .collect();
-                    sqls.push(format!("SELECT {}", exprs.join(", ")));
-                }
-                (ProbeKind::Insert { table: ti }, sqls)
-            }
-            _ => return Err(unsupported("not a SELECT, INSERT, UPDATE or DELETE".into())),
-        };
-        // Bind the probe's placeholders by name to the statement's.
-        let original = self.scratch.prepare(stmt.sql).map_err(|e| unsupported(e.to_string()))?;
-        let mut binds = Vec::new();
-        for s in &sql {
-            let p = self.scratch.prepare(s).map_err(|e| unsupported(format!("probe `{s}`: {e}")))?;
-            let mut b = Vec::new();
-            for j in 1..=p.parameter_count() {
-                let name = p.parameter_name(j).ok_or_else(|| unsupported("an unnamed placeholder".into()))?;
-                b.push(original.parameter_index(name).ok().flatten().ok_or_else(|| unsupported(format!("probe placeholder {name}")))?);
-            }
-            binds.push(b);
-        }
-        Ok(Probe { kind, sql, binds, reads })
-    }
-
-    /// `SELECT <every column> FROM table [alias] WHERE …`.
-    fn rows_probe(&self, ti: usize, alias: Option<String>, selection: Option<Expr>) -> String {
-        let t = &self.app.tables[ti];
-        let a = alias.clone().unwrap_or_else(|| t.name.clone());
-        let cols: Vec<String> = t.columns.iter().map(|c| col_ident(&a, &c.name).to_string()).collect();
-        let mut sql = format!("SELECT {} FROM {}", cols.join(", "), t.name);
-        if let Some(al) = alias {
-            sql.push_str(&format!(" AS {al}"));
-        }
-        if let Some(w) = selection {
-            sql.push_str(&format!(" WHERE {w}"));
-        }
-        sql
-    }
-
-    fn select_probe(&self, mut q: Query) -> Result<(ProbeKind, Vec<String>), String> {
-        if q.with.is_some() {
-            return Err("WITH".into());
-        }
-        let SetExpr::Select(s) = q.body.as_mut() else {
-            return Err("set operations".into());
-        };
-        let s: &mut Select = s;
-        let mut refs: Vec<(usize, String)> = Vec::new();
-        for twj in &s.from {
-            for tf in std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation)) {
-                let TableFactor::Table { name, alias, .. } = tf else {
-                    return Err("a FROM item that is not a table".into());
-                };
-                let n = single_name(name).ok_or("a qualified table name")?;
-                let ti = self.table_index(&n).ok_or("unknown table")?;
-                refs.push((ti, alias.as_ref().map(|a| a.name.value.clone()).unwrap_or(n)));
-            }
-        }
-        let appended: Vec<SelectItem> = refs
-            .iter()
-            .flat_map(|(ti, a)| self.app.tables[*ti].columns.iter().map(move |c| SelectItem::UnnamedExpr(col_ident(a, &c.name))))
-            .collect();
-        let aggregates = s.distinct.is_some()
-            || s.having.is_some()
-            || !matches!(&s.group_by, GroupByExpr::Expressions(v, _) if v.is_empty())
-            || s.projection.iter().any(|i| match i {
-                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => matches!(e, Expr::Function(_)),
-                _ => false,
-            });
-        let skip_from_end = appended.len();
-        if aggregates {
-            // Every row the WHERE clause matches is read.
-            s.projection = appended;
-            s.distinct = None;
-            s.having = None;
-            s.group_by = GroupByExpr::Expressions(vec![], vec![]);
-            q.order_by = None;
-            q.limit_clause = None;
-            q.fetch = None;
-        } else {
-            s.projection.extend(appended);
-        }
-        Ok((ProbeKind::Select { refs: refs.into_iter().map(|(t, _)| t).collect(), skip_from_end }, vec![q.to_string()]))
-    }
-}
-
-/// The `Db` the body sees: the declared statements, each preceded by its probe.
-struct RecordingDb<'a> {
-    conn: &'a Connection,
-    app: &'a Application,
-    txn: &'a TxnType,
-    probes: &'a HashMap<(usize, String), Probe>,
-    txn_index: usize,
-    rows: &'a mut HashMap<(usize, Vec<Value>), usize>,
-    partition_col: &'a [Option<usize>],
-    touches: Vec<Touch>,
-    /// Writes wait for the statement to succeed.
-    pending: Vec<Touch>,
-}
-
-impl RecordingDb<'_> {
-    fn engine(stmt: &str) -> impl Fn(rusqlite::Error) -> DbError + '_ {
-        move |e| DbError::Engine { stmt: stmt.into(), message: e.to_string() }
-    }
-
-    fn row_touch(&mut self, table: usize, values: &[Value], cols: u64, write: bool) -> Option<Touch> {
-        let t = &self.app.tables[table];
-        let key: Option<Vec<Value>> = t
-            .primary_key
-            .iter()
-            .map(|k| t.columns.iter().position(|c| &c.name == k).and_then(|i| values.get(i)).cloned())
-            .collect();
-        let key = key?;
-        if key.iter().all(|v| matches!(v, Value::Null)) {
-            return None; // the NULL side of an outer join
-        }
-        let next = self.rows.len();
-        let row = *self.rows.entry((table, key)).or_insert(next);
-        let part = self.partition_col[table].and_then(|i| values.get(i).cloned());
-        Some(Touch { row, cols, write, part })
-    }
-
-    fn run_probe(&mut self, stmt: &str, args: &[Value]) -> Result<(), DbError> {
-        let Some(probe) = self.probes.get(&(self.txn_index, stmt.to_string())) else {
-            return Err(DbError::Undeclared { txn: self.txn.name.into(), stmt: stmt.into() });
-        };
-        let engine = Self::engine(stmt);
-        for (sql, binds) in probe.sql.iter().zip(&probe.binds) {
-            let mut p = self.conn.prepare_cached(sql).map_err(&engine)?;
-            for (j, i) in binds.iter().enumerate() {
-                let v = args.get(i - 1).ok_or(DbError::Arity { stmt: stmt.into(), expected: *i, got: args.len() })?;
-                p.raw_bind_parameter(j + 1, to_sql(v)).map_err(&engine)?;
-            }
-            let n = p.column_count();
-            let mut result: Vec<Vec<Value>> = Vec::new();
-            let mut rows = p.raw_query();
-            while let Some(r) = rows.next().map_err(&engine)? {
-                result.push((0..n).map(|i| r.get_ref(i).map(to_value)).collect::<Result<_, _>>().map_err(&engine)?);
-            }
-            drop(rows);
-            match &probe.kind {
-                ProbeKind::Select { refs, skip_from_end } => {
-                    for r in &result {
-                        let mut at = r.len() - skip_from_end;
-                        for &ti in refs {
-                            let w = self.app.tables[ti].columns.len();
-                            let cols = probe.reads.get(&ti).copied().unwrap_or(0) | ROW_BIT;
-                            if let Some(t) = self.row_touch(ti, &r[at..at + w], cols, false) {
-                                self.touches.push(t);
-                            }
-                            at += w;
-                        }
-                    }
-                }
-                ProbeKind::Matched { table, written } => {
-                    let cols = probe.reads.get(table).copied().unwrap_or(0) | ROW_BIT;
-                    for r in &result {
-                        if let Some(t) = self.row_touch(*table, r, cols, false) {
-                            self.touches.push(t);
-                        }
-                        if let Some(t) = self.row_touch(*table, r, *written, true) {
-                            self.pending.push(t);
-                        }
-                    }
-                }
-                ProbeKind::Insert { table } => {
-                    let t = &self.app.tables[*table];
-                    let key_cols = t
-                        .primary_key
-                        .iter()
-                        .filter_map(|k| t.columns.iter().position(|c| &c.name == k))
-                        .fold(ROW_BIT, |m, i| m | (1u64 << i));
-                    let all = ((1u64 << t.columns.len()) - 1) | ROW_BIT;
-                    for r in &result {
-                        if let Some(x) = self.row_touch(*table, r, key_cols, false) {
-                            self.touches.push(x);
-                        }
-                        if let Some(x) = self.row_touch(*table, r, all, true) {
-                            self.pending.push(x);
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn prepare(&self, stmt: &str, args: &[Value]) -> Result<rusqlite::CachedStatement<'_>, DbError> {
-        let decl = self.txn.statement(stmt).ok_or_else(|| DbError::Undeclared { txn: self.txn.name.into(), stmt: stmt.into() })?;
-        let engine = Self::engine(stmt);
-        let mut p = self.conn.prepare_cached(decl.sql).map_err(&engine)?;
-        if p.parameter_count() != args.len() {
-            return Err(DbError::Arity { stmt: stmt.into(), expected: p.parameter_count(), got: args.len() });
-        }
-        for (i, a) in args.iter().enumerate() {
-            p.raw_bind_parameter(i + 1, to_sql(a)).map_err(&engine)?;
-        }
-        Ok(p)
-    }
-}
-
-impl Db for RecordingDb<'_> {
-    fn query(&mut self, stmt: &str, args: &[Value]) -> Result<Rows, DbError> {
-        self.run_probe(stmt, args)?;
-        let engine = Self::engine(stmt);
-        let mut p = self.prepare(stmt, args)?;
-        let n = p.column_count();
-        let mut rows = p.raw_query();
-        let mut out = Vec::new();
-        while let Some(r) = rows.next().map_err(&engine)? {
-            out.push((0..n).map(|i| r.get_ref(i).map(to_value)).collect::<Result<_, _>>().map_err(&engine)?);
-        }
-        Ok(out)
-    }
-
-    fn execute(&mut self, stmt: &str, args: &[Value]) -> Result<usize, DbError> {
-        self.pending.clear();
-        self.run_probe(stmt, args)?;
-        let n = {
-            let mut p = self.prepare(stmt, args)?;
-            p.raw_execute().map_err(Self::engine(stmt))?
-        };
-        let done = std::mem::take(&mut self.pending);
-        self.touches.extend(done);
-        Ok(n)
-    }
-}
-
 fn random_value(rng: &mut impl Rng, ty: ParamType, cfg: &CheckConfig) -> Value {
     let bound = if rng.random_bool(0.5) { cfg.small.max(1) } else { cfg.large.max(1) };
     match ty {
@@ -529,13 +139,10 @@ fn random_value(rng: &mut impl Rng, ty: ParamType, cfg: &CheckConfig) -> Value {
 /// Runs the check. Deterministic for a given configuration.
 pub fn check_plan(app: &Arc<Application>, plan: &PartitionPlan, cfg: &CheckConfig) -> Result<CheckReport, CheckError> {
     plan.validate(app).map_err(|e| CheckError::Plan(e.to_string()))?;
-    let mut prober = Prober::new(app)?;
-    let mut probes: HashMap<(usize, String), Probe> = HashMap::new();
-    for (ti, t) in app.transactions.iter().enumerate() {
-        for s in &t.statements {
-            probes.insert((ti, s.name.to_string()), prober.probe(t, s)?);
-        }
-    }
+    let probes = Probes::build(app).map_err(|e| match e {
+        ProbeError::Unsupported { txn, stmt, message } => CheckError::Unsupported { txn, stmt, message },
+        ProbeError::Sqlite(m) => CheckError::Sqlite(m),
+    })?;
     let partition_col: Vec<Option<usize>> = app
         .tables
         .iter()
@@ -561,19 +168,18 @@ pub fn check_plan(app: &Arc<Application>, plan: &PartitionPlan, cfg: &CheckConfi
         let txn = &app.transactions[ti];
         let params: Vec<Value> = txn.params.iter().map(|p| random_value(&mut rng, p.ty, cfg)).collect();
         conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite)?;
-        let mut db = RecordingDb {
-            conn,
-            app,
-            txn,
-            probes: &probes,
-            txn_index: ti,
-            rows: &mut rows,
-            partition_col: &partition_col,
-            touches: Vec::new(),
-            pending: Vec::new(),
-        };
+        let mut db = ProbingDb::new(conn, app, &probes, ti);
         let outcome = (txn.body)(&mut db, &params);
-        let mut touches = std::mem::take(&mut db.touches);
+        let mut touches: Vec<Touch> = db
+            .take_touches()
+            .into_iter()
+            .map(|t| {
+                let next = rows.len();
+                let row = *rows.entry((t.table, probes.key(t.table, &t.row).cloned().collect())).or_insert(next);
+                let part = partition_col[t.table].and_then(|i| t.row.get(i).cloned());
+                Touch { row, cols: t.cols, write: t.write, part }
+            })
+            .collect();
         match outcome {
             Ok(_) => {
                 conn.execute_batch("COMMIT").map_err(sqlite)?;

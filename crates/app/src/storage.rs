@@ -79,10 +79,23 @@ pub enum StorageResult {
 /// What one SQL transaction read and wrote, row by row, for the history checker: each row as
 /// `table/primary key`, each read with the transaction that wrote the version it saw (`None`:
 /// the initial data). Recorded by a backend only when the run asks for histories.
+///
+/// Reads of rows the transaction had itself written before are not listed (they depend on no
+/// other transaction); each row read is listed once, with the version it first saw. Rows are
+/// observed one by one: predicate reads (the absence of rows a scan did not return) and rows
+/// read inside subqueries are not recorded.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RowAccess {
     /// The writer id this transaction's own writes are recorded under.
     pub writer: u64,
     pub reads: Vec<(String, Option<u64>)>,
     pub writes: Vec<String>,
+}
+
+/// The id a transaction is recorded under in histories and version tables ([`RowAccess::writer`],
+/// [`StateUpdate::writer`]): `(client << 32) | seq`. A request runs at most once, so the id is
+/// unique while there are fewer than 2^32 clients, each issuing fewer than 2^32 requests.
+pub fn txn_id(request: &Request) -> u64 {
+    debug_assert!(request.client.0 < 1 << 32 && request.seq < 1 << 32, "{request:?} has no 64-bit transaction id");
+    (request.client.0 << 32) | request.seq
 }

@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StateUpdate {
     pub changes: Vec<RowChange>,
+    /// The transaction that produced it ([`txn_id`](crate::storage::txn_id)), when the run
+    /// records row accesses: applying the update installs versions written by it.
+    #[serde(default)]
+    pub writer: Option<u64>,
 }
 
 impl StateUpdate {

@@ -243,6 +243,7 @@ impl ConveyorBelt {
     /// only at their partition's instance, which is the one that ran the global operation.
     fn held_part(&self, update: &StateUpdate) -> StateUpdate {
         StateUpdate {
+            writer: update.writer,
             changes: update
                 .changes
                 .iter()

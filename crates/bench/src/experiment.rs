@@ -156,6 +156,17 @@ pub struct Experiment {
     /// Write the run's history here, in `ensemble check`'s JSON format.
     #[serde(skip)]
     pub history_file: Option<std::path::PathBuf>,
+    /// Make the storage record the rows each transaction reads (with the writer of each version)
+    /// and writes, and each replica's install order, so that the run's history can be checked by
+    /// the dependency-graph checker (`check`) and written (`history_file`). The belt records SQL
+    /// rows (`table/key`): rows of partitioned tables live, and are installed, at one instance,
+    /// rows of replicated tables at every instance. It records only when the run is checked or
+    /// its history written. It costs wall time (about 2.5 times the simulation's), not simulated
+    /// time: a simulated run is the same with and without it, unless a global operation writes a
+    /// row without changing it (its state update then carries an empty change to that row, so
+    /// that every replica installs the version).
+    #[serde(default)]
+    pub record_access: bool,
 }
 
 /// The hand-written plans shipped in `plans/`.
@@ -195,6 +206,7 @@ impl Experiment {
             plan,
             check: true,
             history_file: None,
+            record_access: false,
         })
     }
 
@@ -269,6 +281,15 @@ impl Experiment {
         self.plan.validate(&app).map_err(|e| e.to_string())?;
         self.plan.check_instances(self.instances)?;
         Ok(app)
+    }
+
+    /// The clients' think time: exponential with mean `think_ms`, or none.
+    pub fn think_time(&self) -> ensemble_app::ThinkTime {
+        if self.think_ms > 0.0 {
+            ensemble_app::ThinkTime::Exponential { mean: std::time::Duration::from_secs_f64(self.think_ms / 1e3) }
+        } else {
+            ensemble_app::ThinkTime::None
+        }
     }
 
     /// Site and client context of client `c`.

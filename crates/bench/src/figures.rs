@@ -18,6 +18,8 @@ pub struct FigureOpts {
     pub global_execution: GlobalExecution,
     pub progress: bool,
     pub check: bool,
+    /// See `Experiment::record_access`.
+    pub record_access: bool,
     /// Where each run happens. Real processes need the `ensemble` binary to start nodes, so the
     /// CLI hands in its runner (`run`).
     pub runtime: Runtime,
@@ -38,6 +40,7 @@ impl Default for FigureOpts {
             global_execution: GlobalExecution::Parallel,
             progress: true,
             check: true,
+            record_access: false,
             runtime: Runtime::Sim,
             run: crate::run,
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -53,6 +56,7 @@ impl FigureOpts {
         e.measure_s = self.measure_s;
         e.global_execution = self.global_execution;
         e.check = self.check;
+        e.record_access = self.record_access;
         e.runtime = self.runtime;
         if self.runtime == Runtime::Real {
             // An idle token on loopback would otherwise spin a core.

@@ -15,7 +15,7 @@ pub trait WithHarness {
 /// Every system name, for error messages and help.
 pub fn names() -> Vec<&'static str> {
     let mut v = BeltHarness::new().names().to_vec();
-    v.extend(PrimaryBackupHarness::default().names());
+    v.extend(PrimaryBackupHarness.names());
     v
 }
 
@@ -25,7 +25,7 @@ pub fn dispatch<F: WithHarness>(system: &str, f: F) -> anyhow::Result<F::Out> {
     if belt.names().contains(&system) {
         return Ok(f.with(&belt));
     }
-    let pb = PrimaryBackupHarness::default();
+    let pb = PrimaryBackupHarness;
     if pb.names().contains(&system) {
         return Ok(f.with(&pb));
     }

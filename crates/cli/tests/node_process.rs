@@ -145,6 +145,16 @@ fn a_node_refuses_a_plan_that_does_not_match_the_application() {
 }
 
 #[test]
+fn a_node_refuses_a_cluster_file_that_deploys_other_processes_than_the_experiment() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = Experiment::new("shop", System::Centralized, 1, Topology::lan()).unwrap();
+    let out = node_command(dir.path(), &exp, 2).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("deploys other processes than experiment"), "{err}");
+}
+
+#[test]
 fn plan_files_are_checked_against_the_application() {
     let dir = tempfile::tempdir().unwrap();
     let run = |text: &str| {

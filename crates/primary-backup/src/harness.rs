@@ -4,12 +4,10 @@
 //! processes, in-memory storages, clients homed at the primary, and the history check.
 
 use crate::{check, history, Evidence, KvLog, KvStorage, PrimaryBackup};
-use ensemble_app::ThinkTime;
 use ensemble_bench::{Classified, Experiment, Harness, RunOutput, StorageFactory, Verdict, WorkloadSpec};
 use ensemble_core::{Client, Completion, CompletionResult, Deployment, Outcome, Process, ProcessId, Time};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PrimaryBackupHarness;
@@ -62,7 +60,7 @@ impl Harness for PrimaryBackupHarness {
 
     fn client(&self, exp: &Experiment, c: u32, stop_at: Time) -> (Box<dyn Client<Evidence>>, usize) {
         let site = exp.client_sites[c as usize % exp.client_sites.len()];
-        let think = if exp.think_ms > 0.0 { ThinkTime::Exponential { mean: Duration::from_secs_f64(exp.think_ms / 1e3) } } else { ThinkTime::None };
+        let think = exp.think_time();
         let client = crate::client(c, exp.instances, exp.workload.client(exp.scale), exp.seed, think, stop_at);
         (Box::new(client), site)
     }

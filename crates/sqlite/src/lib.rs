@@ -13,10 +13,17 @@
 //!   many local writing transactions it has committed. Reading them inside a transaction tells
 //!   where the database serialized it, which is what the token order and the checker need
 //!   (see `Position` in ensemble-core and ARCHITECTURE.md).
+//! * In recording mode ([`SqliteStorage::set_recording`]) each transaction also reports the rows
+//!   it read (with the writer of each version) and wrote, observed by the probes of [`access`],
+//!   and the database keeps the writer of each row's version and its install order
+//!   ([`versions`]), for the dependency-graph history checker. Row granularity: predicate reads
+//!   (phantoms) and rows read inside subqueries are not captured.
 
+pub mod access;
 mod db;
+mod storage;
+pub mod versions;
 
 pub use db::{to_sql, to_value};
-mod storage;
-
 pub use storage::{digest_of, SqliteStorage, StorageError, TableDigest, META_TABLE};
+pub use versions::Installed;

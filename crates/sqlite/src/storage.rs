@@ -1,12 +1,16 @@
+use crate::access::{ProbingDb, Probes, Touch};
 use crate::db::{to_sql, to_value, SqliteDb};
+use crate::versions::{self, row_name, Installed};
+use ensemble_app::storage::txn_id;
 use ensemble_app::{
-    Application, ChangeKind, Dataset, ExecRole, InstanceId, Position, RowChange, StateUpdate, StorageJob, StorageResult,
-    TxnError, TxnType,
+    Application, ChangeKind, Dataset, ExecRole, InstanceId, Position, RowAccess, RowChange, StateUpdate, StorageJob,
+    StorageResult, TxnError, TxnType,
 };
 use ensemble_core::{Outcome, Request, RequestError, Rows, Storage, Value};
 use rusqlite::hooks::Action;
 use rusqlite::session::Session;
 use rusqlite::{params_from_iter, Connection, OpenFlags};
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,13 +40,15 @@ pub struct SqliteStorage {
     conn: Connection,
     app: Arc<Application>,
     instance: InstanceId,
+    /// Recording mode: the probes that observe each transaction's rows (see [`Self::set_recording`]).
+    probes: Option<Probes>,
 }
 
 impl SqliteStorage {
     /// A private in-memory database (the simulator gives each instance one).
     pub fn open_in_memory(app: Arc<Application>, instance: InstanceId) -> Result<Self, StorageError> {
         let conn = Connection::open_in_memory()?;
-        Ok(SqliteStorage { conn, app, instance })
+        Ok(SqliteStorage { conn, app, instance, probes: None })
     }
 
     /// A database file, shared by the worker connections of one instance in the real runtime.
@@ -55,7 +61,39 @@ impl SqliteStorage {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         // Writers queue on SQLite's lock; a long wait is load, not an error.
         conn.busy_timeout(Duration::from_secs(60))?;
-        Ok(SqliteStorage { conn, app, instance })
+        Ok(SqliteStorage { conn, app, instance, probes: None })
+    }
+
+    /// Turns recording mode on or off (off by default). In it, every executed transaction runs
+    /// its body through the probes of [`crate::access`] and reports `access: Some(RowAccess)`:
+    /// the rows it read, each with the writer of the version it saw, and the rows it wrote
+    /// (inserts, updates and deletes). The writer of each row's version and the order of installs
+    /// are kept in the tables of [`crate::versions`], created here if missing; a global's state
+    /// update carries its writer id, and applying it installs versions under that id. Fails when
+    /// a declared statement cannot be probed.
+    pub fn set_recording(&mut self, on: bool) -> Result<(), StorageError> {
+        if !on {
+            self.probes = None;
+            return Ok(());
+        }
+        let probes = Probes::build(&self.app).map_err(|e| StorageError::Invalid(e.to_string()))?;
+        versions::create_tables(&self.conn)?;
+        // A probe per declared statement and the bookkeeping statements double the statements
+        // in use: keep them all prepared.
+        let statements: usize = self.app.transactions.iter().map(|t| t.statements.len()).sum();
+        self.conn.set_prepared_statement_cache_capacity(2 * statements + 16);
+        self.probes = Some(probes);
+        Ok(())
+    }
+
+    pub fn recording(&self) -> bool {
+        self.probes.is_some()
+    }
+
+    /// Every version this database installed, in order (empty unless it recorded): its own
+    /// transactions' writes at their commits and the state updates it applied.
+    pub fn install_log(&self) -> Result<Vec<Installed>, StorageError> {
+        Ok(versions::install_log(&self.conn)?)
     }
 
     pub fn application(&self) -> &Arc<Application> {
@@ -173,12 +211,14 @@ impl SqliteStorage {
             ExecRole::Local => {
                 let before = self.conn.total_changes();
                 self.conn.execute_batch("SAVEPOINT body")?;
-                let outcome = run_body(&self.conn, txn, &request.params);
+                let (outcome, touches) = self.run_body(txn, &request.params);
                 if !outcome.committed() {
                     self.conn.execute_batch("ROLLBACK TO body")?;
                 }
                 self.conn.execute_batch("RELEASE body")?;
                 let wrote = matches!(outcome, Outcome::Committed(_)) && self.conn.total_changes() != before;
+                // After `wrote`: the bookkeeping writes are not the transaction's.
+                let access = self.record(request, outcome.committed(), &touches, None)?;
                 let local_writes = if wrote {
                     self.conn.execute_batch(&format!("UPDATE {META_TABLE} SET local_writes = local_writes + 1"))?;
                     local_writes + 1
@@ -187,7 +227,7 @@ impl SqliteStorage {
                 };
                 self.conn.execute_batch("COMMIT")?;
                 let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
-                Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None })
+                Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access })
             }
             ExecRole::Global => {
                 let mut session = Session::new(&self.conn)?;
@@ -195,8 +235,8 @@ impl SqliteStorage {
                     session.attach(Some(t.name.as_str()))?;
                 }
                 self.conn.execute_batch("SAVEPOINT body")?;
-                let outcome = run_body(&self.conn, txn, &request.params);
-                let update = if !outcome.committed() {
+                let (outcome, touches) = self.run_body(txn, &request.params);
+                let mut update = if !outcome.committed() {
                     self.conn.execute_batch("ROLLBACK TO body")?;
                     StateUpdate::default()
                 } else {
@@ -204,9 +244,10 @@ impl SqliteStorage {
                 };
                 drop(session);
                 self.conn.execute_batch("RELEASE body")?;
+                let access = self.record(request, outcome.committed(), &touches, Some(&mut update))?;
                 self.conn.execute_batch(&format!("UPDATE {META_TABLE} SET globals = globals + 1"))?;
                 self.conn.execute_batch("COMMIT")?;
-                Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None })
+                Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access })
             }
         }
     }
@@ -231,16 +272,108 @@ impl SqliteStorage {
             )));
         }
         for (i, u) in updates.iter().enumerate() {
+            let invalid = |e: StorageError| StorageError::Invalid(format!("update {} (global operation {}): {e}", i, first_seq + i as u64));
             for c in &u.changes {
-                apply_change(&self.conn, &self.app, c).map_err(|e| {
-                    StorageError::Invalid(format!("update {} (global operation {}): {e}", i, first_seq + i as u64))
-                })?;
+                apply_change(&self.conn, &self.app, c).map_err(invalid)?;
+            }
+            if self.recording() {
+                self.install_applied(u).map_err(invalid)?;
             }
         }
         let last = first_seq + updates.len() as u64 - 1;
         self.conn.execute(&format!("UPDATE {META_TABLE} SET globals = ?1"), [last as i64])?;
         self.conn.execute_batch("COMMIT")?;
         Ok(last)
+    }
+}
+
+/// Recording mode (see [`SqliteStorage::set_recording`]).
+impl SqliteStorage {
+    /// Runs the body, through the probes in recording mode.
+    fn run_body(&self, txn: &TxnType, params: &[Value]) -> (Outcome, Vec<Touch>) {
+        let Some(probes) = &self.probes else { return (run_body(&self.conn, txn, params), Vec::new()) };
+        let index = self.app.transactions.iter().position(|t| t.name == txn.name).expect("a checked request names a declared type");
+        let mut db = ProbingDb::new(&self.conn, &self.app, probes, index);
+        let outcome = outcome_of((txn.body)(&mut db, params));
+        (outcome, db.take_touches())
+    }
+
+    /// Inside the transaction, after its body: looks up the writer of each version it read and
+    /// installs its writes (when it committed). For a global, `update` is its captured state
+    /// update, which gets the writer id and a change for every row written that the changeset
+    /// left out (a write that changed nothing is still a version, and every replica must install
+    /// it); a row the changeset has and the probes missed is a write too. `None` when not
+    /// recording.
+    fn record(
+        &self,
+        request: &Request,
+        committed: bool,
+        touches: &[Touch],
+        update: Option<&mut StateUpdate>,
+    ) -> Result<Option<RowAccess>, StorageError> {
+        let Some(probes) = &self.probes else { return Ok(None) };
+        let writer = txn_id(request);
+        let table = |ti: usize| self.app.tables[ti].name.as_str();
+        // Rows as (table index, key).
+        let mut written: HashSet<(usize, String)> = HashSet::new();
+        let mut read: HashSet<(usize, String)> = HashSet::new();
+        let mut access = RowAccess { writer, reads: Vec::new(), writes: Vec::new() };
+        // Rows written, in order of first write, with the probe's row (None: from the changeset).
+        let mut writes: Vec<((usize, String), Option<&Touch>)> = Vec::new();
+        for t in touches {
+            let row = (t.table, probes.key_text(t.table, &t.row));
+            if t.write {
+                if written.insert(row.clone()) {
+                    writes.push((row, Some(t)));
+                }
+            } else if !written.contains(&row) && !read.contains(&row) {
+                // A row read before this transaction wrote it: the version of whoever wrote it last.
+                let w = versions::writer_of(&self.conn, table(row.0), &row.1)?;
+                access.reads.push((row_name(table(row.0), &row.1), w));
+                read.insert(row);
+            }
+        }
+        if !committed {
+            return Ok(Some(access)); // its writes were rolled back
+        }
+        if let Some(update) = update {
+            let mut changed: HashSet<(usize, String)> = HashSet::new();
+            for c in &update.changes {
+                let row = versions::change_key(&self.app, c)
+                    .ok_or_else(|| StorageError::Invalid(format!("a change to table `{}` without its primary key", c.table)))?;
+                if !written.contains(&row) {
+                    writes.push((row.clone(), None));
+                }
+                changed.insert(row);
+            }
+            for (row, t) in &writes {
+                if let (Some(t), false) = (t, changed.contains(row)) {
+                    let schema = &self.app.tables[row.0];
+                    let key = schema.primary_key.iter().cloned().zip(probes.key(row.0, &t.row).cloned()).collect();
+                    update.changes.push(RowChange { table: schema.name.clone(), kind: ChangeKind::Update { key, set: Vec::new() } });
+                }
+            }
+            update.writer = Some(writer);
+        }
+        for ((ti, key), _) in &writes {
+            versions::install(&self.conn, table(*ti), key, writer)?;
+            access.writes.push(row_name(table(*ti), key));
+        }
+        Ok(Some(access))
+    }
+
+    /// Installs the versions an applied state update wrote, under its writer id.
+    fn install_applied(&self, u: &StateUpdate) -> Result<(), StorageError> {
+        if u.changes.is_empty() {
+            return Ok(());
+        }
+        let writer = u.writer.ok_or_else(|| StorageError::Invalid("a state update without its writer id, in recording mode".into()))?;
+        for c in &u.changes {
+            let (ti, key) = versions::change_key(&self.app, c)
+                .ok_or_else(|| StorageError::Invalid(format!("a change to table `{}` without its primary key", c.table)))?;
+            versions::install(&self.conn, &self.app.tables[ti].name, &key, writer)?;
+        }
+        Ok(())
     }
 }
 
@@ -260,7 +393,11 @@ impl Storage for SqliteStorage {
 
 fn run_body(conn: &Connection, txn: &TxnType, params: &[Value]) -> Outcome {
     let mut db = SqliteDb { conn, txn };
-    match (txn.body)(&mut db, params) {
+    outcome_of((txn.body)(&mut db, params))
+}
+
+fn outcome_of(result: Result<Rows, TxnError>) -> Outcome {
+    match result {
         Ok(rows) => Outcome::Committed(rows),
         Err(TxnError::Abort(reason)) => Outcome::body_abort(reason),
         // A statement the engine refused (a constraint, a type error) is as deterministic as the
@@ -305,7 +442,7 @@ fn capture(session: &mut Session<'_>, app: &Application) -> Result<StateUpdate, 
         };
         changes.push(RowChange { table: table.name.clone(), kind });
     }
-    Ok(StateUpdate { changes })
+    Ok(StateUpdate { changes, writer: None })
 }
 
 /// Applies one row change by primary key. Exactly one row must be affected: anything else means

@@ -38,7 +38,7 @@ fn global_update_applied_elsewhere_reproduces_replicated_state() {
     assert_eq!(tables.iter().filter(|t| **t == "items").count(), 2, "{u:?}");
     assert!(tables.contains(&"orders") && tables.contains(&"carts"));
     // Instance b holds no carts: the node filters partitioned tables out before applying.
-    let replicated = StateUpdate { changes: u.changes.iter().filter(|c| c.table == "items" || c.table == "orders").cloned().collect() };
+    let replicated = StateUpdate { changes: u.changes.iter().filter(|c| c.table == "items" || c.table == "orders").cloned().collect(), writer: u.writer };
     assert_eq!(b.run(&StorageJob::Apply { first_seq: 1, updates: vec![replicated] }), StorageResult::Applied { globals_seen: 1 });
     for t in ["items", "orders"] {
         assert_eq!(a.digest(t).unwrap(), b.digest(t).unwrap(), "{t}");
@@ -72,6 +72,7 @@ fn apply_out_of_order_or_diverged_fails_and_changes_nothing() {
             RowChange { table: "items".into(), kind: ChangeKind::Update { key: vec![("item_id".into(), Value::Int(1))], set: vec![("stock".into(), Value::Int(0))] } },
             RowChange { table: "items".into(), kind: ChangeKind::Delete { key: vec![("item_id".into(), Value::Int(123_456))] } },
         ],
+        writer: None,
     };
     let r = b.run(&StorageJob::Apply { first_seq: 1, updates: vec![bogus] });
     assert!(matches!(&r, StorageResult::Failed(m) if m.contains("changed 0 rows")), "{r:?}");

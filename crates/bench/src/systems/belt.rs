@@ -1,13 +1,23 @@
 //! The Conveyor Belt (and its centralized and read-only baselines) as a [`Harness`]: one
 //! instance per machine at the topology's sites, each with its own SQLite database, clients of
 //! the SQL applications, and the replay check.
+//!
+//! With `Experiment::record_access`, and when the run is checked or its history written, every
+//! database records row accesses (`SqliteStorage::set_recording`): each reply carries what its
+//! transaction read (with the writer of each version) and wrote, and each database keeps its
+//! install order. [`history`] turns them into the dependency-graph checker's history, and the
+//! check runs that checker (SER) beside the replay. The history has no sessions: the belt
+//! promises serializability, not session order (a client's next request may run at an instance
+//! that has not yet applied its previous global). Rows are observed one by one: predicate reads
+//! (phantoms) and rows read inside subqueries are not in the history.
 
 use crate::experiment::{Experiment, System};
 use crate::harness::{Classified, Harness, RunOutput, StorageFactory, Verdict};
-use ensemble_app::{Application, ClientCtx, ClosedLoopClient, DataConfig, Dataset, InstanceId, PartitionPlan, ThinkTime};
+use ensemble_app::{Application, ClientCtx, ClosedLoopClient, DataConfig, Dataset, InstanceId, PartitionPlan};
 use ensemble_belt::{Belt, BeltConfig, BeltEvidence, ConveyorBelt};
 use ensemble_core::{AbortCause, Client, ClientId, Completion, CompletionResult, Deployment, Outcome, Process, ProcessId, Time};
-use ensemble_sqlite::SqliteStorage;
+use ensemble_history::{Criterion, History, Transaction};
+use ensemble_sqlite::{Installed, SqliteStorage};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,6 +54,45 @@ impl BeltHarness {
         load_partition(storage, &data, &exp.plan, id, exp.instances)?;
         Ok(())
     }
+}
+
+/// Whether the databases record row accesses: only when asked to and the records will be used.
+fn records(exp: &Experiment) -> bool {
+    exp.record_access && (exp.check || exp.history_file.is_some())
+}
+
+/// A run's history for the dependency-graph checker: every completed transaction with the rows it
+/// read and wrote (`RowAccess`; body-aborted ones as aborted, refused ones left out), and each
+/// instance's install log, by instance (`i0`, `i1`, …). Fails when a completion carries no
+/// row accesses (the storage was not recording).
+pub fn history(completions: &[Completion<BeltEvidence>], logs: &[Vec<Installed>]) -> anyhow::Result<History> {
+    let mut h = History::new();
+    for c in completions {
+        let CompletionResult::Done(done) = &c.result else { continue }; // refused: nothing ran
+        let Some(access) = &done.evidence.access else {
+            anyhow::bail!("request {}#{} ({}) completed without its row accesses: the storage was not recording", c.request.client.0, c.request.seq, c.request.txn);
+        };
+        let mut t = if done.outcome.committed() { Transaction::committed(access.writer) } else { Transaction::aborted(access.writer) };
+        for (row, writer) in &access.reads {
+            t = t.read(row, *writer);
+        }
+        for row in &access.writes {
+            t = t.write_key(row);
+        }
+        h.add_transaction(t);
+    }
+    for (i, log) in logs.iter().enumerate() {
+        let replica = InstanceId(i as u32).to_string();
+        for v in log {
+            h.add_install(&replica, &v.row(), v.writer);
+        }
+    }
+    Ok(h)
+}
+
+/// Each instance's install log, by instance.
+fn install_logs(run: &RunOutput<'_, BeltHarness>) -> anyhow::Result<Vec<Vec<Installed>>> {
+    run.storages.iter().map(|s| Ok(s.as_ref().map(SqliteStorage::install_log).transpose()?.unwrap_or_default())).collect()
 }
 
 fn db_path(dir: &Path, id: ProcessId) -> PathBuf {
@@ -86,8 +135,9 @@ impl Harness for BeltHarness {
 
     fn sim_storage(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<Option<SqliteStorage>> {
         let (app, _) = self.loaded(exp)?;
-        let storage = SqliteStorage::open_in_memory(app, InstanceId::of(id))?;
+        let mut storage = SqliteStorage::open_in_memory(app, InstanceId::of(id))?;
         self.new_database(exp, &storage, InstanceId::of(id))?;
+        storage.set_recording(records(exp))?;
         Ok(Some(storage))
     }
 
@@ -95,10 +145,15 @@ impl Harness for BeltHarness {
         let (app, _) = self.loaded(exp)?;
         let path = db_path(dir, id);
         anyhow::ensure!(!path.exists(), "database {} exists already; a node starts from a fresh database", path.display());
-        self.new_database(exp, &SqliteStorage::open_file(&path, app.clone(), InstanceId::of(id))?, InstanceId::of(id))?;
+        let mut first = SqliteStorage::open_file(&path, app.clone(), InstanceId::of(id))?;
+        self.new_database(exp, &first, InstanceId::of(id))?;
+        let record = records(exp);
+        first.set_recording(record)?; // creates the version tables once, and checks the probes
         let open = move |_worker: usize| {
             // A node cannot serve without its database: failing to open it is fatal.
-            SqliteStorage::open_file(&path, app.clone(), InstanceId::of(id)).unwrap_or_else(|e| panic!("opening {}: {e}", path.display()))
+            let mut s = SqliteStorage::open_file(&path, app.clone(), InstanceId::of(id)).unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+            s.set_recording(record).unwrap_or_else(|e| panic!("recording on {}: {e}", path.display()));
+            s
         };
         Ok(Some(Arc::new(open)))
     }
@@ -110,7 +165,7 @@ impl Harness for BeltHarness {
 
     fn client(&self, exp: &Experiment, c: u32, stop_at: Time) -> (Box<dyn Client<BeltEvidence>>, usize) {
         let (site, ctx): (usize, ClientCtx) = exp.client_placement(c);
-        let think = if exp.think_ms > 0.0 { ThinkTime::Exponential { mean: Duration::from_secs_f64(exp.think_ms / 1e3) } } else { ThinkTime::None };
+        let think = exp.think_time();
         let client = ClosedLoopClient::new(ClientId(c as u64), ctx, exp.workload.client(exp.scale), exp.seed, think).stop_at(stop_at);
         (Box::new(client), site)
     }
@@ -133,16 +188,28 @@ impl Harness for BeltHarness {
         &["local", "global"]
     }
 
+    /// The replay check; with recorded row accesses, also the dependency-graph checker (SER and
+    /// replica agreement), whose verdict is the summary's last line.
     fn check(&self, exp: &Experiment, run: RunOutput<'_, Self>) -> anyhow::Result<Verdict> {
         let (app, data) = self.loaded(exp)?;
+        // Before the replay takes the storages.
+        let graph = if records(exp) { Some((history(run.history, &install_logs(&run)?)?, run.storages.iter().flatten().count())) } else { None };
         let storages: Vec<SqliteStorage> = run.storages.into_iter().flatten().collect();
         let refs: Vec<&SqliteStorage> = storages.iter().collect();
         let mut report = ensemble_check::check(&app, &exp.plan, &data, run.history, &refs)?;
         report.violations.extend(run.failures.iter().map(|h| format!("belt halted at {h}")));
-        Ok(Verdict { passed: report.ok(), summary: report.summary() })
+        let mut verdict = Verdict { passed: report.ok(), summary: report.summary() };
+        if let Some((h, logs)) = graph {
+            let r = ensemble_history::check(&h, Criterion::Ser);
+            verdict.passed &= r.ok();
+            verdict.summary += &format!("\ndependency graph, rows read and written, install logs of {logs} instance(s): {r}");
+        }
+        Ok(verdict)
     }
 
-    fn history(&self, _exp: &Experiment, _run: &RunOutput<'_, Self>) -> anyhow::Result<Option<ensemble_history::History>> {
-        Ok(None)
+    /// The history of a run that recorded row accesses (`Experiment::record_access`).
+    fn history(&self, exp: &Experiment, run: &RunOutput<'_, Self>) -> anyhow::Result<Option<ensemble_history::History>> {
+        anyhow::ensure!(exp.record_access, "the belt records its history only with record_access (`--record-access`)");
+        Ok(Some(history(run.history, &install_logs(run)?)?))
     }
 }
