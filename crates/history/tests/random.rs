@@ -76,6 +76,23 @@ fn predecessor(order: &[TxnId], t: TxnId) -> Option<Option<TxnId>> {
     Some(if p == 0 { None } else { Some(order[p - 1]) })
 }
 
+/// Makes read `j` of transaction `i` see the version before the one it saw.
+fn read_the_previous_version(
+    txns: &mut [Transaction],
+    i: usize,
+    j: usize,
+    orders: &HashMap<String, Vec<TxnId>>,
+    by_id: &HashMap<TxnId, usize>,
+) {
+    let key = txns[i].reads[j].key.clone();
+    let w = txns[i].reads[j].writer.unwrap();
+    let before = predecessor(&orders[&key], w).unwrap();
+    let value = before.and_then(|b| final_value(&txns[by_id[&b]], &key));
+    let read = &mut txns[i].reads[j];
+    read.writer = before;
+    read.value = if read.value.is_some() { value } else { None };
+}
+
 /// Makes a read-modify-write read the version before the one it overwrote: R -rw-> W -ww*-> R.
 fn inject_lost_update(h: &History, r: &mut ChaCha8Rng) -> Option<History> {
     let (mut txns, installs) = parts(h);
@@ -100,13 +117,7 @@ fn inject_lost_update(h: &History, r: &mut ChaCha8Rng) -> Option<History> {
         }
     }
     let &(i, j) = candidates.choose(r)?;
-    let key = txns[i].reads[j].key.clone();
-    let w = txns[i].reads[j].writer.unwrap();
-    let before = predecessor(&orders[&key], w).unwrap();
-    let value = before.and_then(|b| final_value(&txns[by_id[&b]], &key));
-    let read = &mut txns[i].reads[j];
-    read.writer = before;
-    read.value = if read.value.is_some() { value } else { None };
+    read_the_previous_version(&mut txns, i, j, &orders, &by_id);
     Some(rebuild(&txns, &installs))
 }
 
@@ -130,13 +141,7 @@ fn inject_fractured_read(h: &History, r: &mut ChaCha8Rng) -> Option<History> {
         }
     }
     let &(i, j) = candidates.choose(r)?;
-    let key = txns[i].reads[j].key.clone();
-    let w = txns[i].reads[j].writer.unwrap();
-    let before = predecessor(&orders[&key], w).unwrap();
-    let value = before.and_then(|b| final_value(&txns[by_id[&b]], &key));
-    let read = &mut txns[i].reads[j];
-    read.writer = before;
-    read.value = if read.value.is_some() { value } else { None };
+    read_the_previous_version(&mut txns, i, j, &orders, &by_id);
     Some(rebuild(&txns, &installs))
 }
 

@@ -7,8 +7,8 @@
 
 mod common;
 
-use common::{assert_all_answered, ring_of, slots, Cluster, RingMsg, Served, ToyClient};
-use ensemble_core::topology::{Jitter, Topology};
+use common::{assert_all_answered, ring_of, slots, two_sites, Cluster, RingMsg, Served, ToyClient};
+use ensemble_core::topology::Topology;
 use ensemble_core::{ClientId, Deployment, ProcessId, Request};
 use ensemble_net::frame::{encode_frame, FrameCodec, Never, HEADER_LEN, PROTOCOL_VERSION};
 use ensemble_net::{Frame, Hello, HostId};
@@ -214,13 +214,7 @@ fn a_message_for_a_process_this_host_does_not_run_is_counted_and_dropped() {
 fn wan_emulation_delays_every_frame_by_at_least_the_topology_delay() {
     // Two sites 40 ms apart one way, nothing inside a site.
     let d = 40.0;
-    let topology = Topology {
-        name: "two-sites".into(),
-        sites: vec!["a".into(), "b".into()],
-        one_way_ms: vec![vec![0.0, d], vec![d, 0.0]],
-        jitter: Jitter::None,
-        ..Topology::lan()
-    };
+    let topology = two_sites(d);
     let dep = one_per_host(&[0, 1]);
     let build = ring_of(&dep, &[]);
     let cluster = Cluster::start(dep, topology, true, 2, build);

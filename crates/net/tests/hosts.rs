@@ -8,9 +8,9 @@ mod common;
 
 use bytes::BytesMut;
 use common::{
-    assert_all_answered, deployment, machines, place, ring_of, slots, Cluster, Ring, RingProcess, Served, TimerProbe, ToyClient,
+    assert_all_answered, deployment, machines, place, ring_of, slots, two_sites, Cluster, Ring, RingProcess, Served, TimerProbe, ToyClient,
 };
-use ensemble_core::topology::{Jitter, Topology};
+use ensemble_core::topology::Topology;
 use ensemble_core::{ClientId, CompletionResult, Done, Outcome, ProcessId, Reply, ReplyBody, Request, Value};
 use ensemble_net::frame::{encode_frame, FrameCodec, Never};
 use ensemble_net::{run_host_on, ClusterSpec, Frame, Hello, HostId, HostedProcess, NetError, ShutdownHandle};
@@ -57,13 +57,7 @@ fn two_processes_in_one_host_talk_without_tcp_and_serve_requests() {
 fn processes_of_one_host_on_two_machines_get_the_emulated_wan_delay() {
     // One host runs p0 (machine 0, site a) and p1 (machine 1, site b), 30 ms apart one way.
     let d = 30.0;
-    let topology = Topology {
-        name: "two-sites".into(),
-        sites: vec!["a".into(), "b".into()],
-        one_way_ms: vec![vec![0.0, d], vec![d, 0.0]],
-        jitter: Jitter::None,
-        ..Topology::lan()
-    };
+    let topology = two_sites(d);
     let dep = deployment(machines(&[0, 1]), vec![place(0, 0, Some(0)), place(1, 1, Some(0))]);
     let build = ring_of(&dep, &[]);
     let cluster = Cluster::start(dep, topology, true, 2, build);

@@ -263,6 +263,17 @@ pub fn assert_all_answered(done: &[Completion<Served>], targets: &BTreeMap<Clien
 // Deployments
 
 /// A placement on `machine`, in OS process `os_process`.
+/// Two sites `a` and `b`, `d` ms apart one way, no delay inside a site, no jitter.
+pub fn two_sites(d: f64) -> Topology {
+    Topology {
+        name: "two-sites".into(),
+        sites: vec!["a".into(), "b".into()],
+        one_way_ms: vec![vec![0.0, d], vec![d, 0.0]],
+        jitter: ensemble_core::topology::Jitter::None,
+        ..Topology::lan()
+    }
+}
+
 pub fn place(process: u32, machine: usize, os_process: Option<u32>) -> Placement {
     Placement { process: ProcessId(process), machine, pinned: None, os_process, kind: "ring".into() }
 }
