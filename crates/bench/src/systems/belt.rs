@@ -209,7 +209,7 @@ impl Harness for BeltHarness {
 
     /// The history of a run that recorded row accesses (`Experiment::record_access`).
     fn history(&self, exp: &Experiment, run: &RunOutput<'_, Self>) -> anyhow::Result<Option<ensemble_history::History>> {
-        anyhow::ensure!(exp.record_access, "the belt records its history only with record_access (`--record-access`)");
+        anyhow::ensure!(exp.record_access, "the belt writes a history only when it records row accesses: on by default in `ensemble bench` (not with `--no-record-access`), with `--record-access` in `ensemble figure`");
         Ok(Some(history(run.history, &install_logs(run)?)?))
     }
 }
