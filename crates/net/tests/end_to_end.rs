@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{assert_all_answered, ring_of, slots, two_sites, Cluster, RingMsg, Served, ToyClient};
+use common::{assert_all_answered, ring_of, serve_two_clients_per_process, slots, two_sites, Cluster, RingMsg, Served, ToyClient};
 use ensemble_core::topology::Topology;
 use ensemble_core::{ClientId, Deployment, ProcessId, Request};
 use ensemble_net::frame::{encode_frame, FrameCodec, Never, HEADER_LEN, PROTOCOL_VERSION};
@@ -31,10 +31,7 @@ fn lan_cluster(n: usize) -> Cluster {
 fn three_host_ring_answers_every_request() {
     let cluster = lan_cluster(3);
     let per_client = 25;
-    let targets: BTreeMap<_, _> = (0..6u64).map(|c| (ClientId(c), ProcessId((c % 3) as u32))).collect();
-    let clients = slots(targets.iter().map(|(c, p)| (ToyClient::boxed(c.0, p.0, per_client), 0)));
-    let done = cluster.run(clients, 6 * per_client as usize);
-    assert_all_answered(&done, &targets, per_client);
+    serve_two_clients_per_process(&cluster, per_client);
 
     let runs = cluster.storages.runs();
     let reports = cluster.stop_clean();

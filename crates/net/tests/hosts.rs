@@ -8,7 +8,7 @@ mod common;
 
 use bytes::BytesMut;
 use common::{
-    assert_all_answered, deployment, machines, place, ring_of, slots, two_sites, Cluster, Ring, RingProcess, Served, TimerProbe, ToyClient,
+    assert_all_answered, deployment, machines, place, ring_of, serve_two_clients_per_process, slots, two_sites, Cluster, Ring, RingProcess, Served, TimerProbe, ToyClient,
 };
 use ensemble_core::topology::Topology;
 use ensemble_core::{ClientId, CompletionResult, Done, Outcome, ProcessId, Reply, ReplyBody, Request, Value};
@@ -29,10 +29,7 @@ fn two_processes_in_one_host_talk_without_tcp_and_serve_requests() {
     assert_eq!(cluster.spec.hosts.iter().map(|h| h.processes.len()).collect::<Vec<_>>(), [2, 1]);
 
     let per_client = 20;
-    let targets: BTreeMap<_, _> = (0..6u64).map(|c| (ClientId(c), ProcessId((c % 3) as u32))).collect();
-    let clients = slots(targets.iter().map(|(c, p)| (ToyClient::boxed(c.0, p.0, per_client), 0)));
-    let done = cluster.run(clients, 6 * per_client as usize);
-    assert_all_answered(&done, &targets, per_client);
+    serve_two_clients_per_process(&cluster, per_client);
 
     let runs = cluster.storages.runs();
     let reports = cluster.stop_clean();

@@ -263,6 +263,15 @@ pub fn assert_all_answered(done: &[Completion<Served>], targets: &BTreeMap<Clien
 // Deployments
 
 /// A placement on `machine`, in OS process `os_process`.
+/// Six clients at site 0, two per process of a three-process cluster, each sending
+/// `per_client` requests; asserts every one was answered by the process it was sent to.
+pub fn serve_two_clients_per_process(cluster: &Cluster, per_client: u64) {
+    let targets: BTreeMap<_, _> = (0..6u64).map(|c| (ClientId(c), ProcessId((c % 3) as u32))).collect();
+    let clients = slots(targets.iter().map(|(c, p)| (ToyClient::boxed(c.0, p.0, per_client), 0)));
+    let done = cluster.run(clients, 6 * per_client as usize);
+    assert_all_answered(&done, &targets, per_client);
+}
+
 /// Two sites `a` and `b`, `d` ms apart one way, no delay inside a site, no jitter.
 pub fn two_sites(d: f64) -> Topology {
     Topology {
