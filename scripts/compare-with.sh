@@ -28,7 +28,8 @@ new=target/release/ensemble
 figures=("gyro-fig3" "table3" "table3 --app tpcw" "table3 --app rubis" "table3 --app tpcw --write-share 0.3"
          "table3 --app rubis --write-share 0.15" "gyro-fig4")
 if [ "$long" = "--long" ]; then
-  figures+=("wan-scaling --app tpcw" "wan-scaling --app rubis")
+  figures+=("wan-scaling --app tpcw" "wan-scaling --app rubis" "wan-scaling --app tpcw --write-share 0.3"
+            "wan-scaling --app rubis --write-share 0.15" "gyro-fig4 --cores 16 --clients 25,100,400,800")
 fi
 same=0; differ=0
 for args in "${figures[@]}"; do
