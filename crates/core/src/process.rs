@@ -61,6 +61,11 @@ pub enum Effect<P: Protocol> {
     /// (as they cost nothing in its model), and a charge there is ignored; a protocol whose
     /// timer does costly work sends itself a message and does the work in its handler.
     Charge(Duration),
+    /// A message from `from` broke an invariant of the protocol (a forged or corrupt token, a
+    /// message for a state the process is not in) and was refused: the process did nothing with
+    /// it and keeps serving. `what` names the message and the invariant. The drivers count and
+    /// log it; a refusal is the sender's fault, never the receiver's failure.
+    Refuse { from: ProcessId, what: String },
 }
 
 /// A protocol participant.
@@ -78,6 +83,15 @@ pub trait Process<P: Protocol> {
     /// in which any process says so fails its check.
     fn failure(&self) -> Option<String> {
         None
+    }
+    /// Nothing of this process is in flight: no storage work outstanding, no request waiting,
+    /// and nothing it sent (a token's entries, a multicast) still on its way to being applied
+    /// everywhere, as far as it can tell. A run is over once every process says so after the
+    /// clients stopped: `bench --real` waits for it before the final check, so a stalled
+    /// protocol is reported as a stall, not as diverged replicas. The default suits processes
+    /// that answer every request within its handler.
+    fn quiescent(&self) -> bool {
+        true
     }
 }
 

@@ -12,9 +12,9 @@
 //! Hundreds of clients times a few hosts stay well within loopback limits.
 
 use crate::agenda::Agenda;
-use crate::conn::{connect_with_retry, write_loop, OutRx, Outlet};
+use crate::conn::{connect_with_retry, dial_handshake, write_loop, OutRx, Outlet};
 use crate::error::{io_context, NetError};
-use crate::frame::{encode_frame, Frame, FrameCodec, FrameError, Hello, Never};
+use crate::frame::{encode_frame, Frame, FrameError, Hello, Never};
 use crate::wan::WanEmulator;
 use crossbeam_channel::{RecvTimeoutError, Sender};
 use ensemble_core::topology::Topology;
@@ -27,9 +27,7 @@ use std::fmt::Debug;
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
-use tokio_util::codec::FramedRead;
 
 /// Where a process is served: its host's address, and the process's site (for WAN emulation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +51,11 @@ pub struct ClientDriverConfig {
     pub epoch: Instant,
     /// The run stops here at the latest.
     pub deadline: Instant,
+    /// The cluster secret the hosts expect every connection to prove.
+    pub secret: Option<crate::auth::Secret>,
+    /// Triggering it stops the run at once ([`StopReason::Aborted`]): for a watcher that saw a
+    /// host die or stall, or a signal.
+    pub abort: Option<crate::host::ShutdownHandle>,
 }
 
 impl ClientDriverConfig {
@@ -67,6 +70,8 @@ impl ClientDriverConfig {
             connect_timeout: Duration::from_secs(30),
             epoch,
             deadline: epoch + run_for,
+            secret: None,
+            abort: None,
         }
     }
 }
@@ -83,6 +88,8 @@ pub enum StopReason {
     Deadline,
     /// The completion callback returned `ControlFlow::Break`.
     Callback,
+    /// [`ClientDriverConfig::abort`] was triggered.
+    Aborted,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,6 +108,7 @@ pub struct ClientReport {
 enum Input<E> {
     Reply { slot: usize, from: ProcessId, reply: Reply<E> },
     LinkFailed { slot: usize, addr: SocketAddr, why: String },
+    Aborted,
 }
 
 /// Runs the clients until `cfg.deadline` or until `on_complete` breaks, handing every
@@ -131,6 +139,13 @@ where
         .build()
         .map_err(io_context("start the tokio runtime"))?;
     let (tx, rx) = crossbeam_channel::unbounded::<Input<E>>();
+    if let Some(abort) = cfg.abort.clone() {
+        let tx = tx.clone();
+        runtime.spawn(async move {
+            abort.wait().await;
+            let _ = tx.send(Input::Aborted);
+        });
+    }
     let mut driver = Driver {
         wan: cfg.topology.clone().map(|t| WanEmulator::new(t, cfg.seed)),
         cfg,
@@ -152,6 +167,7 @@ where
     let mut effects = Vec::new();
 
     let mut stop = ControlFlow::Continue(());
+    let mut aborted = false;
     for slot in 0..slots.len() {
         slots[slot].client.on_event(driver.now(), ClientEvent::Start, &mut effects);
         stop = driver.apply(slot, &slots, &mut effects, &mut on_complete);
@@ -185,6 +201,10 @@ where
                 driver.report.replies += 1;
                 (slot, ClientEvent::Reply { from, reply })
             }
+            Input::Aborted => {
+                aborted = true;
+                break;
+            }
             Input::LinkFailed { slot, addr, why } => {
                 driver.report.link_failures += 1;
                 let client = slots.get(slot).map(|s| s.client.id());
@@ -197,7 +217,9 @@ where
         s.client.on_event(driver.now(), event, &mut effects);
         stop = driver.apply(slot, &slots, &mut effects, &mut on_complete);
     }
-    if stop.is_break() {
+    if aborted {
+        driver.report.stopped = StopReason::Aborted;
+    } else if stop.is_break() {
         driver.report.stopped = StopReason::Callback;
     }
     let report = driver.report.clone();
@@ -256,7 +278,7 @@ impl<E: Debug + Serialize + DeserializeOwned + Send + 'static> Driver<E> {
         let bytes = encode_frame::<Never, E>(&Frame::Request { to, request }).map_err(|e| e.to_string())?;
         let link = self.links.entry((slot, target.addr)).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            let link = ClientLink { slot, client: this.client.id(), site: this.site, addr: target.addr };
+            let link = ClientLink { slot, client: this.client.id(), site: this.site, addr: target.addr, secret: self.cfg.secret.clone() };
             self.runtime.spawn(link.run::<E>(rx, self.inputs.clone(), self.cfg.connect_timeout));
             Outlet::new(tx)
         });
@@ -275,12 +297,13 @@ struct ClientLink {
     client: ClientId,
     site: usize,
     addr: SocketAddr,
+    secret: Option<crate::auth::Secret>,
 }
 
 impl ClientLink {
-    /// Dial, Hello, then requests out and replies in.
+    /// Dial, handshake, then requests out and replies in.
     async fn run<E: DeserializeOwned + Send + 'static>(self, mut rx: OutRx, inputs: Sender<Input<E>>, timeout: Duration) {
-        let ClientLink { slot, client, site, addr } = self;
+        let ClientLink { slot, client, site, addr, secret } = self;
         let failed = |why: String| Input::LinkFailed { slot, addr, why };
         let stream = match connect_with_retry(addr, timeout).await {
             Ok(s) => s,
@@ -289,17 +312,16 @@ impl ClientLink {
                 return;
             }
         };
-        let (rd, mut wr) = stream.into_split();
-        let hello = match encode_frame::<Never, Never>(&Frame::Hello(Hello::Client { client, site })) {
-            Ok(h) => h,
+        let dialed = match dial_handshake::<Never, E>(stream, Hello::Client { client, site }, secret.as_ref(), timeout).await {
+            Ok(d) => d,
             Err(e) => {
-                let _ = inputs.send(failed(e.to_string()));
+                let _ = inputs.send(failed(e));
                 return;
             }
         };
         let reader_inputs = inputs.clone();
+        let mut frames = dialed.reader;
         tokio::spawn(async move {
-            let mut frames = FramedRead::new(rd, FrameCodec::<Never, E>::new());
             let why = loop {
                 match frames.next().await {
                     None => return,
@@ -316,11 +338,8 @@ impl ClientLink {
             };
             let _ = reader_inputs.send(Input::LinkFailed { slot, addr, why });
         });
-        let result = match wr.write_all(&hello).await {
-            Ok(()) => write_loop(&mut wr, &mut rx).await.map(|_| ()),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = result {
+        let mut wr = dialed.writer;
+        if let Err(e) = write_loop(&mut wr, &mut rx, dialed.sealer, None).await {
             let _ = inputs.send(failed(e.to_string()));
         }
     }

@@ -10,13 +10,13 @@
 
 use crate::client::{ClientDriverConfig, ProcessAddr};
 use crate::error::{io_context, NetError};
-use crate::frame::{encode_frame, AdminFrame, HostId};
+use crate::frame::{AdminFrame, HostId};
 use crate::host::HostConfig;
 use crate::layout::{Directory, HostSpec};
 use ensemble_core::topology::Topology;
 use ensemble_core::{Deployment, ProcessId};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -97,6 +97,11 @@ pub struct ClusterSpec {
     pub seed: u64,
     #[serde(default = "default_connect_timeout_ms")]
     pub connect_timeout_ms: u64,
+    /// The cluster secret: every connection proves it knows it before anything else is
+    /// accepted (see `ARCHITECTURE.md`, "Trust and limits"). Without one, every host must listen
+    /// on a loopback address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<crate::auth::Secret>,
     /// The deployment's OS processes, in order ([`Deployment::os_processes`]).
     pub hosts: Vec<HostSpec>,
     pub deployment: Deployment,
@@ -142,11 +147,44 @@ impl ClusterSpec {
             workers: default_workers(),
             seed: 0,
             connect_timeout_ms: default_connect_timeout_ms(),
+            secret: None,
             hosts,
             deployment,
         };
         spec.validate()?;
         Ok((spec, listeners))
+    }
+
+    /// The deployment's OS processes on loopback, each at port 0: every host binds a port of
+    /// its own choosing and announces it on its ready line, and whoever started the hosts tells
+    /// each one the others' addresses ([`ClusterSpec::set_addrs`]) before it dials them. Nothing
+    /// is bound and released in between, so parallel runs cannot steal each other's ports.
+    pub fn loopback(deployment: Deployment, topology: impl Into<TopologyRef>, emulate_wan: bool) -> Result<ClusterSpec, NetError> {
+        let unbound = SocketAddr::from(([127, 0, 0, 1], 0));
+        let hosts = deployment.os_processes().into_iter().map(|processes| HostSpec { addr: unbound, processes }).collect();
+        let spec = ClusterSpec {
+            topology: topology.into(),
+            emulate_wan,
+            workers: default_workers(),
+            seed: 0,
+            connect_timeout_ms: default_connect_timeout_ms(),
+            secret: None,
+            hosts,
+            deployment,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Fills in the hosts' addresses, in host order, once they are bound.
+    pub fn set_addrs(&mut self, addrs: &[SocketAddr]) -> Result<(), NetError> {
+        if addrs.len() != self.hosts.len() {
+            return Err(NetError::Spec(format!("{} address(es) for {} host(s)", addrs.len(), self.hosts.len())));
+        }
+        for (h, a) in self.hosts.iter_mut().zip(addrs) {
+            h.addr = *a;
+        }
+        self.validate()
     }
 
     pub fn from_toml(text: &str) -> Result<ClusterSpec, NetError> {
@@ -215,6 +253,8 @@ impl ClusterSpec {
             workers: self.workers,
             seed: self.seed ^ u64::from(host.0).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             connect_timeout: Duration::from_millis(self.connect_timeout_ms),
+            secret: self.secret.clone(),
+            limits: crate::host::Limits::default(),
         })
     }
 
@@ -234,6 +274,8 @@ impl ClusterSpec {
             connect_timeout: Duration::from_millis(self.connect_timeout_ms),
             epoch,
             deadline,
+            secret: self.secret.clone(),
+            abort: None,
         })
     }
 }
@@ -323,12 +365,32 @@ pub fn wait_until_accepting(addr: SocketAddr, timeout: Duration) -> Result<(), N
     }
 }
 
-/// Asks the host at `addr` to stop (an admin Shutdown frame).
-pub fn send_shutdown(addr: SocketAddr, timeout: Duration) -> Result<(), NetError> {
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(io_context(format!("connect to {addr}")))?;
-    stream.set_nodelay(true).map_err(io_context("set_nodelay"))?;
-    stream.write_all(&encode_frame(&AdminFrame::Shutdown)?).map_err(io_context(format!("send Shutdown to {addr}")))?;
-    stream.flush().map_err(io_context(format!("send Shutdown to {addr}")))
+/// What a host said when probed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostStatus {
+    /// Every process of the host said it is [quiescent](ensemble_core::Process::quiescent).
+    pub quiescent: bool,
+}
+
+/// Asks the host at `addr` how it is (an operator's Ping, answered by the host's protocol loop,
+/// so a host whose loop is stuck, or whose process is stopped, does not answer). Fails if no
+/// answer comes within `timeout`.
+pub fn probe(addr: SocketAddr, secret: Option<&crate::auth::Secret>, timeout: Duration) -> Result<HostStatus, NetError> {
+    let mut conn = crate::admin::BlockingConn::connect(addr, secret, crate::frame::Hello::Admin, timeout)?;
+    let nonce = rand::random::<u64>();
+    conn.send(&AdminFrame::Ping(nonce))?;
+    match conn.recv::<crate::frame::Never, crate::frame::Never>()? {
+        AdminFrame::Pong { nonce: n, quiescent } if n == nonce => Ok(HostStatus { quiescent }),
+        other => Err(NetError::Unexpected { addr, what: format!("a {} frame instead of the Pong to Ping {nonce}", other.kind()) }),
+    }
+}
+
+/// Asks the host at `addr` to stop (an admin's Shutdown frame, after the handshake).
+pub fn send_shutdown(addr: SocketAddr, secret: Option<&crate::auth::Secret>, timeout: Duration) -> Result<(), NetError> {
+    let mut conn = crate::admin::BlockingConn::connect(addr, secret, crate::frame::Hello::Admin, timeout)?;
+    conn.send(&AdminFrame::Shutdown)?;
+    conn.finish();
+    Ok(())
 }
 
 #[cfg(test)]

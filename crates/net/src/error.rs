@@ -30,6 +30,12 @@ pub enum NetError {
     Topology(#[from] ensemble_core::topology::TopologyError),
     #[error("host never reported ready: {0}")]
     NotReady(String),
+    #[error("handshake with {addr} failed: {why}")]
+    Handshake { addr: SocketAddr, why: String },
+    #[error("{0} closed the connection")]
+    Closed(SocketAddr),
+    #[error("unexpected answer from {addr}: {what}")]
+    Unexpected { addr: SocketAddr, what: String },
 }
 
 /// Wraps an i/o error with what was being done, for `map_err`.

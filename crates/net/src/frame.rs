@@ -2,21 +2,29 @@
 //!
 //! ```text
 //! +----------------------+-----------+---------+---------------------------+
-//! | payload length (u32, | version   | kind    | payload: postcard encoding |
-//! | big-endian)          | (u8) = 2  | (u8)    | of the kind's fields       |
-//! +----------------------+-----------+---------+---------------------------+
+//! | payload length (u32, | version   | kind    | payload: postcard encoding | tag (16 bytes, |
+//! | big-endian)          | (u8) = 3  | (u8)    | of the kind's fields       | once sealed)   |
+//! +----------------------+-----------+---------+---------------------------+----------------+
 //!   4 bytes                1 byte      1 byte    `payload length` bytes
 //!
-//! kind  frame     payload, field after field                 sent by
-//!  1    Hello     Hello                                      whoever dialed, first
-//!  2    Message   from: ProcessId, to: ProcessId, msg: M     a peer host
-//!  3    Request   to: ProcessId, request: Request            a client
-//!  4    Reply     from: ProcessId, reply: Reply<E>           a host, to a client
-//!  5    Error     text: String                               either end, then it closes
-//!  6    Shutdown  (nothing)                                  an admin tool
+//! kind  frame      payload, field after field                 sent by
+//!  1    Hello      hello: Hello, nonce: [u8; 32]              whoever dialed, first
+//!  2    Message    from: ProcessId, to: ProcessId, msg: M     a peer host
+//!  3    Request    to: ProcessId, request: Request            a client
+//!  4    Reply      from: ProcessId, reply: Reply<E>           a host, to a client
+//!  5    Error      text: String                               either end, then it closes
+//!  6    Shutdown   (nothing)                                  a peer host or an admin tool
+//!  7    Challenge  nonce: [u8; 32], proof: Option<[u8; 32]>   the listener, after Hello
+//!  8    Proof      proof: [u8; 32]                            the dialer, after Challenge
+//!  9    Ping       nonce: u64                                 an admin tool
+//! 10    Pong       nonce: u64, quiescent: bool                a host, to the admin tool
 //! ```
 //!
-//! The length counts the payload only, not the six header bytes. The version byte comes first so
+//! The handshake (Hello, Challenge, Proof) and the seal are in [`crate::auth`]: on a cluster
+//! with a secret every frame after the handshake ends with a 16-byte tag, which the length
+//! counts. Without a secret the Challenge carries no proof and there is no Proof frame.
+//!
+//! The length counts the payload (and tag), not the six header bytes. The version byte comes first so
 //! that a future format can be told apart from garbage; the length is checked against
 //! [`MAX_FRAME_LEN`] before a single payload byte is buffered, so a peer cannot make us allocate
 //! by lying about a length. Every way a frame can be wrong has its own [`FrameError`] variant so
@@ -27,21 +35,25 @@
 //! Request the process it is for, and every Reply the process that answered.
 //!
 //! Version history: 1 addressed instances (one per OS process) and had unaddressed Message,
-//! Request and Reply payloads; 2 is the process addressing above.
+//! Request and Reply payloads; 2 is the process addressing above; 3 added the handshake, the
+//! seal, Ping and Pong.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use ensemble_core::{ClientId, ProcessId, Reply, Request};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::marker::PhantomData;
 use tokio_util::codec::Decoder;
 
 /// The only version this build speaks.
-pub const PROTOCOL_VERSION: u8 = 2;
+pub const PROTOCOL_VERSION: u8 = 3;
 /// Length prefix, version byte, kind byte.
 pub const HEADER_LEN: usize = 6;
 /// The largest payload accepted or produced. A protocol message is far smaller; anything larger
 /// is a bug or an attack.
 pub const MAX_FRAME_LEN: usize = 64 << 20;
+/// The largest frame accepted before a connection has authenticated: a Hello, a Challenge and
+/// a Proof are a few hundred bytes, so a stranger cannot make a host buffer more.
+pub const PRE_AUTH_MAX_FRAME: usize = 4 << 10;
 
 /// The kind byte of a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -53,11 +65,25 @@ pub enum FrameKind {
     Reply = 4,
     Error = 5,
     Shutdown = 6,
+    Challenge = 7,
+    Proof = 8,
+    Ping = 9,
+    Pong = 10,
 }
 
 impl FrameKind {
-    pub const ALL: [FrameKind; 6] =
-        [FrameKind::Hello, FrameKind::Message, FrameKind::Request, FrameKind::Reply, FrameKind::Error, FrameKind::Shutdown];
+    pub const ALL: [FrameKind; 10] = [
+        FrameKind::Hello,
+        FrameKind::Message,
+        FrameKind::Request,
+        FrameKind::Reply,
+        FrameKind::Error,
+        FrameKind::Shutdown,
+        FrameKind::Challenge,
+        FrameKind::Proof,
+        FrameKind::Ping,
+        FrameKind::Pong,
+    ];
 
     pub fn from_byte(b: u8) -> Option<FrameKind> {
         FrameKind::ALL.into_iter().find(|k| *k as u8 == b)
@@ -71,6 +97,10 @@ impl FrameKind {
             FrameKind::Reply => "Reply",
             FrameKind::Error => "Error",
             FrameKind::Shutdown => "Shutdown",
+            FrameKind::Challenge => "Challenge",
+            FrameKind::Proof => "Proof",
+            FrameKind::Ping => "Ping",
+            FrameKind::Pong => "Pong",
         }
     }
 }
@@ -109,31 +139,46 @@ pub enum Hello {
     /// frames for any process of the host and receive `Reply` frames. The site lets the host
     /// emulate the reply's WAN delay.
     Client { client: ClientId, site: usize },
+    /// An operator's tool (or the bench watching its hosts): may send Ping and Shutdown.
+    Admin,
 }
 
 /// One frame. `M` is the protocol's process-to-process message type, `E` the evidence its
 /// replies carry; connections that never carry one of them use [`Never`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Frame<M, E> {
-    Hello(Hello),
+    /// The dialer's first frame: who it is, and its handshake nonce.
+    Hello { hello: Hello, nonce: crate::auth::Nonce },
     Message { from: ProcessId, to: ProcessId, msg: M },
     Request { to: ProcessId, request: Request },
     Reply { from: ProcessId, reply: Reply<E> },
     /// Sent just before closing a connection that broke the protocol; says what was wrong.
     Error(String),
-    /// Administrative: asks the receiving host to stop.
+    /// Asks the receiving host to stop: from a peer host or an admin tool only.
     Shutdown,
+    /// The listener's answer to a Hello: its nonce, and on a cluster with a secret its proof.
+    Challenge { nonce: crate::auth::Nonce, proof: Option<crate::auth::Proof> },
+    /// The dialer's proof, which completes the handshake.
+    Proof(crate::auth::Proof),
+    /// An admin tool asks how the host is; the host's protocol loop answers with a Pong.
+    Ping(u64),
+    /// The answer to `Ping(nonce)`: every process of the host is quiescent.
+    Pong { nonce: u64, quiescent: bool },
 }
 
 impl<M, E> Frame<M, E> {
     pub fn kind(&self) -> FrameKind {
         match self {
-            Frame::Hello(_) => FrameKind::Hello,
+            Frame::Hello { .. } => FrameKind::Hello,
             Frame::Message { .. } => FrameKind::Message,
             Frame::Request { .. } => FrameKind::Request,
             Frame::Reply { .. } => FrameKind::Reply,
             Frame::Error(_) => FrameKind::Error,
             Frame::Shutdown => FrameKind::Shutdown,
+            Frame::Challenge { .. } => FrameKind::Challenge,
+            Frame::Proof(_) => FrameKind::Proof,
+            Frame::Ping(_) => FrameKind::Ping,
+            Frame::Pong { .. } => FrameKind::Pong,
         }
     }
 }
@@ -160,6 +205,8 @@ pub enum FrameError {
     UnknownKind(u8),
     #[error("frame payload length {len} is over the limit of {max} bytes")]
     TooLong { len: usize, max: usize },
+    #[error("{kind} frame failed authentication: its tag is not the sender's (forged, altered, replayed or out of order)")]
+    Forged { kind: FrameKind },
     #[error("payload does not decode as {kind}: {message}")]
     BadPayload { kind: FrameKind, message: String },
     #[error("cannot encode a {kind} frame: {message}")]
@@ -175,12 +222,16 @@ pub fn encode_frame<M: Serialize, E: Serialize>(frame: &Frame<M, E>) -> Result<B
     let header = vec![0u8; HEADER_LEN];
     // Several fields are encoded as one tuple: postcard writes a tuple as its fields back to back.
     let encoded = match frame {
-        Frame::Hello(h) => postcard::to_extend(h, header),
+        Frame::Hello { hello, nonce } => postcard::to_extend(&(hello, nonce), header),
         Frame::Message { from, to, msg } => postcard::to_extend(&(from, to, msg), header),
         Frame::Request { to, request } => postcard::to_extend(&(to, request), header),
         Frame::Reply { from, reply } => postcard::to_extend(&(from, reply), header),
         Frame::Error(e) => postcard::to_extend(e, header),
         Frame::Shutdown => Ok(header),
+        Frame::Challenge { nonce, proof } => postcard::to_extend(&(nonce, proof), header),
+        Frame::Proof(p) => postcard::to_extend(p, header),
+        Frame::Ping(n) => postcard::to_extend(n, header),
+        Frame::Pong { nonce, quiescent } => postcard::to_extend(&(nonce, quiescent), header),
     };
     let mut buf = encoded.map_err(|e| FrameError::Encode { kind, message: e.to_string() })?;
     let len = buf.len() - HEADER_LEN;
@@ -206,6 +257,8 @@ pub fn encode_error(message: &str) -> Bytes {
 #[derive(Debug)]
 pub struct FrameCodec<M, E> {
     max_len: usize,
+    /// Set once the connection has authenticated: every frame must then carry the sender's tag.
+    opener: Option<crate::auth::Opener>,
     _types: PhantomData<fn() -> (M, E)>,
 }
 
@@ -217,24 +270,52 @@ impl<M, E> Default for FrameCodec<M, E> {
 
 impl<M, E> FrameCodec<M, E> {
     pub fn new() -> Self {
-        FrameCodec { max_len: MAX_FRAME_LEN, _types: PhantomData }
+        FrameCodec { max_len: MAX_FRAME_LEN, opener: None, _types: PhantomData }
     }
 
     /// A codec with a smaller limit, for connections that should only ever carry small frames.
     pub fn with_max_len(max_len: usize) -> Self {
-        FrameCodec { max_len: max_len.min(MAX_FRAME_LEN), _types: PhantomData }
+        FrameCodec { max_len: max_len.min(MAX_FRAME_LEN), opener: None, _types: PhantomData }
+    }
+
+    /// The largest payload accepted from now on.
+    pub fn set_max_len(&mut self, max_len: usize) {
+        self.max_len = max_len.min(MAX_FRAME_LEN);
+    }
+
+    /// From the next frame on, every frame must carry a tag this opener accepts.
+    pub fn open_with(&mut self, opener: crate::auth::Opener) {
+        self.opener = Some(opener);
+    }
+
+    /// The opener, advanced past every frame decoded so far.
+    pub fn take_opener(&mut self) -> Option<crate::auth::Opener> {
+        self.opener.take()
+    }
+
+    /// Bytes after the payload: the tag, once sealed.
+    fn trailer(&self) -> usize {
+        if self.opener.is_some() {
+            crate::auth::TAG_LEN
+        } else {
+            0
+        }
     }
 }
 
-/// The header of a frame whose version and kind are valid and whose length is within `max_len`.
-fn parse_header(src: &[u8], max_len: usize) -> Result<(usize, FrameKind), FrameError> {
+/// The header of a frame whose version and kind are valid and whose length is within `max_len`
+/// plus the `trailer` (a tag) that must follow the payload.
+fn parse_header(src: &[u8], max_len: usize, trailer: usize) -> Result<(usize, FrameKind), FrameError> {
     let len = u32::from_be_bytes([src[0], src[1], src[2], src[3]]) as usize;
     if src[4] != PROTOCOL_VERSION {
         return Err(FrameError::UnknownVersion(src[4]));
     }
     let kind = FrameKind::from_byte(src[5]).ok_or(FrameError::UnknownKind(src[5]))?;
-    if len > max_len {
-        return Err(FrameError::TooLong { len, max: max_len });
+    if len > max_len + trailer {
+        return Err(FrameError::TooLong { len: len.saturating_sub(trailer), max: max_len });
+    }
+    if len < trailer {
+        return Err(FrameError::Forged { kind });
     }
     Ok((len, kind))
 }
@@ -252,7 +333,10 @@ fn decode_value<T: DeserializeOwned>(kind: FrameKind, payload: &[u8]) -> Result<
 
 fn decode_payload<M: DeserializeOwned, E: DeserializeOwned>(kind: FrameKind, payload: &[u8]) -> Result<Frame<M, E>, FrameError> {
     Ok(match kind {
-        FrameKind::Hello => Frame::Hello(decode_value(kind, payload)?),
+        FrameKind::Hello => {
+            let (hello, nonce) = decode_value(kind, payload)?;
+            Frame::Hello { hello, nonce }
+        }
         FrameKind::Message => {
             let (from, to, msg) = decode_value(kind, payload)?;
             Frame::Message { from, to, msg }
@@ -270,6 +354,16 @@ fn decode_payload<M: DeserializeOwned, E: DeserializeOwned>(kind: FrameKind, pay
             decode_value::<()>(kind, payload)?;
             Frame::Shutdown
         }
+        FrameKind::Challenge => {
+            let (nonce, proof) = decode_value(kind, payload)?;
+            Frame::Challenge { nonce, proof }
+        }
+        FrameKind::Proof => Frame::Proof(decode_value(kind, payload)?),
+        FrameKind::Ping => Frame::Ping(decode_value(kind, payload)?),
+        FrameKind::Pong => {
+            let (nonce, quiescent) = decode_value(kind, payload)?;
+            Frame::Pong { nonce, quiescent }
+        }
     })
 }
 
@@ -281,14 +375,21 @@ impl<M: DeserializeOwned, E: DeserializeOwned> Decoder for FrameCodec<M, E> {
         if src.len() < HEADER_LEN {
             return Ok(None);
         }
-        let (len, kind) = parse_header(src, self.max_len)?;
+        let trailer = self.trailer();
+        let (len, kind) = parse_header(src, self.max_len, trailer)?;
         if src.len() < HEADER_LEN + len {
             src.reserve(HEADER_LEN + len - src.len());
             return Ok(None);
         }
-        src.advance(HEADER_LEN);
-        let payload = src.split_to(len);
-        decode_payload(kind, &payload).map(Some)
+        let frame = src.split_to(HEADER_LEN + len);
+        let (header, rest) = frame.split_at(HEADER_LEN);
+        let (payload, tag) = rest.split_at(len - trailer);
+        if let Some(opener) = &mut self.opener {
+            if !opener.open(header, payload, tag) {
+                return Err(FrameError::Forged { kind });
+            }
+        }
+        decode_payload(kind, payload).map(Some)
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame<M, E>>, FrameError> {
@@ -302,7 +403,7 @@ impl<M: DeserializeOwned, E: DeserializeOwned> Decoder for FrameCodec<M, E> {
             return Err(FrameError::TruncatedHeader { got: src.len() });
         }
         // `decode` accepted the header, so this cannot fail; it only recovers length and kind.
-        let (expected, kind) = parse_header(src, self.max_len)?;
+        let (expected, kind) = parse_header(src, self.max_len, self.trailer())?;
         Err(FrameError::TruncatedPayload { kind, expected, got: src.len() - HEADER_LEN })
     }
 }
@@ -337,8 +438,8 @@ mod tests {
 
     fn every_kind() -> Vec<TestFrame> {
         vec![
-            Frame::Hello(Hello::Peer { host: HostId(2), processes: vec![ProcessId(4), ProcessId(5)] }),
-            Frame::Hello(Hello::Client { client: ClientId(9), site: 4 }),
+            Frame::Hello { hello: Hello::Peer { host: HostId(2), processes: vec![ProcessId(4), ProcessId(5)] }, nonce: [3; 32] },
+            Frame::Hello { hello: Hello::Client { client: ClientId(9), site: 4 }, nonce: [3; 32] },
             Frame::Message { from: ProcessId(4), to: ProcessId(300), msg: TestMsg::Token { seq: 11, note: "token".into() } },
             Frame::Message { from: ProcessId(0), to: ProcessId(0), msg: TestMsg::Ping },
             Frame::Request { to: ProcessId(1), request: request() },
@@ -364,6 +465,11 @@ mod tests {
             },
             Frame::Error("bad things".into()),
             Frame::Shutdown,
+            Frame::Challenge { nonce: [4; 32], proof: Some([5; 32]) },
+            Frame::Challenge { nonce: [4; 32], proof: None },
+            Frame::Proof([6; 32]),
+            Frame::Ping(77),
+            Frame::Pong { nonce: 77, quiescent: true },
         ]
     }
 
@@ -425,6 +531,41 @@ mod tests {
     }
 
     #[test]
+    fn sealed_frames_decode_and_any_flipped_bit_is_caught() {
+        let secret = crate::auth::Secret::from_bytes([1; 32]);
+        let t = crate::auth::transcript(&Hello::Admin, &[1; 32], &[2; 32]);
+        let frames = every_kind();
+        let (mut seal, _) = crate::auth::session(&secret, &t, true);
+        let sealed: Vec<Vec<u8>> = frames.iter().map(|f| seal.seal_to_vec(&encode_frame(f).unwrap())).collect();
+        let opened = |stream: &[u8]| {
+            let mut codec = FrameCodec::<TestMsg, TestEvidence>::new();
+            codec.open_with(crate::auth::session(&secret, &t, false).1);
+            let mut buf = BytesMut::from(stream);
+            let mut out = Vec::new();
+            while let Some(f) = codec.decode_eof(&mut buf)? {
+                out.push(f);
+            }
+            Ok::<_, FrameError>(out)
+        };
+        assert_eq!(opened(&sealed.concat()).unwrap(), frames);
+        // Every bit of the second frame, flipped in turn: its header, payload or tag.
+        let first = sealed[0].len();
+        let whole = sealed.concat();
+        for bit in 0..sealed[1].len() * 8 {
+            let mut bad = whole.clone();
+            bad[first + bit / 8] ^= 1 << (bit % 8);
+            let err = opened(&bad).unwrap_err();
+            assert!(!matches!(err, FrameError::Io(_)), "bit {bit}: {err:?}");
+        }
+        // A frame dropped from the middle: the next one's sequence number no longer matches.
+        let skipped = [sealed[0].clone(), sealed[2].clone()].concat();
+        assert!(matches!(opened(&skipped).unwrap_err(), FrameError::Forged { .. }));
+        // An unsealed frame on a sealed connection.
+        let plain = encode_frame::<TestMsg, TestEvidence>(&Frame::Shutdown).unwrap();
+        assert!(matches!(opened(&plain).unwrap_err(), FrameError::Forged { kind: FrameKind::Shutdown }));
+    }
+
+    #[test]
     fn truncated_header() {
         let bytes = encode_frame::<TestMsg, TestEvidence>(&Frame::Shutdown).unwrap();
         let err = decode_all(&bytes[..3]).unwrap_err();
@@ -446,18 +587,18 @@ mod tests {
 
     #[test]
     fn unknown_version() {
-        for version in [0u8, 1, 3, 255] {
+        for version in [0u8, 1, 2, 4, 255] {
             let mut bytes = BytesMut::from(&encode_frame::<TestMsg, TestEvidence>(&Frame::Shutdown).unwrap()[..]);
             bytes[4] = version;
             let err = decode_all(&bytes).unwrap_err();
             assert!(matches!(err, FrameError::UnknownVersion(v) if v == version), "{err:?}");
-            assert!(err.to_string().contains(&format!("unknown protocol version {version} (this build speaks version 2)")), "{err}");
+            assert!(err.to_string().contains(&format!("unknown protocol version {version} (this build speaks version 3)")), "{err}");
         }
     }
 
     #[test]
     fn unknown_kind() {
-        for kind in [0u8, 7, 255] {
+        for kind in [0u8, 11, 255] {
             let err = decode_all(&header(0, PROTOCOL_VERSION, kind)).unwrap_err();
             assert!(matches!(err, FrameError::UnknownKind(k) if k == kind), "{err:?}");
             assert!(err.to_string().contains(&format!("unknown frame kind {kind}")), "{err}");

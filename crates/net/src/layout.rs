@@ -65,7 +65,8 @@ impl Directory {
             }
         }
         for (i, a) in hosts.iter().enumerate() {
-            if let Some(j) = hosts[..i].iter().position(|b| b.addr == a.addr) {
+            // Port 0: the host binds any free port and announces it (`ClusterSpec::loopback`).
+            if let Some(j) = hosts[..i].iter().position(|b| b.addr == a.addr && a.addr.port() != 0) {
                 return Err(format!("hosts {} and {} both listen on {}", HostId(j as u32), HostId(i as u32), a.addr));
             }
         }

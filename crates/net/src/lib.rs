@@ -50,7 +50,9 @@
 //! with [`run_clients`] (config from [`ClusterSpec::client_config`]), then stops every host with
 //! [`cluster::send_shutdown`].
 
+pub mod admin;
 mod agenda;
+pub mod auth;
 pub mod client;
 pub mod cluster;
 mod conn;
@@ -62,9 +64,11 @@ pub mod wan;
 pub mod workers;
 
 pub use client::{run_clients, ClientDriverConfig, ClientReport, ClientSlot, ProcessAddr, StopReason};
-pub use cluster::{free_local_addrs, ClusterSpec, TopologyRef};
+pub use admin::BlockingConn;
+pub use auth::Secret;
+pub use cluster::{free_local_addrs, probe, ClusterSpec, HostStatus, TopologyRef};
 pub use error::NetError;
 pub use frame::{Frame, FrameError, FrameKind, Hello, HostId};
-pub use host::{run_host, run_host_on, HostConfig, HostReport, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
+pub use host::{run_host, run_host_on, HostConfig, HostReport, Limits, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
 pub use layout::HostSpec;
 pub use workers::StorageFactory;

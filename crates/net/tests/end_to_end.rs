@@ -27,6 +27,14 @@ fn lan_cluster(n: usize) -> Cluster {
     Cluster::start(d, Topology::lan(), false, 2, build)
 }
 
+/// A cluster without a secret, so raw frames can be written without a handshake's proof (the
+/// host still answers a Hello with a Challenge, without a proof).
+fn plain_cluster(n: usize) -> Cluster {
+    let d = one_per_host(&vec![0; n]);
+    let build = ring_of(&d, &[]);
+    Cluster::start_with(d, Topology::lan(), false, 2, None, ensemble_net::Limits::default(), build)
+}
+
 #[test]
 fn three_host_ring_answers_every_request() {
     let cluster = lan_cluster(3);
@@ -89,7 +97,7 @@ fn header(len: u32, version: u8, kind: u8) -> Vec<u8> {
 }
 
 fn hello(h: Hello) -> Vec<u8> {
-    encode_frame::<Never, Never>(&Frame::Hello(h)).unwrap().to_vec()
+    encode_frame::<Never, Never>(&Frame::Hello { hello: h, nonce: [0; 32] }).unwrap().to_vec()
 }
 
 fn client_hello(client: u64) -> Vec<u8> {
@@ -115,30 +123,30 @@ fn garbage() -> Vec<(Vec<u8>, &'static str)> {
     let peer_h1 = hello(Hello::Peer { host: HostId(1), processes: vec![ProcessId(1)] });
     vec![
         (header(0, 9, 6), "unknown protocol version 9"),
-        (header(0, 1, 6), "unknown protocol version 1 (this build speaks version 2)"),
+        (header(0, 2, 6), "unknown protocol version 2 (this build speaks version 3)"),
         (header(0, v, 42), "unknown frame kind 42"),
         (header(u32::MAX, v, 2), "over the limit"),
         ([header(1, v, 1), vec![0x7f]].concat(), "does not decode as Hello"),
-        (valid_request.clone(), "unexpected Request frame from a connection that has not said Hello"),
+        (valid_request.clone(), "expected Hello, got a Request frame"),
         ([client_hello(900), valid_request.clone(), header(3, v, 3), vec![0xff; 3]].concat(), "does not decode as Request"),
         ([client_hello(902), valid_request[..HEADER_LEN + 2].to_vec()].concat(), "truncated Request frame"),
         (b"GET / HTTP/1.1\r\n\r\n".to_vec(), "unknown protocol version"),
         ([client_hello(903), request(904, 0)].concat(), "request of c904 on the connection of c903"),
         ([client_hello(905), request(905, 1)].concat(), "request for p1, which runs on host h1, not h0"),
         ([client_hello(906), request(906, 9)].concat(), "request for p9, which is not deployed"),
-        ([client_hello(907), message(0, 0)].concat(), "unexpected Message frame from client c907"),
+        ([client_hello(907), message(0, 0)].concat(), "a Message frame is not for client c907 to send"),
         (hello(Hello::Client { client: ClientId(908), site: 3 }), "client site 3 out of range: the topology has 1 site(s)"),
         (hello(Hello::Peer { host: HostId(1), processes: vec![ProcessId(0)] }), "host h1 says it runs [p0], but the cluster spec gives it [p1]"),
         (hello(Hello::Peer { host: HostId(0), processes: vec![ProcessId(0)] }), "host h0 is this host, not a peer"),
         (hello(Hello::Peer { host: HostId(5), processes: vec![] }), "host h5 is not in the cluster (2 host(s))"),
         ([peer_h1.clone(), message(0, 0)].concat(), "message from p0, which host h1 does not run"),
-        ([peer_h1, request(1, 0)].concat(), "unexpected Request frame from peer host h1"),
+        ([peer_h1, request(1, 0)].concat(), "a Request frame is not for peer host h1 to send"),
     ]
 }
 
 #[test]
 fn garbage_gets_an_error_frame_and_other_clients_lose_nothing() {
-    let cluster = lan_cluster(2);
+    let cluster = plain_cluster(2);
     let addr = cluster.addr(0);
     let cases = garbage();
 
@@ -183,7 +191,7 @@ fn garbage_gets_an_error_frame_and_other_clients_lose_nothing() {
 
 #[test]
 fn a_message_for_a_process_this_host_does_not_run_is_counted_and_dropped() {
-    let cluster = lan_cluster(2);
+    let cluster = plain_cluster(2);
     // Posing as host h1 (which runs p1): two misaddressed messages, then one that breaks the
     // protocol. The Error frame comes after the connection's reader has passed the first two on,
     // in order, so the host has them before anything the clients below send.
@@ -195,7 +203,10 @@ fn a_message_for_a_process_this_host_does_not_run_is_counted_and_dropped() {
     ]
     .concat();
     let frames = misbehave(cluster.addr(0), &bytes);
-    assert!(matches!(&frames[..], [Frame::Error(t)] if t.contains("message from p0, which host h1 does not run")), "{frames:?}");
+    assert!(
+        matches!(&frames[..], [Frame::Challenge { proof: None, .. }, Frame::Error(t)] if t.contains("message from p0, which host h1 does not run")),
+        "{frames:?}"
+    );
 
     let targets: BTreeMap<_, _> = [(ClientId(1), ProcessId(0)), (ClientId(2), ProcessId(1))].into();
     let clients = slots(targets.iter().map(|(c, p)| (ToyClient::boxed(c.0, p.0, 5), 0)));

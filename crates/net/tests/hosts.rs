@@ -6,19 +6,17 @@
 
 mod common;
 
-use bytes::BytesMut;
 use common::{
     assert_all_answered, deployment, machines, place, ring_of, serve_two_clients_per_process, slots, two_sites, Cluster, Ring, RingProcess, Served, TimerProbe, ToyClient,
 };
 use ensemble_core::topology::Topology;
 use ensemble_core::{ClientId, CompletionResult, Done, Outcome, ProcessId, Reply, ReplyBody, Request, Value};
-use ensemble_net::frame::{encode_frame, FrameCodec, Never};
+use ensemble_net::frame::Never;
 use ensemble_net::{run_host_on, ClusterSpec, Frame, Hello, HostId, HostedProcess, NetError, ShutdownHandle};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+
+use std::net::SocketAddr;
 use std::time::Duration;
-use tokio_util::codec::Decoder;
 
 #[test]
 fn two_processes_in_one_host_talk_without_tcp_and_serve_requests() {
@@ -92,41 +90,29 @@ fn a_cancelled_timer_is_never_delivered_and_a_moved_one_fires_once() {
     assert_eq!((t.timers_fired, t.timers_cancelled), (2 * rounds, 2 * rounds));
 }
 
-/// A client speaking raw frames, to control exactly what one connection carries and in what
+/// A client speaking frame by frame, to control exactly what one connection carries and in what
 /// order.
 struct RawClient {
-    stream: TcpStream,
-    buf: BytesMut,
+    conn: ensemble_net::BlockingConn,
     client: ClientId,
 }
 
 impl RawClient {
     fn connect(addr: SocketAddr, client: u64) -> RawClient {
-        let mut stream = TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        let hello = encode_frame::<Never, Never>(&Frame::Hello(Hello::Client { client: ClientId(client), site: 0 })).unwrap();
-        stream.write_all(&hello).unwrap();
-        RawClient { stream, buf: BytesMut::new(), client: ClientId(client) }
+        let hello = Hello::Client { client: ClientId(client), site: 0 };
+        let conn = ensemble_net::BlockingConn::connect(addr, Some(&common::test_secret()), hello, Duration::from_secs(30)).unwrap();
+        RawClient { conn, client: ClientId(client) }
     }
 
     fn send(&mut self, to: u32, seq: u64, txn: &str) {
         let request = Request { client: self.client, seq, txn: txn.into(), params: vec![] };
-        self.stream.write_all(&encode_frame::<Never, Never>(&Frame::Request { to: ProcessId(to), request }).unwrap()).unwrap();
+        self.conn.send(&Frame::<Never, Never>::Request { to: ProcessId(to), request }).unwrap();
     }
 
     fn reply(&mut self) -> (ProcessId, Reply<Served>) {
-        let mut codec = FrameCodec::<Never, Served>::new();
-        loop {
-            match codec.decode(&mut self.buf).unwrap() {
-                Some(Frame::Reply { from, reply }) => return (from, reply),
-                Some(other) => panic!("expected a reply, got {other:?}"),
-                None => {
-                    let mut chunk = [0u8; 4096];
-                    let n = self.stream.read(&mut chunk).expect("a reply within the read timeout");
-                    assert!(n > 0, "the host closed the connection");
-                    self.buf.extend_from_slice(&chunk[..n]);
-                }
-            }
+        match self.conn.recv::<Never, Served>().unwrap() {
+            Frame::Reply { from, reply } => (from, reply),
+            other => panic!("expected a reply, got {other:?}"),
         }
     }
 }

@@ -660,6 +660,11 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
                     self.procs[proc as usize].as_mut().expect("an existing process").live_timers.remove(&id);
                 }
                 Effect::Charge(_) => {} // accounted for when the handler finished
+                Effect::Refuse { from, what } => {
+                    let stats = &mut self.stats.processes[proc as usize];
+                    stats.messages_refused += 1;
+                    stats.first_refusal.get_or_insert_with(|| format!("{} refused a message from {from}: {what}", ProcessId(proc)));
+                }
             }
         }
         // Handlers never run while effects are applied, so nothing was pushed meanwhile.

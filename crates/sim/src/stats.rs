@@ -42,6 +42,10 @@ pub struct ProcessStats {
     pub crashes_losing_state: u64,
     /// Times the process was rebuilt by the recovery after losing its state.
     pub recoveries: u64,
+    /// Messages it refused as breaking the protocol ([`Effect::Refuse`](ensemble_core::Effect::Refuse)).
+    pub messages_refused: u64,
+    /// What the first refused message was, and who sent it.
+    pub first_refusal: Option<String>,
 }
 
 impl ProcessStats {

@@ -76,6 +76,43 @@ pub struct HostConfig {
     pub seed: u64,
     /// How long to keep dialing a peer host that is not up yet.
     pub connect_timeout: Duration,
+    /// The cluster secret every connection must prove it knows. `None` is allowed only on a
+    /// loopback address.
+    pub secret: Option<crate::auth::Secret>,
+    pub limits: Limits,
+}
+
+/// What one host will hold for the connections it accepted, and for how long it waits for them.
+/// Peer hosts are members of the cluster (they proved it): their messages are the protocol's,
+/// bounded by it, not by these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Open inbound connections; one more gets an Error frame and is closed.
+    pub max_connections: usize,
+    /// Requests (and pings) one connection may have unanswered, counting answers not yet written
+    /// to its socket; past it the connection is not read until answers drain.
+    pub in_flight_per_connection: usize,
+    /// The same, over all of the host's connections.
+    pub in_flight_per_host: usize,
+    /// From accepting a connection to the end of its handshake.
+    pub hello_deadline: Duration,
+    /// From a frame's first byte to its last.
+    pub frame_deadline: Duration,
+    /// The largest frame a client may send once authenticated (requests are small).
+    pub client_max_frame: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: 4096,
+            in_flight_per_connection: 256,
+            in_flight_per_host: 65_536,
+            hello_deadline: Duration::from_secs(10),
+            frame_deadline: Duration::from_secs(10),
+            client_max_frame: 1 << 20,
+        }
+    }
 }
 
 impl HostConfig {
@@ -179,6 +216,10 @@ pub struct ProcessTraffic {
     pub replies_undeliverable: u64,
     /// Events not delivered because the process had halted (its handler panicked).
     pub events_dropped: u64,
+    /// Messages the process refused as breaking the protocol (a forged or corrupt message);
+    /// it kept serving.
+    #[serde(default)]
+    pub messages_refused: u64,
 }
 
 /// Asks a running host (or anything else waiting on it) to stop. Cheap to clone; triggering is
@@ -233,6 +274,13 @@ pub fn run_host_on<P: Protocol>(
     shutdown: ShutdownHandle,
 ) -> Result<HostReport, NetError> {
     let dir = cfg.directory()?;
+    let listen = listener.local_addr().map_err(io_context("read the listener's address"))?;
+    if cfg.secret.is_none() && !listen.ip().is_loopback() {
+        return Err(NetError::Config(format!(
+            "host {}: refusing to listen on {listen} without a cluster secret: anyone who can reach it could steer the cluster (set `secret` in the cluster file)",
+            cfg.host
+        )));
+    }
     processes.sort_by_key(|p| p.process.id());
     let given: Vec<ProcessId> = processes.iter().map(|p| p.process.id()).collect();
     if given != cfg.processes() {

@@ -1,6 +1,6 @@
 //! The protocol loop: the host's processes, their inputs in order, their effects applied.
 
-use super::inbound::{accept_loop, peer_link, Inbound};
+use super::inbound::{accept_loop, Inbound, PeerLink};
 use super::{HostConfig, HostReport, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
 use crate::agenda::Agenda;
 use crate::conn::{OutTx, Outlet};
@@ -28,8 +28,10 @@ pub(super) enum Input<P: Protocol> {
     Peer { from: ProcessId, to: ProcessId, msg: P::Msg },
     /// A message between processes of this host (or from a process to itself).
     Local { from: ProcessId, to: ProcessId, msg: P::Msg },
-    /// A client said hello on connection `conn`; replies to it go to `out`.
-    ClientHello { conn: ConnId, client: ClientId, site: usize, out: OutTx },
+    /// A client authenticated on connection `conn`; replies to it go to `out`.
+    ClientHello { conn: ConnId, site: usize, out: OutTx },
+    /// An admin tool asks how the host is; the Pong goes to `out`.
+    Ping { nonce: u64, out: OutTx },
     ClientRequest { conn: ConnId, to: ProcessId, request: Request },
     ClientGone { conn: ConnId },
     /// Storage work of the process in `slot` finished.
@@ -87,7 +89,17 @@ pub(super) fn run<P: Protocol>(
         let _guard = runtime.enter();
         tokio::net::TcpListener::from_std(listener).map_err(io_context("register the listener"))?
     };
-    let inbound = Arc::new(Inbound { me, dir: dir.clone(), inputs: tx.clone(), next_conn: AtomicU64::new(0) });
+    let inbound = Arc::new(Inbound {
+        me,
+        dir: dir.clone(),
+        inputs: tx.clone(),
+        next_conn: AtomicU64::new(0),
+        secret: cfg.secret.clone(),
+        limits: cfg.limits,
+        connections: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_connections)),
+        in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.limits.in_flight_per_host)),
+        client_conns: std::sync::Mutex::new(HashMap::new()),
+    });
     runtime.spawn(accept_loop(listener, inbound));
 
     let mine = dir.host(me).expect("checked by the configuration").processes.clone();
@@ -99,7 +111,8 @@ pub(super) fn run<P: Protocol>(
             continue;
         }
         let (out_tx, out_rx) = mpsc::unbounded_channel();
-        runtime.spawn(peer_link(me, mine.clone(), peer, host.addr, out_rx, cfg.connect_timeout));
+        let link = PeerLink { me, mine: mine.clone(), peer, addr: host.addr, timeout: cfg.connect_timeout, secret: cfg.secret.clone() };
+        runtime.spawn(link.run(out_rx));
         peers.push(Some(Outlet::new(out_tx)));
     }
 
@@ -220,10 +233,10 @@ impl<P: Protocol> HostLoop<P> {
                     let slot = self.slot_of(to).expect("local messages are only sent to local processes");
                     self.handle(slot, Some(Event::Message { from, msg }));
                 }
-                Input::ClientHello { conn, client, site, out } => {
+                Input::ClientHello { conn, site, out } => {
                     self.conns.insert(conn, ClientConn { outlet: Outlet::new(out), site });
-                    self.clients.insert(client, conn);
                 }
+                Input::Ping { nonce, out } => self.pong(nonce, out),
                 Input::ClientRequest { conn, to, request } => {
                     // The connection's reader checked that `to` runs here.
                     let Some(slot) = self.slot_of(to) else { continue };
@@ -341,6 +354,15 @@ impl<P: Protocol> HostLoop<P> {
                     }
                 }
                 Effect::Charge(_) => {}
+                Effect::Refuse { from, what } => {
+                    let s = &mut self.slots[slot];
+                    s.traffic.messages_refused += 1;
+                    let n = s.traffic.messages_refused;
+                    // Logged at the 1st, 2nd, 4th, 8th…: a hostile peer cannot flood the log.
+                    if n.is_power_of_two() {
+                        eprintln!("[ensemble-net {}] {} refused a message from {from} ({n} so far): {what}", self.me, s.id);
+                    }
+                }
             }
         }
     }
@@ -409,12 +431,25 @@ impl<P: Protocol> HostLoop<P> {
         let conn = self.clients.get(&to).and_then(|c| self.conns.get_mut(c));
         let sent = conn.is_some_and(|c| {
             let delay = self.wan.as_mut().map(|w| w.delay(site, c.site, bytes.len()));
-            c.outlet.send(bytes, delay)
+            c.outlet.send_answer(bytes, delay)
         });
         if !sent {
             let s = &mut self.slots[slot];
             s.traffic.replies_undeliverable += 1;
             eprintln!("[ensemble-net {}] reply of {} to {to} dropped: the client is not connected", self.me, s.id);
+        }
+    }
+
+    /// Answers an admin's Ping: whether every process that still runs is quiescent. A halted
+    /// process is left out: its failure is in the report, and waiting for it would only turn
+    /// that failure into a stall.
+    fn pong(&mut self, nonce: u64, out: OutTx) {
+        let quiescent = self.slots.iter().all(|s| s.halted || catch_unwind(AssertUnwindSafe(|| s.process.quiescent())).unwrap_or(false));
+        match encode_frame::<Never, Never>(&Frame::Pong { nonce, quiescent }) {
+            Ok(bytes) => {
+                let _ = Outlet::new(out).send_answer(bytes, None);
+            }
+            Err(e) => eprintln!("[ensemble-net {}] cannot encode Pong: {e}", self.me),
         }
     }
 

@@ -12,7 +12,7 @@ use ensemble_core::{
     Value, WorkId,
 };
 use ensemble_net::cluster::send_shutdown;
-use ensemble_net::{
+use ensemble_net::{Limits, Secret, 
     run_clients, run_host_on, ClientDriverConfig, ClientSlot, ClusterSpec, HostId, HostReport, HostedProcess, ShutdownHandle,
     StopReason,
 };
@@ -347,13 +347,29 @@ impl Cluster {
         workers: usize,
         build: impl Fn(ProcessId, &Storages) -> HostedProcess<Ring> + Send + Sync + 'static,
     ) -> Cluster {
+        Cluster::start_with(deployment, topology, emulate_wan, workers, Some(test_secret()), Limits::default(), build)
+    }
+
+    /// [`Cluster::start`] with the given secret (`None`: the plain protocol, loopback only) and
+    /// limits.
+    pub fn start_with(
+        deployment: Deployment,
+        topology: Topology,
+        emulate_wan: bool,
+        workers: usize,
+        secret: Option<Secret>,
+        limits: Limits,
+        build: impl Fn(ProcessId, &Storages) -> HostedProcess<Ring> + Send + Sync + 'static,
+    ) -> Cluster {
         let (mut spec, listeners) = ClusterSpec::local_bound(deployment, topology, emulate_wan).unwrap();
         spec.workers = workers;
+        spec.secret = secret;
         let build = Arc::new(build);
         let storages = Storages::default();
         let mut cluster = Cluster { spec: spec.clone(), storages: storages.clone(), shutdowns: Vec::new(), hosts: Vec::new() };
         for (h, listener) in listeners.into_iter().enumerate() {
-            let cfg = spec.host_config(HostId(h as u32)).unwrap();
+            let mut cfg = spec.host_config(HostId(h as u32)).unwrap();
+            cfg.limits = limits;
             let shutdown = ShutdownHandle::new();
             let (sd, build, storages) = (shutdown.clone(), build.clone(), storages.clone());
             cluster.hosts.push(std::thread::spawn(move || {
@@ -395,7 +411,7 @@ impl Cluster {
 
     /// Stops host 0 with an admin Shutdown frame and the others with their handles.
     pub fn stop(self) -> Vec<HostReport> {
-        send_shutdown(self.addr(0), Duration::from_secs(5)).unwrap();
+        send_shutdown(self.addr(0), self.spec.secret.as_ref(), Duration::from_secs(5)).unwrap();
         for s in &self.shutdowns[1..] {
             s.trigger();
         }
@@ -410,6 +426,11 @@ impl Cluster {
         }
         reports
     }
+}
+
+/// The secret of the test clusters: fixed, so a failure reproduces.
+pub fn test_secret() -> Secret {
+    Secret::from_bytes([0x5e; 32])
 }
 
 pub fn slots(clients: impl IntoIterator<Item = (Box<dyn Client<Served>>, usize)>) -> Vec<ClientSlot<Served>> {
