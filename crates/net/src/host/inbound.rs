@@ -183,6 +183,10 @@ async fn handshake<P: Protocol>(frames: &mut Frames<P>, out: &OutTx, conn: ConnI
             if *site >= n {
                 return Err(Some(format!("client site {site} out of range: the topology has {n} site(s)")));
             }
+            // Checked here so the dialer hears why at once; claimed only after the proof.
+            if let Some(other) = ctx.client_conns.lock().unwrap_or_else(|e| e.into_inner()).get(client).filter(|c| **c != conn) {
+                return Err(Some(format!("client {client} is already connected (connection {other}); one connection per client session")));
+            }
             (Who::Client(*client), ctx.limits.client_max_frame)
         }
         Hello::Admin => (Who::Admin, PRE_AUTH_MAX_FRAME),

@@ -78,9 +78,13 @@ fn reply(by: ProcessId, request: &Request, rows: Rows) -> Effect<Ring> {
     Effect::Reply { to: request.client, reply: Reply { client: request.client, seq: request.seq, body } }
 }
 
-/// The rows a toy request returns: its sequence number.
+/// The rows a toy request returns: its sequence number, and a blob it carried echoed back (so
+/// a test can make replies as large as it needs).
 pub fn toy_rows(request: &Request) -> Rows {
-    vec![vec![Value::Int(request.seq as i64)]]
+    match request.params.first() {
+        Some(Value::Blob(b)) => vec![vec![Value::Int(request.seq as i64), Value::Blob(b.clone())]],
+        _ => vec![vec![Value::Int(request.seq as i64)]],
+    }
 }
 
 impl Process<Ring> for RingProcess {
