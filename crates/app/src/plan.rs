@@ -85,12 +85,12 @@ pub enum PlanError {
 }
 
 impl PartitionPlan {
-    /// Reads a plan file and checks it against `app`.
+    /// Reads a plan file and checks it against `app`. Every error names the file.
     pub fn load(path: &std::path::Path, app: &Application) -> Result<PartitionPlan, PlanError> {
         let file_err = |message: String| PlanError::File { path: path.display().to_string(), message };
         let text = std::fs::read_to_string(path).map_err(|e| file_err(e.to_string()))?;
         let plan: PartitionPlan = toml::from_str(&text).map_err(|e| file_err(e.to_string()))?;
-        plan.validate(app)?;
+        plan.validate(app).map_err(|e| file_err(e.to_string()))?;
         Ok(plan)
     }
 

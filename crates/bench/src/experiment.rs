@@ -125,6 +125,48 @@ impl WorkloadSpec {
     }
 }
 
+/// The longest measurement window or warm-up, in seconds: a day.
+pub const MAX_WINDOW_S: f64 = 86_400.0;
+/// The longest mean think time, in ms: an hour.
+pub const MAX_THINK_MS: f64 = 3_600_000.0;
+/// The largest data scale: 1000 is a million shop items, 60,000 micro partitions, 2.9 million
+/// TPC-W customers (above about 2,900 its minted ids collide); RUBiS stops at 64.
+pub const MAX_SCALE: u32 = 1000;
+
+/// The lower end of a range: inclusive or not.
+#[derive(Clone, Copy)]
+enum Bound {
+    AtLeast(f64),
+    Above(f64),
+}
+
+/// `value` of `field` is finite, within `min` and at most `max`; the error says which bound it misses.
+fn in_range(field: &str, value: f64, min: Bound, max: f64) -> Result<(), String> {
+    let v = shown(value);
+    if !value.is_finite() {
+        return Err(format!("{field} = {v} is not a finite number"));
+    }
+    match min {
+        Bound::AtLeast(m) if value < m => return Err(format!("{field} = {v} must be >= {m}")),
+        Bound::Above(m) if value <= m => return Err(format!("{field} = {v} must be > {m}")),
+        _ => {}
+    }
+    if value > max {
+        return Err(format!("{field} = {v} must be <= {max}"));
+    }
+    Ok(())
+}
+
+/// A number as a person writes it: `Display` gives 1e300 all its 301 digits.
+fn shown(v: f64) -> String {
+    let a = v.abs();
+    if a.is_finite() && a != 0.0 && !(1e-6..1e16).contains(&a) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 /// Everything a run depends on. It is written, whole, into the run's result file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Experiment {
@@ -268,8 +310,27 @@ impl Experiment {
         if self.client_sites.is_empty() {
             return Err("clients need at least one site".into());
         }
-        if self.measure_s <= 0.0 || self.warmup_s < 0.0 {
-            return Err("the measurement window must be positive and the warm-up not negative".into());
+        // Bounded so that every time converts to a `Duration` and adds to the virtual clock.
+        in_range("measure_s", self.measure_s, Bound::Above(0.0), MAX_WINDOW_S)?;
+        in_range("warmup_s", self.warmup_s, Bound::AtLeast(0.0), MAX_WINDOW_S)?;
+        in_range("think_ms", self.think_ms, Bound::AtLeast(0.0), MAX_THINK_MS)?;
+        if !(1..=MAX_SCALE).contains(&self.scale) {
+            return Err(format!("scale = {} must be between 1 and {MAX_SCALE}", self.scale));
+        }
+        let fraction = |field: &str, v: f64| in_range(field, v, Bound::AtLeast(0.0), 1.0);
+        match self.workload {
+            WorkloadSpec::Shop { browse_fraction, .. } => fraction("workload.browse_fraction", browse_fraction)?,
+            WorkloadSpec::Micro { local_fraction } => fraction("workload.local_fraction", local_fraction)?,
+            WorkloadSpec::Tpcw { write_share } => write_share.map_or(Ok(()), |s| fraction("workload.write_share", s))?,
+            WorkloadSpec::Rubis { write_share, remote_items } => {
+                write_share.map_or(Ok(()), |s| fraction("workload.write_share", s))?;
+                fraction("workload.remote_items", remote_items)?;
+                // Larger scales would silently generate the largest one (see `MAX_SCALE` there).
+                if self.scale > rubis::data::MAX_SCALE {
+                    return Err(format!("scale = {} must be at most {} for rubis", self.scale, rubis::data::MAX_SCALE));
+                }
+            }
+            WorkloadSpec::Kv { .. } => {}
         }
         Ok(())
     }
@@ -297,5 +358,38 @@ impl Experiment {
         let site = self.client_sites[c as usize % self.client_sites.len()];
         let home = ensemble_app::InstanceId(self.topology.closest_instance(site, self.instances));
         (site, ClientCtx { client_index: c as u64, home, instances: self.instances })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Experiments also arrive as JSON files (`ensemble node --experiment`), past every flag check.
+    #[test]
+    fn validate_rejects_each_bad_number() {
+        type Spoil = fn(&mut Experiment);
+        let cases: &[(&str, Spoil, &str)] = &[
+            ("shop", |e| e.measure_s = f64::NAN, "measure_s = NaN is not a finite number"),
+            ("shop", |e| e.measure_s = 0.0, "measure_s = 0 must be > 0"),
+            ("shop", |e| e.measure_s = 1e300, "measure_s = 1e300 must be <= 86400"),
+            ("shop", |e| e.warmup_s = -1.0, "warmup_s = -1 must be >= 0"),
+            ("shop", |e| e.think_ms = -5.0, "think_ms = -5 must be >= 0"),
+            ("shop", |e| e.think_ms = f64::INFINITY, "think_ms = inf is not a finite number"),
+            ("shop", |e| e.scale = 0, "scale = 0 must be between 1 and 1000"),
+            ("shop", |e| e.workload = WorkloadSpec::Shop { browse_fraction: 2.0, max_lines: 4 }, "workload.browse_fraction = 2 must be <= 1"),
+            ("micro", |e| e.workload = WorkloadSpec::Micro { local_fraction: -0.5 }, "workload.local_fraction = -0.5 must be >= 0"),
+            ("tpcw", |e| e.workload = WorkloadSpec::Tpcw { write_share: Some(f64::NAN) }, "workload.write_share = NaN"),
+            ("rubis", |e| e.workload = WorkloadSpec::Rubis { write_share: None, remote_items: 1.5 }, "workload.remote_items = 1.5 must be <= 1"),
+            ("rubis", |e| e.scale = 65, "scale = 65 must be at most 64 for rubis"),
+            ("shop", |e| e.topology.cpu.execute_us = -1000.0, "cpu.execute_us = -1000 must be >= 0"),
+        ];
+        for (app, spoil, expected) in cases {
+            let mut e = Experiment::new(app, System::Ensemble, 3, Topology::wan5()).unwrap();
+            e.validate().unwrap();
+            spoil(&mut e);
+            let err = e.validate().expect_err(expected);
+            assert!(err.contains(expected), "expected `{expected}` in `{err}`");
+        }
     }
 }

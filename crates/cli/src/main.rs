@@ -12,8 +12,9 @@ use ensemble_bench::figures::{self, FigureOpts};
 use ensemble_bench::{print_table, write_json, Experiment, Harness, Runtime, System, WorkloadSpec};
 use systems::WithHarness;
 use ensemble_belt::GlobalExecution;
-use ensemble_core::topology::Topology;
-use std::path::PathBuf;
+use ensemble_bench::experiment::{MAX_SCALE, MAX_THINK_MS, MAX_WINDOW_S};
+use ensemble_core::topology::{Topology, MAX_CORES, MAX_MS};
+use std::path::{Path, PathBuf};
 
 #[derive(Parser)]
 #[command(name = "ensemble", version, about = "Scale an OLTP application out over independent SQL database instances, serializably (Conveyor Belt).")]
@@ -46,6 +47,7 @@ enum Command {
 #[derive(Args)]
 struct CheckArgs {
     /// The history, in the format of crates/history/FORMAT.md (what `bench --history` writes).
+    #[arg(value_parser = existing_file)]
     history: PathBuf,
     /// ser, us, si, psi, nmsi or rc; comma-separated for several.
     #[arg(long, default_value = "ser", value_delimiter = ',')]
@@ -61,55 +63,60 @@ struct BenchArgs {
     /// and its baselines), primary-backup (a toy key-value protocol).
     #[arg(long, default_value = "ensemble,centralized", value_delimiter = ',')]
     system: Vec<String>,
-    /// Instances for ensemble and read-only (centralized always has one); comma-separated for a sweep.
-    #[arg(long, default_value = "3", value_delimiter = ',')]
+    /// Instances for ensemble and read-only (centralized always has one); comma-separated for a
+    /// sweep. 1 to 64 each.
+    #[arg(long, default_value = "3", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=MAX_INSTANCES))]
     instances: Vec<u32>,
-    /// Topology preset (lan, wan5, wan-normal50) or a topology TOML file.
-    #[arg(long, default_value = "wan5")]
+    /// Topology preset (lan, wan5, wan-normal50) or a topology TOML file (a name with a `/` or
+    /// ending in `.toml` is always a file).
+    #[arg(long, default_value = "wan5", value_parser = topology)]
     topology: String,
-    /// Closed-loop clients, spread evenly over the client sites.
-    #[arg(long, default_value_t = 50)]
+    /// Closed-loop clients, spread evenly over the client sites; 1 to 100000.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=MAX_CLIENTS))]
     clients: u32,
     /// Client sites (indices into the topology's sites), comma-separated; default: every site.
     #[arg(long, value_delimiter = ',')]
     client_sites: Option<Vec<usize>>,
-    /// Mean think time between a reply and the next request, in ms (exponential); 0: none.
-    #[arg(long, default_value_t = 0.0)]
+    /// Mean think time between a reply and the next request, in ms (exponential); 0: none. At
+    /// most 3600000 (an hour).
+    #[arg(long, default_value_t = 0.0, value_parser = think_ms, allow_negative_numbers = true)]
     think_ms: f64,
-    #[arg(long, default_value_t = 5.0)]
+    /// Warm-up before the measurement window, in seconds; 0 to 86400 (a day).
+    #[arg(long, default_value_t = 5.0, value_parser = warmup_seconds, allow_negative_numbers = true)]
     warmup: f64,
-    /// Measurement window, in seconds.
-    #[arg(long, default_value_t = 20.0)]
+    /// Measurement window, in seconds; more than 0, at most 86400 (a day).
+    #[arg(long, default_value_t = 20.0, value_parser = measure_seconds, allow_negative_numbers = true)]
     measure: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Data scale (shop: 1000 items per unit).
-    #[arg(long, default_value_t = 1)]
+    /// Data scale (shop: 1000 items per unit); 1 to 1000 (rubis: to 64).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_SCALE)))]
     scale: u32,
-    /// micro: fraction of local operations.
-    #[arg(long)]
+    /// micro: fraction of local operations, 0 to 1.
+    #[arg(long, value_parser = fraction, allow_negative_numbers = true)]
     local_fraction: Option<f64>,
-    /// shop: fraction of browsing requests.
-    #[arg(long)]
+    /// shop: fraction of browsing requests, 0 to 1.
+    #[arg(long, value_parser = fraction, allow_negative_numbers = true)]
     browse_fraction: Option<f64>,
     /// Run each token holder's global requests one after the other instead of in parallel.
     #[arg(long)]
     sequential: bool,
     /// Partition plan file for the ensemble system (default: the shipped plans/<app>.toml).
-    #[arg(long)]
+    #[arg(long, value_parser = existing_file)]
     plan: Option<PathBuf>,
-    /// Simulator: CPU cores per instance.
-    #[arg(long)]
+    /// Simulator: CPU cores per instance; 1 to 1024.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_CORES)))]
     cores: Option<u32>,
-    /// Simulator: service time of one transaction, in ms.
-    #[arg(long)]
+    /// Simulator: service time of one transaction, in ms; 0 to 3600000 (an hour).
+    #[arg(long, value_parser = execute_ms, allow_negative_numbers = true)]
     execute_ms: Option<f64>,
     /// Run as real processes over TCP on this machine instead of in the simulator.
     #[arg(long)]
     real: bool,
     /// Write each run's history (what every transaction read and wrote) here, in the format
     /// `ensemble check` reads; with several runs, the run's label is added to the file name.
-    #[arg(long)]
+    /// Its directory must exist.
+    #[arg(long, value_parser = file_to_write)]
     history: Option<PathBuf>,
     /// Conveyor Belt: do not record the rows each SQL transaction reads and writes, so the run is
     /// checked by replay alone, not also by the dependency-graph checker (about 2.5 times less
@@ -126,7 +133,7 @@ struct OutputArgs {
     /// Skip the serializability check.
     #[arg(long)]
     no_check: bool,
-    /// Where result files go.
+    /// Where result files go; created, and checked writable, before anything runs.
     #[arg(long, default_value = "results")]
     out: PathBuf,
     /// Hide the progress bar.
@@ -137,18 +144,21 @@ struct OutputArgs {
 #[derive(Args)]
 struct FigureArgs {
     /// gyro-fig3, gyro-fig4, table3, wan-scaling, overhead
+    #[arg(value_parser = FIGURES)]
     name: String,
     /// Application, for table3 and wan-scaling.
     #[arg(long, default_value = "shop")]
     app: String,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    #[arg(long, default_value_t = 5.0)]
+    /// Warm-up before each measurement window, in seconds; 0 to 86400 (a day).
+    #[arg(long, default_value_t = 5.0, value_parser = warmup_seconds, allow_negative_numbers = true)]
     warmup: f64,
-    #[arg(long, default_value_t = 20.0)]
+    /// Measurement window of each run, in seconds; more than 0, at most 86400 (a day).
+    #[arg(long, default_value_t = 20.0, value_parser = measure_seconds, allow_negative_numbers = true)]
     measure: f64,
-    /// CPU cores per instance in the simulator.
-    #[arg(long, default_value_t = 2)]
+    /// CPU cores per instance in the simulator; 1 to 1024.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_CORES)))]
     cores: u32,
     #[arg(long)]
     sequential: bool,
@@ -159,24 +169,25 @@ struct FigureArgs {
     /// once its mean latency passes 5 s; a simulated series that has not got there by the last
     /// count goes on by Little's law (clients = 1.1 × 5 s × the last throughput, at most eight
     /// times the last count) for up to four more steps. Default: 10,25,50,100,200,400 for
-    /// gyro-fig4, 10,40,160,640,2560,10240 for wan-scaling (10,40,160,640 with --real).
-    #[arg(long, value_delimiter = ',')]
+    /// gyro-fig4, 10,40,160,640,2560,10240 for wan-scaling (10,40,160,640 with --real). Each
+    /// count 1 to 100000.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=MAX_CLIENTS))]
     clients: Option<Vec<u32>>,
     /// Simulated figures: series run side by side on this many threads (results do not depend
-    /// on it). Default: the machine's cores.
-    #[arg(long)]
+    /// on it); 1 to 256. Default: the machine's cores.
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_THREADS as u64))]
     jobs: Option<usize>,
-    /// table3, wan-scaling on tpcw or rubis: steer the mix to this share of writing transactions
-    /// (the papers: 0.3 for TPC-W, 0.15 for RUBiS); without it, the reference mix.
-    #[arg(long)]
+    /// table3, wan-scaling on tpcw or rubis: steer the mix to this share of writing transactions,
+    /// 0 to 1 (the papers: 0.3 for TPC-W, 0.15 for RUBiS); without it, the reference mix.
+    #[arg(long, value_parser = fraction, allow_negative_numbers = true)]
     write_share: Option<f64>,
     /// Conveyor Belt: record the rows each SQL transaction reads and writes, so every run is
     /// also checked by the dependency-graph checker (about 2.5 times the wall time; the same
     /// results). Off by default: sweeps run thousands of clients.
     #[arg(long)]
     record_access: bool,
-    /// overhead: closed-loop client threads.
-    #[arg(long, default_value_t = 4)]
+    /// overhead: closed-loop client threads; 1 to 256.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS))]
     threads: u32,
     #[command(flatten)]
     output: OutputArgs,
@@ -187,13 +198,14 @@ struct AnalyzeArgs {
     /// Application: shop, micro, ...
     app: String,
     /// Workload mix: a TOML file of `txn = weight` (or `[weights]` and `[partition_by]` tables).
-    #[arg(long)]
+    #[arg(long, value_parser = existing_file)]
     weights: Option<PathBuf>,
     /// Explain every decision: read and write sets, conflicts, why each type and table is placed so.
     #[arg(long)]
     explain: bool,
-    /// Write the plan file here (otherwise it is printed after the report).
-    #[arg(long)]
+    /// Write the plan file here (otherwise it is printed after the report); its directory must
+    /// exist.
+    #[arg(long, value_parser = file_to_write)]
     out: Option<PathBuf>,
     /// SQL dialect the statements are parsed in: sqlite, postgres or mysql.
     #[arg(long, default_value = "sqlite")]
@@ -208,7 +220,7 @@ struct PlanArgs {
     #[arg(long, default_value = "ensemble")]
     system: String,
     /// Check this plan file against the application instead.
-    #[arg(long)]
+    #[arg(long, value_parser = existing_file)]
     check: Option<PathBuf>,
 }
 
@@ -229,24 +241,141 @@ fn main() {
     }
 }
 
+/// The most clients a run may have: ten times the largest step of the wan-scaling figure.
+const MAX_CLIENTS: i64 = 100_000;
+/// The most instances: each is a database (in the simulator, in memory, all in this process);
+/// the papers deploy at most five.
+const MAX_INSTANCES: i64 = 64;
+/// The most threads `figure --jobs` and `--threads` start.
+const MAX_THREADS: i64 = 256;
+const FIGURES: [&str; 5] = ["gyro-fig3", "gyro-fig4", "table3", "wan-scaling", "overhead"];
+
+/// The lower end of a flag's range.
+enum Min {
+    AtLeast(f64),
+    Above(f64),
+}
+
+/// A flag's number, finite and in range. `f64::from_str` alone takes NaN, inf and 1e999 (inf),
+/// on which a run panics, and huge numbers, on which it never ends. `says` states the range.
+fn number(s: &str, unit: &str, min: Min, max: f64, says: &str) -> Result<f64, String> {
+    let of_unit = if unit.is_empty() { String::new() } else { format!(" of {unit}") };
+    let v: f64 = s.trim().parse().map_err(|_| format!("{s} is not a number{of_unit}"))?;
+    if !v.is_finite() {
+        return Err(format!("{s} is not a finite number{of_unit}"));
+    }
+    let low = match min {
+        Min::AtLeast(m) => v < m,
+        Min::Above(m) => v <= m,
+    };
+    if low || v > max {
+        return Err(format!("{s} is out of range: {says}"));
+    }
+    Ok(v)
+}
+
+fn measure_seconds(s: &str) -> Result<f64, String> {
+    number(s, "seconds", Min::Above(0.0), MAX_WINDOW_S, "a window is more than 0 and at most 86400 seconds (a day)")
+}
+
+fn warmup_seconds(s: &str) -> Result<f64, String> {
+    number(s, "seconds", Min::AtLeast(0.0), MAX_WINDOW_S, "a warm-up is 0 to 86400 seconds (a day)")
+}
+
+fn think_ms(s: &str) -> Result<f64, String> {
+    number(s, "ms", Min::AtLeast(0.0), MAX_THINK_MS, "a mean think time is 0 to 3600000 ms (an hour)")
+}
+
+fn execute_ms(s: &str) -> Result<f64, String> {
+    number(s, "ms", Min::AtLeast(0.0), MAX_MS, "a service time is 0 to 3600000 ms (an hour)")
+}
+
+fn fraction(s: &str) -> Result<f64, String> {
+    number(s, "", Min::AtLeast(0.0), 1.0, "a fraction is 0 to 1")
+}
+
+/// A preset or a topology file, loaded and validated once here so that a bad one is reported
+/// with the flag, before anything runs.
+fn topology(s: &str) -> Result<String, String> {
+    Topology::load(s).map(|_| s.to_owned()).map_err(|e| e.to_string())
+}
+
+/// A file the command reads.
+fn existing_file(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if p.is_file() {
+        Ok(p)
+    } else if p.exists() {
+        Err("not a regular file".into())
+    } else {
+        Err("no such file".into())
+    }
+}
+
+/// A file the command writes, at the end: its directory must exist now.
+fn file_to_write(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if p.is_dir() {
+        return Err("a directory, not a file".into());
+    }
+    let dir = parent_dir(&p);
+    if !dir.is_dir() {
+        return Err(format!("directory {} does not exist", dir.display()));
+    }
+    Ok(p)
+}
+
+fn parent_dir(p: &Path) -> &Path {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Creates `dir` if need be and proves it writable with a probe file: results are written after
+/// the runs, and a run must not end, after all its work, on a directory it cannot write.
+fn writable_dir(flag: &str, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("{flag} {}: cannot create the directory", dir.display()))?;
+    // Removed when dropped.
+    tempfile::Builder::new()
+        .prefix(".ensemble-probe")
+        .tempfile_in(dir)
+        .with_context(|| format!("{flag} {}: cannot write in the directory", dir.display()))?;
+    Ok(())
+}
+
 fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
     let mut topology = Topology::load(&a.topology)?;
+    if let Some(bad) = a.client_sites.iter().flatten().find(|s| **s >= topology.sites.len()) {
+        bail!("--client-sites: {bad} is not a site of topology `{}`, whose sites are 0 to {}", topology.name, topology.sites.len() - 1);
+    }
+    if a.app == "rubis" && a.scale > ensemble_app::apps::rubis::data::MAX_SCALE {
+        bail!("--scale {}: rubis generates at most scale {}", a.scale, ensemble_app::apps::rubis::data::MAX_SCALE);
+    }
     if let Some(c) = a.cores {
         topology.cpu.cores = c;
     }
     if let Some(ms) = a.execute_ms {
         topology.cpu.execute_us = ms * 1e3;
     }
-    let plan_text = a.plan.as_ref().map(|p| std::fs::read_to_string(p).with_context(|| format!("reading plan {}", p.display()))).transpose()?;
+    let plan = match &a.plan {
+        Some(path) => {
+            if !a.system.iter().any(|s| System::parse(s).ok() == Some(System::Ensemble)) {
+                bail!("--plan {}: only the ensemble system runs a plan, and --system does not name it", path.display());
+            }
+            let app = ensemble_app::application(&a.app).map_err(anyhow::Error::msg)?;
+            Some(ensemble_app::PartitionPlan::load(path, &app)?)
+        }
+        None => None,
+    };
     let mut out = Vec::new();
     for system in &a.system {
         let belt = System::parse(system).ok();
         let counts: Vec<u32> = if belt == Some(System::Centralized) { vec![1] } else { a.instances.clone() };
         for n in counts {
             let mut e = Experiment::for_system(&a.app, system, n, topology.clone()).map_err(anyhow::Error::msg)?;
-            if belt == Some(System::Ensemble) && plan_text.is_some() {
-                let app = e.application().map_err(anyhow::Error::msg)?;
-                e.plan = Experiment::plan_for(&app, System::Ensemble, plan_text.as_deref()).map_err(anyhow::Error::msg)?;
+            if let (Some(System::Ensemble), Some(plan)) = (belt, &plan) {
+                e.plan = plan.clone();
             }
             e.runtime = if a.real { Runtime::Real } else { Runtime::Sim };
             e.clients = a.clients;
@@ -278,7 +407,9 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
             out.push(e);
         }
     }
+    writable_dir("--out", &a.output.out)?;
     if let Some(path) = &a.history {
+        writable_dir("--history", parent_dir(path))?;
         let several = out.len() > 1;
         for e in &mut out {
             e.history_file = Some(if several { labelled(path, &e.label) } else { path.clone() });
@@ -366,14 +497,38 @@ fn check(a: CheckArgs) -> anyhow::Result<()> {
 fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let exps = experiments(&a)?;
     let mut results = Vec::new();
+    let mut cut_short = None;
     for e in &exps {
-        let r = run_anywhere(e, !a.output.quiet)?;
-        let path = a.output.out.join(format!("{}-seed{}.json", e.label, e.seed));
+        // A run that ended early hands back what it measured: written, shown, then the failure.
+        let (r, name) = match run_anywhere(e, !a.output.quiet) {
+            Ok(r) => (r, format!("{}-seed{}.json", e.label, e.seed)),
+            Err(err) => match err.downcast::<real::PartialRun>() {
+                Ok(p) => (*p.result, format!("{}-seed{}-partial.json", e.label, e.seed)),
+                Err(err) => return Err(err),
+            },
+        };
+        let path = a.output.out.join(name);
         write_json(&path, &r)?;
         eprintln!("wrote {}", path.display());
+        if let Some(why) = &r.partial {
+            cut_short = Some(format!("{}: {why} (what it measured until then is in {})", e.label, path.display()));
+        }
         results.push(r);
+        if cut_short.is_some() {
+            break;
+        }
     }
-    println!("{}", print_table(&results, &table_classes(&exps)?));
+    let shown: Vec<_> = results
+        .iter()
+        .cloned()
+        .map(|mut r| {
+            if r.partial.is_some() {
+                r.experiment.label.push_str(" (PARTIAL)");
+            }
+            r
+        })
+        .collect();
+    println!("{}", print_table(&shown, &table_classes(&exps)?));
     let wall = if a.real { "real processes on this machine" } else { "simulated (virtual time)" };
     println!(
         "app {} | topology {} | {} clients at sites {:?} | window {} s after {} s warm-up | {wall} | latencies in ms",
@@ -383,6 +538,12 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         if let Some(c) = &r.check {
             println!("{}: {c}", r.experiment.label);
         }
+        if let Some(why) = &r.partial {
+            println!("{}: PARTIAL, not checked: {why}", r.experiment.label);
+        }
+    }
+    if let Some(why) = cut_short {
+        bail!("{why}");
     }
     if results.iter().any(|r| r.check_passed == Some(false)) {
         bail!("a run failed its serializability check");
@@ -417,6 +578,12 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         ("rubis", Some(s)) => Some(WorkloadSpec::Rubis { write_share: Some(s), remote_items: 0.0 }),
         (other, Some(_)) => bail!("--write-share is for tpcw and rubis, not {other}"),
     };
+    if matches!(a.name.as_str(), "table3" | "wan-scaling") {
+        ensemble_app::application(&a.app).map_err(|e| anyhow::anyhow!("--app: {e}"))?;
+    }
+    if a.name != "overhead" {
+        writable_dir("--out", &a.output.out)?;
+    }
     let fig = match a.name.as_str() {
         "gyro-fig3" => figures::gyro_fig3(&o)?,
         "gyro-fig4" => figures::gyro_fig4(&o, &clients(&[10, 25, 50, 100, 200, 400]))?,

@@ -91,6 +91,41 @@ fn micros(us: f64) -> Duration {
     Duration::from_nanos((us.max(0.0) * 1_000.0).round() as u64)
 }
 
+/// The longest time a topology may give anything (a delay, a service time): an hour, in ms.
+pub const MAX_MS: f64 = 3_600_000.0;
+/// The most cores a machine may have; far more than any machine the experiments model, so a
+/// larger count is a typo.
+pub const MAX_CORES: u32 = 1024;
+
+/// `value` of `field` is finite and in `min..=max`; the error says which bound it misses.
+fn in_range(field: &str, value: f64, min: f64, max: f64) -> Result<(), String> {
+    // `Display` writes 1e300 with all its 301 digits.
+    let value = Shown(value);
+    if !value.0.is_finite() {
+        Err(format!("{field} = {value} is not a finite number"))
+    } else if value.0 < min {
+        Err(format!("{field} = {value} must be >= {}", Shown(min)))
+    } else if value.0 > max {
+        Err(format!("{field} = {value} must be <= {}", Shown(max)))
+    } else {
+        Ok(())
+    }
+}
+
+/// A number as a person wrote it: `-1000`, `0.5`, `1e300`.
+struct Shown(f64);
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let a = self.0.abs();
+        if a.is_finite() && a != 0.0 && !(1e-6..1e16).contains(&a) {
+            write!(f, "{:e}", self.0)
+        } else {
+            write!(f, "{}", self.0)
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum TopologyError {
     #[error("unknown topology preset `{0}` (known: lan, wan5, wan-normal50)")]
@@ -163,36 +198,73 @@ impl Topology {
         }
     }
 
-    /// A preset name, or the path of a TOML file holding a topology.
+    /// A preset name, or the path of a TOML file holding a topology. A name that looks like a
+    /// path (it contains a `/` or ends in `.toml`) is a file, so that a mistyped file name is
+    /// reported as a missing file, not as an unknown preset.
     pub fn load(name_or_path: &str) -> Result<Topology, TopologyError> {
-        if std::path::Path::new(name_or_path).is_file() {
-            let text = std::fs::read_to_string(name_or_path)
-                .map_err(|e| TopologyError::File { path: name_or_path.into(), message: e.to_string() })?;
-            let t: Topology = toml::from_str(&text)
-                .map_err(|e| TopologyError::File { path: name_or_path.into(), message: e.to_string() })?;
-            t.validate()?;
+        let path = std::path::Path::new(name_or_path);
+        let file_err = |message: String| TopologyError::File { path: name_or_path.into(), message };
+        if path.is_file() {
+            let text = std::fs::read_to_string(path).map_err(|e| file_err(e.to_string()))?;
+            let t: Topology = toml::from_str(&text).map_err(|e| file_err(e.to_string()))?;
+            t.validate().map_err(|e| match e {
+                TopologyError::Invalid { message, .. } => file_err(message),
+                other => other,
+            })?;
             Ok(t)
+        } else if name_or_path.contains('/') || name_or_path.contains(std::path::MAIN_SEPARATOR) || name_or_path.ends_with(".toml") {
+            Err(file_err(if path.exists() { "not a regular file".into() } else { "no such file".into() }))
         } else {
             Topology::preset(name_or_path)
         }
     }
 
+    /// Checks every field a topology file can set. Times are bounded by an hour: nothing real
+    /// takes longer, and the simulator's virtual clock (nanoseconds in a `u64`) must not
+    /// overflow when it adds them up.
     pub fn validate(&self) -> Result<(), TopologyError> {
-        let bad = |message: String| TopologyError::Invalid { name: self.name.clone(), message };
-        if self.sites.is_empty() {
-            return Err(bad("no sites".into()));
+        self.check().map_err(|message| TopologyError::Invalid { name: self.name.clone(), message })
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let n = self.sites.len();
+        if n == 0 {
+            return Err("sites is empty: at least one site is needed".into());
         }
-        if self.one_way_ms.len() != self.sites.len() || self.one_way_ms.iter().any(|r| r.len() != self.sites.len()) {
-            return Err(bad(format!("one_way_ms must be a {n}x{n} matrix", n = self.sites.len())));
+        if let Some((i, s)) = self.sites.iter().enumerate().find(|(i, s)| self.sites[..*i].contains(s)) {
+            return Err(format!("sites[{i}] = \"{s}\" names a site twice"));
         }
-        if self.one_way_ms.iter().flatten().any(|d| !d.is_finite() || *d < 0.0) {
-            return Err(bad("delays must be finite and non-negative".into()));
+        if self.one_way_ms.len() != n {
+            return Err(format!("one_way_ms has {} rows for {n} sites: it must be a {n}x{n} matrix", self.one_way_ms.len()));
         }
-        if !self.machine_local_ms.is_finite() || self.machine_local_ms < 0.0 {
-            return Err(bad("machine_local_ms must be finite and non-negative".into()));
+        for (from, row) in self.one_way_ms.iter().enumerate() {
+            if row.len() != n {
+                return Err(format!("one_way_ms[{from}] has {} entries for {n} sites: it must be a {n}x{n} matrix", row.len()));
+            }
+            for (to, d) in row.iter().enumerate() {
+                in_range(&format!("one_way_ms[{from}][{to}]"), *d, 0.0, MAX_MS)?;
+            }
         }
-        if self.cpu.cores == 0 {
-            return Err(bad("cpu.cores must be at least 1".into()));
+        match self.jitter {
+            Jitter::None => {}
+            Jitter::Normal { sd_ms } => in_range("jitter.sd_ms", sd_ms, 0.0, MAX_MS)?,
+            Jitter::Uniform { half_width_ms } => in_range("jitter.half_width_ms", half_width_ms, 0.0, MAX_MS)?,
+            Jitter::Exponential { mean_extra_ms } => in_range("jitter.mean_extra_ms", mean_extra_ms, 0.0, MAX_MS)?,
+        }
+        if let Some(bps) = self.bandwidth_bps {
+            // Below a bit per second one message's transfer time leaves the virtual clock's range.
+            in_range("bandwidth_bps", bps, 1.0, f64::MAX)?;
+        }
+        in_range("machine_local_ms", self.machine_local_ms, 0.0, MAX_MS)?;
+        let cpu = &self.cpu;
+        if !(1..=MAX_CORES).contains(&cpu.cores) {
+            return Err(format!("cpu.cores = {} must be between 1 and {MAX_CORES}", cpu.cores));
+        }
+        in_range("cpu.message_us", cpu.message_us, 0.0, MAX_MS * 1e3)?;
+        in_range("cpu.execute_us", cpu.execute_us, 0.0, MAX_MS * 1e3)?;
+        in_range("cpu.apply_change_us", cpu.apply_change_us, 0.0, MAX_MS * 1e3)?;
+        for (txn, us) in &cpu.execute_us_by_txn {
+            in_range(&format!("cpu.execute_us_by_txn.{txn}"), *us, 0.0, MAX_MS * 1e3)?;
         }
         Ok(())
     }
@@ -296,5 +368,63 @@ mod tests {
         let mut bad = t.clone();
         bad.one_way_ms.pop();
         assert!(bad.validate().unwrap_err().to_string().contains("5x5"));
+    }
+    #[test]
+    fn validate_rejects_each_bad_field() {
+        type Spoil = fn(&mut Topology);
+        let cases: &[(Spoil, &str)] = &[
+            (|t| t.sites.clear(), "sites is empty"),
+            (|t| t.sites[1] = t.sites[0].clone(), "sites[1] = \"germany\" names a site twice"),
+            (|t| t.one_way_ms.truncate(4), "one_way_ms has 4 rows for 5 sites: it must be a 5x5 matrix"),
+            (|t| t.one_way_ms[2].push(1.0), "one_way_ms[2] has 6 entries for 5 sites"),
+            (|t| t.one_way_ms[0][1] = -1.0, "one_way_ms[0][1] = -1 must be >= 0"),
+            (|t| t.one_way_ms[3][3] = f64::NAN, "one_way_ms[3][3] = NaN is not a finite number"),
+            (|t| t.one_way_ms[4][0] = f64::INFINITY, "one_way_ms[4][0] = inf is not a finite number"),
+            (|t| t.one_way_ms[1][2] = 1e300, "one_way_ms[1][2] = 1e300 must be <= 3600000"),
+            (|t| t.jitter = Jitter::Normal { sd_ms: -5.0 }, "jitter.sd_ms = -5 must be >= 0"),
+            (|t| t.jitter = Jitter::Uniform { half_width_ms: f64::NAN }, "jitter.half_width_ms = NaN is not a finite number"),
+            (|t| t.jitter = Jitter::Exponential { mean_extra_ms: -1.0 }, "jitter.mean_extra_ms = -1 must be >= 0"),
+            (|t| t.bandwidth_bps = Some(0.0), "bandwidth_bps = 0 must be >= 1"),
+            (|t| t.bandwidth_bps = Some(f64::NAN), "bandwidth_bps = NaN is not a finite number"),
+            (|t| t.machine_local_ms = -0.5, "machine_local_ms = -0.5 must be >= 0"),
+            (|t| t.cpu.cores = 0, "cpu.cores = 0 must be between 1 and 1024"),
+            (|t| t.cpu.cores = 1025, "cpu.cores = 1025 must be between 1 and 1024"),
+            (|t| t.cpu.message_us = f64::NEG_INFINITY, "cpu.message_us = -inf is not a finite number"),
+            (|t| t.cpu.execute_us = -1000.0, "cpu.execute_us = -1000 must be >= 0"),
+            (|t| t.cpu.execute_us = 4e9, "cpu.execute_us = 4000000000 must be <= 3600000000"),
+            (|t| t.cpu.apply_change_us = -0.1, "cpu.apply_change_us = -0.1 must be >= 0"),
+            (|t| _ = t.cpu.execute_us_by_txn.insert("order".into(), f64::NAN), "cpu.execute_us_by_txn.order = NaN is not a finite number"),
+        ];
+        for (spoil, expected) in cases {
+            let mut t = Topology::wan5();
+            spoil(&mut t);
+            let err = t.validate().expect_err(expected).to_string();
+            assert!(err.contains(expected), "expected `{expected}` in `{err}`");
+            assert!(err.starts_with("topology `wan5`: "), "{err}");
+        }
+        for ok in [Topology::lan(), Topology::wan5(), Topology::wan_normal50(8)] {
+            ok.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn load_names_the_file_and_tells_a_missing_file_from_an_unknown_preset() {
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("ensemble-topology-test-{}.toml", std::process::id()));
+        let mut t = Topology::lan();
+        t.cpu.execute_us = -1000.0;
+        std::fs::write(&path, toml::to_string(&t).unwrap()).unwrap();
+        let shown = path.display().to_string();
+        let err = Topology::load(&shown).unwrap_err().to_string();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(err, format!("topology file {shown}: cpu.execute_us = -1000 must be >= 0"));
+
+        let missing = dir.join("ensemble-no-such-topology.toml").display().to_string();
+        assert_eq!(Topology::load(&missing).unwrap_err().to_string(), format!("topology file {missing}: no such file"));
+        assert_eq!(Topology::load("missing.toml").unwrap_err().to_string(), "topology file missing.toml: no such file");
+        let a_dir = dir.display().to_string();
+        assert!(Topology::load(&a_dir).unwrap_err().to_string().contains("not a regular file"));
+        assert!(Topology::load("wan6").unwrap_err().to_string().contains("unknown topology preset `wan6`"));
+        assert_eq!(Topology::load("wan5").unwrap(), Topology::wan5());
     }
 }

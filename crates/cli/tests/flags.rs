@@ -1,0 +1,124 @@
+//! Every input of the `ensemble` command is checked where it enters: a bad flag value, topology
+//! file, plan file or output directory is refused before any run starts, with a message that names
+//! the flag or file and the value, and without a panic.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Short windows for the commands that measure, unless the row sets its own: should a bad value
+/// get through, the run it starts ends soon, and the row fails on its exit status.
+fn fast(args: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    if matches!(args.first(), Some(&"bench") | Some(&"figure")) {
+        for (flag, value) in [("--measure", "0.1"), ("--warmup", "0")] {
+            if !args.iter().any(|a| a.starts_with(flag)) {
+                v.extend([flag.to_string(), value.to_string()]);
+            }
+        }
+        v.push("--quiet".into());
+    }
+    v
+}
+
+/// Writes `text` to `dir/name` and returns the path as the command sees it.
+fn file(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn every_bad_input_is_refused_up_front_naming_flag_or_file_and_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bad_cpu = file(
+        d,
+        "t.toml",
+        "name = \"t\"\nsites = [\"dc\"]\none_way_ms = [[0.1]]\n\n[cpu]\ncores = 2\nmessage_us = 20.0\nexecute_us = -1000.0\napply_change_us = 50.0\n",
+    );
+    let bad_matrix = file(d, "m.toml", "name = \"m\"\nsites = [\"a\", \"b\"]\none_way_ms = [[0.1, 1.0]]\n");
+    let bad_plan = file(d, "bad.toml", "application = \"shop\"\nthis is not toml\n");
+    let regular = file(d, "regular", "");
+    let under_regular = format!("{regular}/x");
+    let missing_dir = d.join("no-such-dir").display().to_string();
+    let history_in_missing = format!("{missing_dir}/h.json");
+    let plan_in_missing = format!("{missing_dir}/plan.toml");
+    let missing_toml = d.join("missing.toml").display().to_string();
+
+    // (arguments, what stderr must contain: the flag or file, the value, the reason)
+    let rows: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        // ensemble bench: numbers
+        (vec!["bench", "--measure", "NaN"], vec!["'--measure <MEASURE>'", "NaN is not a finite number of seconds"]),
+        (vec!["bench", "--measure", "inf"], vec!["'--measure <MEASURE>'", "inf is not a finite number of seconds"]),
+        (vec!["bench", "--measure", "1e300"], vec!["'--measure <MEASURE>'", "1e300 is out of range: a window is more than 0 and at most 86400 seconds"]),
+        (vec!["bench", "--measure", "0"], vec!["'--measure <MEASURE>'", "0 is out of range"]),
+        (vec!["bench", "--measure", "ten"], vec!["'--measure <MEASURE>'", "ten is not a number of seconds"]),
+        (vec!["bench", "--warmup=-1"], vec!["'--warmup <WARMUP>'", "-1 is out of range: a warm-up is 0 to 86400 seconds"]),
+        (vec!["bench", "--think-ms=-5"], vec!["'--think-ms <THINK_MS>'", "-5 is out of range: a mean think time is 0 to 3600000 ms"]),
+        (vec!["bench", "--think-ms", "-5"], vec!["'--think-ms <THINK_MS>'", "-5 is out of range"]),
+        (vec!["bench", "--think-ms", "NaN"], vec!["'--think-ms <THINK_MS>'", "NaN is not a finite number of ms"]),
+        (vec!["bench", "--browse-fraction", "NaN"], vec!["'--browse-fraction <BROWSE_FRACTION>'", "NaN is not a finite number"]),
+        (vec!["bench", "--browse-fraction", "2"], vec!["'--browse-fraction <BROWSE_FRACTION>'", "2 is out of range: a fraction is 0 to 1"]),
+        (vec!["bench", "micro", "--local-fraction=-0.5"], vec!["'--local-fraction <LOCAL_FRACTION>'", "-0.5 is out of range: a fraction is 0 to 1"]),
+        (vec!["bench", "--execute-ms=-1"], vec!["'--execute-ms <EXECUTE_MS>'", "-1 is out of range: a service time is 0 to 3600000 ms"]),
+        (vec!["bench", "--execute-ms", "inf"], vec!["'--execute-ms <EXECUTE_MS>'", "inf is not a finite number of ms"]),
+        (vec!["bench", "--scale", "0"], vec!["'--scale <SCALE>'", "0 is not in 1..=1000"]),
+        (vec!["bench", "--scale", "1001"], vec!["'--scale <SCALE>'", "1001 is not in 1..=1000"]),
+        (vec!["bench", "rubis", "--scale", "65"], vec!["--scale 65: rubis generates at most scale 64"]),
+        (vec!["bench", "--clients", "4294967295"], vec!["'--clients <CLIENTS>'", "4294967295 is not in 1..=100000"]),
+        (vec!["bench", "--clients", "0"], vec!["'--clients <CLIENTS>'", "0 is not in 1..=100000"]),
+        (vec!["bench", "--instances", "3,0"], vec!["'--instances <INSTANCES>'", "0 is not in 1..=64"]),
+        (vec!["bench", "--instances", "65"], vec!["'--instances <INSTANCES>'", "65 is not in 1..=64"]),
+        (vec!["bench", "--cores", "0"], vec!["'--cores <CORES>'", "0 is not in 1..=1024"]),
+        (vec!["bench", "--client-sites", "0,7"], vec!["--client-sites: 7 is not a site of topology `wan5`, whose sites are 0 to 4"]),
+        // ensemble bench: files
+        (vec!["bench", "--topology", "missing.toml"], vec!["'--topology <TOPOLOGY>'", "topology file missing.toml: no such file"]),
+        (vec!["bench", "--topology", &missing_toml], vec!["'--topology <TOPOLOGY>'", "no such file"]),
+        (vec!["bench", "--topology", "wan6"], vec!["'--topology <TOPOLOGY>'", "unknown topology preset `wan6`"]),
+        (vec!["bench", "--topology", &bad_cpu], vec!["'--topology <TOPOLOGY>'", "t.toml: cpu.execute_us = -1000 must be >= 0"]),
+        (vec!["bench", "--topology", &bad_matrix], vec!["m.toml: one_way_ms has 1 rows for 2 sites: it must be a 2x2 matrix"]),
+        (vec!["bench", "--plan", &bad_plan], vec!["plan file", "bad.toml: TOML parse error"]),
+        (vec!["bench", "--plan", "missing.toml"], vec!["'--plan <PLAN>'", "no such file"]),
+        (vec!["bench", "--system", "centralized", "--plan", &bad_plan], vec!["--plan", "bad.toml: only the ensemble system runs a plan"]),
+        (vec!["bench", "--out", &under_regular], vec!["--out", "regular/x: cannot create the directory"]),
+        (vec!["bench", "--history", &history_in_missing], vec!["'--history <HISTORY>'", "no-such-dir does not exist"]),
+        (vec!["bench", "--history", d.to_str().unwrap()], vec!["'--history <HISTORY>'", "a directory, not a file"]),
+        // ensemble figure
+        (vec!["figure", "gyro-fig3", "--measure", "NaN"], vec!["'--measure <MEASURE>'", "NaN is not a finite number of seconds"]),
+        (vec!["figure", "gyro-fig3", "--warmup", "1e300"], vec!["'--warmup <WARMUP>'", "1e300 is out of range"]),
+        (vec!["figure", "gyro-fig3", "--cores", "2000"], vec!["'--cores <CORES>'", "2000 is not in 1..=1024"]),
+        (vec!["figure", "gyro-fig4", "--clients", "10,4294967295"], vec!["'--clients <CLIENTS>'", "4294967295 is not in 1..=100000"]),
+        (vec!["figure", "gyro-fig3", "--jobs", "0"], vec!["'--jobs <JOBS>'", "0 is not in 1..=256"]),
+        (vec!["figure", "table3", "--app", "tpcw", "--write-share", "1.5"], vec!["'--write-share <WRITE_SHARE>'", "1.5 is out of range"]),
+        (vec!["figure", "overhead", "--threads", "0"], vec!["'--threads <THREADS>'", "0 is not in 1..=256"]),
+        (vec!["figure", "table3", "--app", "nope"], vec!["--app: unknown application `nope`"]),
+        (vec!["figure", "gyro-fig5"], vec!["invalid value 'gyro-fig5'", "gyro-fig3"]),
+        (vec!["figure", "gyro-fig3", "--out", &under_regular], vec!["--out", "regular/x: cannot create the directory"]),
+        // ensemble analyze, check, plan, topology
+        (vec!["analyze", "shop", "--weights", "missing.toml"], vec!["'--weights <WEIGHTS>'", "no such file"]),
+        (vec!["analyze", "shop", "--out", &plan_in_missing], vec!["'--out <OUT>'", "no-such-dir does not exist"]),
+        (vec!["check", "missing.json"], vec!["'missing.json'", "no such file"]),
+        (vec!["plan", "shop", "--check", "missing.toml"], vec!["'--check <CHECK>'", "no such file"]),
+        (vec!["topology", "missing.toml"], vec!["topology file missing.toml: no such file"]),
+    ];
+
+    let mut failures = Vec::new();
+    for (args, expected) in &rows {
+        let args = fast(args);
+        let out = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(&args).current_dir(d).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let wrong = if out.status.success() || out.status.code().is_none() {
+            Some(format!("exit status {}", out.status))
+        } else if stderr.contains("panicked") || stderr.contains("backtrace") {
+            Some("a panic".to_string())
+        } else {
+            expected.iter().find(|e| !stderr.contains(*e)).map(|e| format!("no `{e}`"))
+        };
+        if let Some(wrong) = wrong {
+            failures.push(format!("ensemble {}: {wrong}; stderr:\n{stderr}", args.join(" ")));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} rows failed:\n\n{}", failures.len(), rows.len(), failures.join("\n"));
+    // Refused before anything ran: no command created its result directory.
+    assert!(!d.join("results").exists());
+}
