@@ -1,8 +1,10 @@
 //! Running a cluster as separate OS processes: the spec every process reads, picking loopback
 //! ports, and telling when a host is ready — without sleeping.
 //!
-//! Readiness protocol: a host process binds its listener *first*, then prints [`ready_line`] on
-//! stdout, then calls [`run_host_on`](crate::run_host_on) with that listener. Because the
+//! Readiness protocol: a host process binds its listener *first* (on the port its spec gives it,
+//! or port 0: [`ClusterSpec::loopback`]), then prints [`ready_line`] with the address it got on
+//! stdout; on port 0 it then reads every host's address from its parent (who collected the ready
+//! lines; see `ensemble node`), and calls [`run_host_on`](crate::run_host_on) with that listener. Because the
 //! listener is bound before the line is printed, a parent that has read the line may connect at
 //! once (connections queue in the kernel until the host accepts them). [`wait_for_ready_line`]
 //! reads it; [`wait_until_accepting`] is the fallback for a parent that cannot read the child's
@@ -116,16 +118,10 @@ fn default_connect_timeout_ms() -> u64 {
 }
 
 impl ClusterSpec {
-    /// The deployment's OS processes on free loopback ports. The ports are released on return,
-    /// so another program could take one before the host binds it; in one OS process, prefer
-    /// [`ClusterSpec::local_bound`].
-    pub fn local(deployment: Deployment, topology: impl Into<TopologyRef>, emulate_wan: bool) -> Result<ClusterSpec, NetError> {
-        Ok(ClusterSpec::local_bound(deployment, topology, emulate_wan)?.0)
-    }
-
-    /// [`ClusterSpec::local`] with each host's listener (in host order) still bound, for running
-    /// the hosts in this OS process with [`run_host_on`](crate::run_host_on): nothing can take
-    /// the ports in between, and peers may dial at once.
+    /// The deployment's OS processes on loopback, each host's listener (in host order) already
+    /// bound, for running the hosts in this OS process with [`run_host_on`](crate::run_host_on):
+    /// nothing can take the ports in between, and peers may dial at once. (Hosts in separate OS
+    /// processes use [`ClusterSpec::loopback`] instead.)
     pub fn local_bound(
         deployment: Deployment,
         topology: impl Into<TopologyRef>,
@@ -280,14 +276,6 @@ impl ClusterSpec {
     }
 }
 
-/// `n` distinct free ports on 127.0.0.1. The listeners are all bound at once (so the ports are
-/// distinct) and released on return; another process could take one in between, so prefer
-/// binding a listener and passing it to [`run_host_on`](crate::run_host_on) when in one process.
-pub fn free_local_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
-    let listeners = (0..n).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>()?;
-    listeners.iter().map(|l| l.local_addr()).collect()
-}
-
 /// Binds a host's listener (before printing the ready line and calling
 /// [`run_host_on`](crate::run_host_on)).
 pub fn bind_listener(addr: SocketAddr) -> Result<TcpListener, NetError> {
@@ -407,7 +395,7 @@ mod tests {
 
     #[test]
     fn spec_round_trips_through_toml_with_named_and_inline_topologies() {
-        let mut spec = ClusterSpec::local(deployment(), "wan5", true).unwrap();
+        let mut spec = ClusterSpec::local_bound(deployment(), "wan5", true).unwrap().0;
         spec.seed = 9;
         let text = spec.to_toml().unwrap();
         assert!(text.contains("topology = \"wan5\""), "{text}");
@@ -469,9 +457,10 @@ mod tests {
 
     #[test]
     fn bad_specs_say_what_is_wrong() {
-        let one_site = ClusterSpec::local(deployment(), "lan", false);
+        let one_site = ClusterSpec::loopback(deployment(), "lan", false);
         assert!(one_site.unwrap_err().to_string().contains("machine 1 is at site 1, but the topology has 1 site(s)"));
-        let spec = ClusterSpec::local(deployment(), "wan5", false).unwrap();
+        let mut spec = ClusterSpec::loopback(deployment(), "wan5", false).unwrap();
+        spec.set_addrs(&["127.0.0.1:7000".parse().unwrap(), "127.0.0.1:7001".parse().unwrap()]).unwrap();
         let err = |f: &dyn Fn(&mut ClusterSpec)| {
             let mut s = spec.clone();
             f(&mut s);
@@ -490,7 +479,7 @@ mod tests {
     #[test]
     fn loading_names_the_file() {
         let path = std::env::temp_dir().join(format!("ensemble-net-bad-spec-{}.toml", std::process::id()));
-        let mut spec = ClusterSpec::local(deployment(), "wan5", false).unwrap();
+        let mut spec = ClusterSpec::loopback(deployment(), "wan5", false).unwrap();
         spec.hosts.swap(0, 1);
         std::fs::write(&path, toml::to_string(&spec).unwrap()).unwrap();
         let err = ClusterSpec::load(&path).unwrap_err().to_string();
@@ -505,14 +494,6 @@ mod tests {
         let (spec, listeners) = ClusterSpec::local_bound(deployment(), "wan5", false).unwrap();
         let addrs: Vec<_> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
         assert_eq!(addrs, spec.hosts.iter().map(|h| h.addr).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn free_addrs_are_distinct_loopback_ports() {
-        let addrs = free_local_addrs(5).unwrap();
-        let ports: std::collections::BTreeSet<_> = addrs.iter().map(|a| a.port()).collect();
-        assert_eq!(ports.len(), 5);
-        assert!(addrs.iter().all(|a| a.ip().is_loopback()));
     }
 
     #[test]

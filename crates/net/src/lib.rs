@@ -66,7 +66,7 @@ pub mod workers;
 pub use client::{run_clients, ClientDriverConfig, ClientReport, ClientSlot, ProcessAddr, StopReason};
 pub use admin::BlockingConn;
 pub use auth::Secret;
-pub use cluster::{free_local_addrs, probe, ClusterSpec, HostStatus, TopologyRef};
+pub use cluster::{probe, ClusterSpec, HostStatus, TopologyRef};
 pub use error::NetError;
 pub use frame::{Frame, FrameError, FrameKind, Hello, HostId};
 pub use host::{run_host, run_host_on, HostConfig, HostReport, Limits, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};

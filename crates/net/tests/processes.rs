@@ -12,7 +12,7 @@ use ensemble_core::{ClientId, ProcessId};
 use ensemble_net::cluster::{bind_listener, ready_line, send_shutdown, wait_for_ready_line_within};
 use ensemble_net::{run_clients, run_host_on, ClientSlot, ClusterSpec, HostId, HostReport, ShutdownHandle, StopReason};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -32,13 +32,20 @@ fn the_deployment() -> ensemble_core::Deployment {
 fn host_process() {
     let Ok(arg) = std::env::var(CHILD_ENV) else { return };
     let (path, host) = arg.rsplit_once('#').expect("spec#host");
-    let spec = ClusterSpec::load(Path::new(path)).unwrap();
-    let cfg = spec.host_config(HostId(host.parse().unwrap())).unwrap();
+    let mut spec = ClusterSpec::load(Path::new(path)).unwrap();
+    let host = HostId(host.parse().unwrap());
+    let cfg = spec.host_config(host).unwrap();
     let build = ring_of(&spec.deployment, &[1]);
     let storages = Storages::default();
     let processes = cfg.processes().iter().map(|p| build(*p, &storages)).collect();
+    // Port 0: bind, announce the port, then learn every host's from the parent on stdin.
     let listener = bind_listener(cfg.listen).unwrap();
     println!("{}", ready_line(cfg.host, listener.local_addr().unwrap()));
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    let addrs: Vec<std::net::SocketAddr> = line.split_whitespace().map(|a| a.parse().unwrap()).collect();
+    spec.set_addrs(&addrs).unwrap();
+    let cfg = spec.host_config(host).unwrap();
     let report = run_host_on(listener, cfg, processes, ShutdownHandle::new()).unwrap();
     println!("{REPORT_PREFIX}{}", serde_json::to_string(&report).unwrap());
 }
@@ -62,6 +69,7 @@ fn spawn_host(spec_path: &Path, host: usize) -> HostProcess {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "host_process", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{}#{host}", spec_path.display()))
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -83,17 +91,27 @@ fn a_cluster_of_host_processes_serves_clients_and_shuts_down() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
-    let spec = ClusterSpec::local(the_deployment(), "lan", false).unwrap();
+    let mut spec = ClusterSpec::loopback(the_deployment(), "lan", false).unwrap();
+    spec.secret = Some(common::test_secret());
     assert_eq!(spec.hosts.len(), 2);
     let path = TempFile(std::env::temp_dir().join(format!("ensemble-net-cluster-{}.toml", std::process::id())));
     spec.save(&path.0).unwrap();
 
     let mut hosts: Vec<HostProcess> = (0..2).map(|h| spawn_host(&path.0, h)).collect();
+    let mut addrs = Vec::new();
     for (h, host) in hosts.iter_mut().enumerate() {
         let stdout = host.stdout.take().unwrap();
         let (id, addr, stdout) = wait_for_ready_line_within(stdout, Duration::from_secs(60)).unwrap();
-        assert_eq!((id, addr), (HostId(h as u32), spec.hosts[h].addr));
+        assert_eq!(id, HostId(h as u32));
+        assert_ne!(addr.port(), 0);
+        addrs.push(addr);
         host.stdout = Some(stdout);
+    }
+    spec.set_addrs(&addrs).unwrap();
+    let line: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+    for host in &mut hosts {
+        let mut stdin = host.child.stdin.take().unwrap();
+        writeln!(stdin, "{}", line.join(" ")).unwrap();
     }
 
     let per_client = 10;
@@ -114,7 +132,7 @@ fn a_cluster_of_host_processes_serves_clients_and_shuts_down() {
     assert_all_answered(&done, &targets, per_client);
 
     for h in &spec.hosts {
-        send_shutdown(h.addr, None, Duration::from_secs(5)).unwrap();
+        send_shutdown(h.addr, spec.secret.as_ref(), Duration::from_secs(5)).unwrap();
     }
     let mut reports = Vec::new();
     for host in &mut hosts {
