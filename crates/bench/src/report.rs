@@ -18,6 +18,10 @@ pub struct RunResult {
     pub sim: Option<SimFigures>,
     /// Per process, the protocol's counters.
     pub processes: Vec<ProcessCounters>,
+    /// Why the run ended before its window and drain did (a host died or stalled, the bench was
+    /// interrupted): what was measured until then, never to be read as a complete run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
 }
 
 /// One process's counters (`Process::counters`), in the order the protocol lists them.

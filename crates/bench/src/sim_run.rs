@@ -121,6 +121,7 @@ pub fn simulate<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
         check_passed: None,
         sim: Some(sim_figures),
         processes,
+        partial: None,
     };
     Ok(Simulated { result, history, storages, failures })
 }

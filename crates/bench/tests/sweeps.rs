@@ -22,7 +22,7 @@ fn queue_model(e: &Experiment, _progress: bool) -> anyhow::Result<RunResult> {
         errors: 0,
         redirects: 0,
     };
-    Ok(RunResult { experiment: e.clone(), summary, check: Some("model".into()), check_passed: Some(true), sim: None, processes: vec![] })
+    Ok(RunResult { experiment: e.clone(), summary, check: Some("model".into()), check_passed: Some(true), sim: None, processes: vec![], partial: None })
 }
 
 fn opts(jobs: usize, runtime: Runtime) -> FigureOpts {

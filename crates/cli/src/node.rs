@@ -1,6 +1,8 @@
 //! `ensemble node`: one host of a real deployment as an OS process. It builds the processes the
 //! deployment puts on this host with the system's harness (creating and loading their storage),
-//! prints a ready line, serves until asked to shut down, and writes what its processes reported.
+//! binds, prints a ready line with the address it got, learns its peers' addresses from stdin
+//! when the cluster file leaves ports to the hosts (port 0), serves until asked to shut down, and
+//! writes what its processes reported.
 
 use crate::systems::{self, WithHarness};
 use anyhow::Context;
@@ -8,7 +10,7 @@ use clap::Args;
 use ensemble_bench::{Experiment, Harness};
 use ensemble_net::cluster::ready_line;
 use ensemble_net::{ClusterSpec, HostId, HostedProcess, ShutdownHandle};
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -44,7 +46,7 @@ struct Serve {
 impl WithHarness for Serve {
     type Out = anyhow::Result<()>;
     fn with<H: Harness>(self, h: &H) -> anyhow::Result<()> {
-        let Serve { exp, spec, args } = self;
+        let Serve { exp, mut spec, args } = self;
         exp.validate().map_err(anyhow::Error::msg)?;
         h.validate(&exp).map_err(anyhow::Error::msg)?;
         anyhow::ensure!(
@@ -64,8 +66,28 @@ impl WithHarness for Serve {
             processes.push(HostedProcess { process: h.process(&exp, id)?, storage });
         }
         let listener = std::net::TcpListener::bind(cfg.listen).with_context(|| format!("binding {}", cfg.listen))?;
-        println!("{}", ready_line(host, cfg.listen));
+        let bound = listener.local_addr().with_context(|| format!("the address bound for {}", cfg.listen))?;
+        println!("{}", ready_line(host, bound));
         std::io::stdout().flush()?;
+        // A host on port 0 chose its port as it bound, and so did its peers: whoever started the
+        // hosts collects the ready lines and tells each host every address. Binding first and
+        // never releasing leaves no window for another process to take the port.
+        let cfg = if spec.hosts.iter().any(|h| h.addr.port() == 0) {
+            let mut line = String::new();
+            let n = std::io::stdin().lock().read_line(&mut line).context("reading the hosts' addresses from stdin")?;
+            anyhow::ensure!(
+                n > 0,
+                "host {host} listens on {bound}, a port of its choosing, and needs every host's address on stdin \
+                 (one line, in host order); stdin closed first"
+            );
+            let addrs = crate::real::parse_addrs_line(&line).context("the hosts' addresses on stdin")?;
+            spec.set_addrs(&addrs).context("the hosts' addresses on stdin")?;
+            let mine = spec.hosts[host.index()].addr;
+            anyhow::ensure!(mine == bound, "the addresses on stdin put host {host} at {mine}, but it listens on {bound}");
+            spec.host_config(host)?
+        } else {
+            cfg
+        };
         let report = ensemble_net::run_host_on(listener, cfg, processes, ShutdownHandle::new())?;
         let path = crate::real::report_path(&args.dir, host);
         std::fs::write(&path, serde_json::to_string(&report.processes)?).with_context(|| format!("writing {}", path.display()))?;

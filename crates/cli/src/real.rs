@@ -2,32 +2,90 @@
 //! `node` command), talking TCP on loopback with the topology's delays emulated, clients driven
 //! from this process. The same harness as the simulated run builds the processes, the clients,
 //! the classification and the check.
+//!
+//! A run fails fast and cleans up after itself. Every phase has a bound: start-up (every host's
+//! ready line), the clients' window and drain, the hosts' drain (every host quiescent), shutdown
+//! (every host exits). While the clients run, a watcher ends the run within seconds when a host
+//! exits or stops answering probes, naming the host and what happened. SIGINT and SIGTERM stop
+//! every node and remove the run's files; nodes die with the bench even when it is SIGKILLed.
+//! A run that ends early still hands back what it measured, marked partial ([`PartialRun`]).
+//!
+//! Start-up has no port race: every host binds port 0 and announces the port it got on its ready
+//! line; once every host is up, each one reads every host's address from its stdin
+//! ([`addrs_line`]).
 
 use anyhow::Context;
 use ensemble_bench::harness::RunOutput;
-use ensemble_bench::metrics::Metrics;
+use ensemble_bench::metrics::{Metrics, Summary};
 use ensemble_bench::report::ProcessCounters;
 use ensemble_bench::{Experiment, Harness, RunResult};
 use ensemble_core::{Completion, ProcessId, Protocol, Time};
 use ensemble_net::cluster::{send_shutdown, wait_for_ready_line};
-use ensemble_net::{run_clients, ClientSlot, ClusterSpec, HostId, ProcessReport, TopologyRef};
-use std::io::BufReader;
+use ensemble_net::{
+    probe, run_clients, ClientReport, ClientSlot, ClusterSpec, HostId, NetError, ProcessReport, Secret, ShutdownHandle, StopReason,
+    TopologyRef,
+};
+use std::io::{BufReader, ErrorKind, Write};
+use std::net::SocketAddr;
 use std::ops::ControlFlow;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-/// Time after the window for replies in flight and the protocol's last round.
+/// Time after the window for replies in flight.
 const DRAIN: Duration = Duration::from_secs(5);
+/// Every host's ready line: each builds and loads its databases before it binds.
+const STARTUP: Duration = Duration::from_secs(60);
+/// How often the watcher looks at the hosts while the clients run.
+const PROBE_EVERY: Duration = Duration::from_millis(250);
+/// How long one probe waits for its answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// A host unanswering for this long is stopped or hung: a live protocol loop answers a probe
+/// within milliseconds, and three seconds leave room for a loaded machine.
+const SILENCE: Duration = Duration::from_secs(3);
+/// After the clients stop, until every host is quiescent (the belt: its token round done).
+const QUIESCE: Duration = Duration::from_secs(10);
+/// From Shutdown to the host's exit (it writes its report first); then it is killed.
+const SHUTDOWN: Duration = Duration::from_secs(10);
+/// How often a bounded wait for a child's exit or a host's drain looks again.
+const POLL: Duration = Duration::from_millis(50);
+
+/// A run that ended before its window, drain and shutdown did: why, with what was measured
+/// until then (`result.partial` holds the reason). `bench` writes it as a `-partial` result.
+#[derive(Debug)]
+pub struct PartialRun {
+    pub result: Box<RunResult>,
+}
+
+impl std::fmt::Display for PartialRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.result.partial.as_deref().unwrap_or("the run ended early"))
+    }
+}
+
+impl std::error::Error for PartialRun {}
+
+/// One node process of a run.
+struct Node {
+    host: HostId,
+    /// "host h1 (process p1, instance 1)": how every message names it.
+    name: String,
+    child: Child,
+}
 
 /// Node processes of a run; killed if the run ends early.
-struct Hosts(Vec<Child>);
+struct Hosts(Vec<Node>);
 
 impl Drop for Hosts {
     fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
+        // SIGKILL ends a stopped or hung process too, so the wait is short; an exited one is
+        // already reaped and both calls return at once.
+        for n in &mut self.0 {
+            let _ = n.child.kill();
+            let _ = n.child.wait();
         }
     }
 }
@@ -37,48 +95,63 @@ pub fn report_path(dir: &Path, h: HostId) -> std::path::PathBuf {
     dir.join(format!("host{}-report.json", h.0))
 }
 
+/// What a node started on port 0 reads from its stdin once it is up: every host's address, in
+/// host order.
+pub fn addrs_line(addrs: &[SocketAddr]) -> String {
+    let addrs: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
+    format!("{}\n", addrs.join(" "))
+}
+
+pub fn parse_addrs_line(line: &str) -> anyhow::Result<Vec<SocketAddr>> {
+    line.split_whitespace().map(|a| a.parse().with_context(|| format!("`{a}` is not a socket address"))).collect()
+}
+
 pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::Result<RunResult> {
     exp.validate().map_err(anyhow::Error::msg)?;
     h.validate(exp).map_err(anyhow::Error::msg)?;
-    let dir = tempfile::tempdir()?;
+    let abort = ShutdownHandle::new();
+    // Before anything that needs cleaning up exists, and dropped after all of it is gone.
+    let _interruptible = interrupt::Registration::new(&abort)?;
+    let dir = tempfile::Builder::new().prefix("ensemble-real-").tempdir().context("creating the nodes' directory")?;
+    eprintln!("nodes' files in {}", dir.path().display());
     let deployment = h.deployment(exp);
     let n = deployment.len();
-    let mut spec = ClusterSpec::local(deployment, TopologyRef::Inline(Box::new(exp.topology.clone())), true)?;
+    let mut spec = ClusterSpec::loopback(deployment, TopologyRef::Inline(Box::new(exp.topology.clone())), true)?;
     spec.seed = exp.seed;
     spec.workers = 2;
+    // Loopback is open to every user of the machine: only who read the cluster file may talk
+    // to the hosts.
+    spec.secret = Some(Secret::generate());
     let exp_path = dir.path().join("experiment.json");
     let cluster_path = dir.path().join("cluster.toml");
-    std::fs::write(&exp_path, serde_json::to_string(exp)?)?;
-    spec.save(&cluster_path)?;
+    std::fs::write(&exp_path, serde_json::to_string(exp)?).with_context(|| format!("writing {}", exp_path.display()))?;
+    write_private(&cluster_path, &spec.to_toml()?)?;
     let exe = std::env::current_exe().context("locating the ensemble binary")?;
+
+    // Declared after `dir`, so dropped before it: the nodes are dead before their files go.
     let mut hosts = Hosts(Vec::new());
     let host_ids: Vec<HostId> = spec.host_ids().map(|(id, _)| id).collect();
-    for host in &host_ids {
-        let child = Command::new(&exe)
-            .arg("node")
-            .arg("--experiment")
-            .arg(&exp_path)
-            .arg("--cluster")
-            .arg(&cluster_path)
-            .arg("--host")
-            .arg(host.0.to_string())
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+    for &host in &host_ids {
+        let name = host_name(&spec, host);
+        let child = node_command(&exe, &exp_path, &cluster_path, host, dir.path())
             .spawn()
-            .context("starting a node process")?;
-        hosts.0.push(child);
+            .with_context(|| format!("starting {name} ({})", exe.display()))?;
+        hosts.0.push(Node { host, name, child });
     }
-    for (host, child) in host_ids.iter().zip(hosts.0.iter_mut()) {
-        let out = child.stdout.take().expect("piped");
-        let (id, _) = wait_for_ready_line(BufReader::new(out)).with_context(|| format!("host {} did not start", host.0))?;
-        anyhow::ensure!(id == *host, "host {} announced itself as host {}", host.0, id.0);
+    let addrs = await_ready(&mut hosts.0)?;
+    spec.set_addrs(&addrs)?;
+    let line = addrs_line(&addrs);
+    for node in &mut hosts.0 {
+        let mut stdin = node.child.stdin.take().expect("stdin is piped");
+        // Dropping `stdin` closes it: the node reads one line.
+        stdin.write_all(line.as_bytes()).with_context(|| format!("telling {} the hosts' addresses", node.name))?;
     }
+    let end = Duration::from_secs_f64(exp.warmup_s + exp.measure_s);
+    eprintln!("{} host(s) ready at {}; clients run for {:.1} s", hosts.0.len(), line.trim_end(), end.as_secs_f64());
 
     let epoch = Instant::now();
-    let end = Duration::from_secs_f64(exp.warmup_s + exp.measure_s);
-    let cfg = spec.client_config(epoch, epoch + end + DRAIN)?;
+    let mut cfg = spec.client_config(epoch, epoch + end + DRAIN)?;
+    cfg.abort = Some(abort.clone());
     let slots = (0..exp.clients)
         .map(|c| {
             let (client, site) = h.client(exp, c, Time::from_duration(end));
@@ -89,27 +162,51 @@ pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
     let mut history: Vec<Completion<<H::P as Protocol>::Evidence>> = Vec::new();
     let bar = if progress { indicatif::ProgressBar::new_spinner() } else { indicatif::ProgressBar::hidden() };
     bar.set_message(format!("{} (real processes)", exp.label));
-    let report = run_clients(cfg, slots, |c| {
-        metrics.record(&c, &h.classify(&c));
-        history.push(c);
-        bar.tick();
-        ControlFlow::Continue(())
-    })?;
+    let (stop_watching, stopped) = mpsc::channel::<()>();
+    let (driven, stopped_at, fault) = std::thread::scope(|s| {
+        let (nodes, spec, abort) = (&mut hosts.0, &spec, &abort);
+        let watcher = s.spawn(move || watch(nodes, spec, abort, stopped));
+        let driven = run_clients(cfg, slots, |c| {
+            metrics.record(&c, &h.classify(&c));
+            history.push(c);
+            bar.tick();
+            if abort.is_triggered() {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        let stopped_at = epoch.elapsed();
+        drop(stop_watching);
+        let fault = watcher.join().unwrap_or_else(|_| Some("the hosts' watcher panicked (its message is above)".into()));
+        (driven, stopped_at, fault)
+    });
     bar.finish_and_clear();
-    for (_, s) in spec.host_ids() {
-        send_shutdown(s.addr, Duration::from_secs(10))?;
+    // A signal first: the faults it causes as the run unwinds are not news.
+    let report: ClientReport = match (interrupt::received(), fault, driven) {
+        (Some(sig), _, _) => return Err(partial_run(exp, &metrics, Some(stopped_at), format!("interrupted by {}", signal_name(sig)))),
+        (None, Some(fault), _) => return Err(partial_run(exp, &metrics, Some(stopped_at), fault)),
+        (None, None, Err(e)) => return Err(partial_run(exp, &metrics, Some(stopped_at), format!("the client driver failed: {e}"))),
+        (None, None, Ok(r)) if r.stopped == StopReason::Aborted => {
+            return Err(partial_run(exp, &metrics, Some(stopped_at), "the run was aborted".into()))
+        }
+        (None, None, Ok(r)) => r,
+    };
+    // The check reads the databases: only once nothing is in flight, so that a protocol that
+    // stalled is reported as a stall, not as replicas that disagree.
+    if let Err(why) = drain(&mut hosts.0, &spec) {
+        return Err(partial_run(exp, &metrics, None, why));
     }
-    for (host, child) in host_ids.iter().zip(hosts.0.iter_mut()) {
-        let status = child.wait()?;
-        anyhow::ensure!(status.success(), "host {} exited with {status}", host.0);
+    if let Err(why) = shut_down(&mut hosts.0, &spec) {
+        return Err(partial_run(exp, &metrics, None, why));
     }
-    hosts.0.clear();
-    anyhow::ensure!(
-        report.requests_undeliverable == 0 && report.link_failures == 0,
-        "the client driver lost {} request(s) and {} connection(s)",
-        report.requests_undeliverable,
-        report.link_failures
-    );
+    if report.requests_undeliverable > 0 || report.link_failures > 0 {
+        let why = format!(
+            "the client driver lost {} request(s) and {} connection(s) (see the messages above)",
+            report.requests_undeliverable, report.link_failures
+        );
+        return Err(partial_run(exp, &metrics, None, why));
+    }
 
     let mut reports: Vec<ProcessReport> = Vec::new();
     for host in &host_ids {
@@ -121,10 +218,446 @@ pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
     let counters: Vec<ProcessCounters> =
         reports.iter().map(|r| ProcessCounters { process: r.id, counters: r.counters.clone() }).collect();
     let failures: Vec<String> = reports.iter().filter_map(|r| r.failure.as_ref().map(|f| format!("{}: {f}", r.id))).collect();
-    let mut result = RunResult { experiment: exp.clone(), summary: metrics.summary(), check: None, check_passed: None, sim: None, processes: counters };
+    let mut result = RunResult {
+        experiment: exp.clone(),
+        summary: metrics.summary(),
+        check: None,
+        check_passed: None,
+        sim: None,
+        processes: counters,
+        partial: None,
+    };
     if exp.check || exp.history_file.is_some() {
         let storages = (0..n as u32).map(|i| h.reopen_storage(exp, ProcessId(i), dir.path())).collect::<anyhow::Result<Vec<_>>>()?;
         ensemble_bench::finish_run(h, exp, RunOutput { history: &history, storages, failures }, &mut result)?;
     }
+    // A signal during the check found nothing to abort; the bench must still stop.
+    if let Some(sig) = interrupt::received() {
+        result.partial = Some(format!("interrupted by {} after the run", signal_name(sig)));
+        return Err(PartialRun { result: Box::new(result) }.into());
+    }
     Ok(result)
+}
+
+/// `ensemble node` for `host`, its stdin and stdout piped to us (the addresses go in, the ready
+/// line comes out), tied to our life.
+fn node_command(exe: &Path, exp_path: &Path, cluster_path: &Path, host: HostId, dir: &Path) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.arg("node")
+        .arg("--experiment")
+        .arg(exp_path)
+        .arg("--cluster")
+        .arg(cluster_path)
+        .arg("--host")
+        .arg(host.0.to_string())
+        .arg("--dir")
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        // Out of the terminal's process group: Ctrl-C reaches the bench alone, which stops its
+        // nodes in order instead of racing their deaths.
+        .process_group(0);
+    let parent = std::process::id();
+    // SAFETY: runs in the child between fork and exec, and calls only async-signal-safe
+    // functions (prctl, getppid) and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || die_with_parent(parent));
+    }
+    cmd
+}
+
+/// A node must never outlive the bench that started it: a SIGKILLed bench runs no handler and
+/// no destructor, and its nodes would serve (and hold their ports and files) forever. The kernel
+/// sends them SIGKILL when the parent goes. It ties this to the *thread* that forked the child:
+/// `run_real`'s thread, which reaps its nodes before it returns. `parent` closes the race of a
+/// bench that died between fork and `prctl`.
+fn die_with_parent(parent: u32) -> std::io::Result<()> {
+    // SAFETY: plain system calls with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: getppid cannot fail.
+    if unsafe { libc::getppid() } as u32 != parent {
+        return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    Ok(())
+}
+
+/// The cluster file holds the secret: readable by its owner alone, from its creation on.
+fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    f.write_all(text.as_bytes()).with_context(|| format!("writing {}", path.display()))
+}
+
+/// "host h1 (process p1, instance 1)": the host and, for each of its processes, its kind and
+/// its number among the processes of that kind (the belt's instance `i` is process `i`).
+fn host_name(spec: &ClusterSpec, host: HostId) -> String {
+    let ps = &spec.deployment.processes;
+    let parts: Vec<String> = spec.hosts[host.index()]
+        .processes
+        .iter()
+        .map(|&p| {
+            let i = p.0 as usize;
+            let kind = &ps[i].kind;
+            let nth = ps[..i].iter().filter(|q| &q.kind == kind).count();
+            format!("process {p}, {kind} {nth}")
+        })
+        .collect();
+    format!("host {host} ({})", parts.join("; "))
+}
+
+/// Every node's ready line, within [`STARTUP`]; a node that exits first is named with its fate.
+fn await_ready(nodes: &mut [Node]) -> anyhow::Result<Vec<SocketAddr>> {
+    let (tx, rx) = mpsc::channel();
+    for (i, node) in nodes.iter_mut().enumerate() {
+        let out = node.child.stdout.take().expect("stdout is piped");
+        let tx = tx.clone();
+        std::thread::Builder::new()
+            .name(format!("{}-stdout", node.host))
+            .spawn(move || {
+                let mut out = BufReader::new(out);
+                let _ = tx.send((i, wait_for_ready_line(&mut out)));
+                // Whatever the node prints later goes to our stderr: a pipe nobody reads fills up
+                // and blocks the node.
+                let _ = std::io::copy(&mut out, &mut std::io::stderr());
+            })
+            .context("starting a thread to read a node's stdout")?;
+    }
+    drop(tx);
+    let deadline = Instant::now() + STARTUP;
+    let mut addrs: Vec<Option<SocketAddr>> = vec![None; nodes.len()];
+    while addrs.iter().any(Option::is_none) {
+        if let Some(sig) = interrupt::received() {
+            anyhow::bail!("interrupted by {} while the hosts were starting", signal_name(sig));
+        }
+        match rx.recv_timeout(POLL) {
+            Ok((i, Ok((id, addr)))) => {
+                anyhow::ensure!(id == nodes[i].host, "{} announced itself as host {id}", nodes[i].name);
+                addrs[i] = Some(addr);
+            }
+            Ok((i, Err(e))) => {
+                // Its stdout closed: it is exiting.
+                let how = match wait_until(&mut nodes[i].child, Instant::now() + SHUTDOWN) {
+                    Ok(Some(status)) => format!("it {} (its error is above)", fate(status)),
+                    Ok(None) => format!("{e}, yet it is still running"),
+                    Err(w) => format!("{e}; cannot tell how it ended: {w}"),
+                };
+                anyhow::bail!("{} did not start: {how}", nodes[i].name);
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if let Some(f) = exited(nodes) {
+                    anyhow::bail!("a host did not start: {f}");
+                }
+                if Instant::now() >= deadline {
+                    let late: Vec<&str> = nodes.iter().zip(&addrs).filter(|(_, a)| a.is_none()).map(|(n, _)| n.name.as_str()).collect();
+                    anyhow::bail!("{} did not report ready within {} s", late.join(", "), STARTUP.as_secs());
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => anyhow::bail!("every node's stdout reader ended before all were ready"),
+        }
+    }
+    Ok(addrs.into_iter().map(|a| a.expect("every host is ready")).collect())
+}
+
+/// Watches the hosts while the clients run, until `stop` closes: a host that exits, or that
+/// answers no probe for [`SILENCE`], aborts the run. Returns why it did.
+fn watch(nodes: &mut [Node], spec: &ClusterSpec, abort: &ShutdownHandle, stop: mpsc::Receiver<()>) -> Option<String> {
+    let mut answered = vec![Instant::now(); nodes.len()];
+    loop {
+        let fault = exited(nodes).or_else(|| {
+            for ((node, host), answered) in nodes.iter().zip(&spec.hosts).zip(answered.iter_mut()) {
+                match probe(host.addr, spec.secret.as_ref(), PROBE_TIMEOUT) {
+                    Ok(_) => *answered = Instant::now(),
+                    Err(e) if answered.elapsed() >= SILENCE => {
+                        let (name, silence, last) = (&node.name, SILENCE.as_secs(), unanswered(&e));
+                        return Some(format!("{name} stopped answering probes for {silence} s (stopped or hung); the last probe: {last}"));
+                    }
+                    Err(_) => {}
+                }
+            }
+            None
+        });
+        if let Some(f) = fault {
+            abort.trigger();
+            return Some(f);
+        }
+        match stop.recv_timeout(PROBE_EVERY) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return None,
+        }
+    }
+}
+
+/// Why a probe got no answer: a read that timed out says "resource temporarily unavailable".
+fn unanswered(e: &NetError) -> String {
+    match e {
+        NetError::Io { source, .. } if matches!(source.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            format!("no answer within {} s", PROBE_TIMEOUT.as_secs())
+        }
+        e => e.to_string(),
+    }
+}
+
+/// The hosts whose process has ended, and how: all that one look finds, killed ones first (a
+/// host may exit on its own right after a peer was killed).
+fn exited(nodes: &mut [Node]) -> Option<String> {
+    let mut ended: Vec<(bool, String)> = Vec::new();
+    for node in nodes.iter_mut() {
+        match node.child.try_wait() {
+            Ok(Some(status)) => ended.push((status.signal().is_none(), format!("{} {}", node.name, fate(status)))),
+            Ok(None) => {}
+            Err(e) => ended.push((true, format!("{}: cannot tell whether it runs: {e}", node.name))),
+        }
+    }
+    ended.sort_by_key(|(on_its_own, _)| *on_its_own);
+    let ended: Vec<String> = ended.into_iter().map(|(_, what)| what).collect();
+    (!ended.is_empty()).then(|| ended.join("; "))
+}
+
+/// Waits until every host says it is quiescent in one sweep, within [`QUIESCE`].
+fn drain(nodes: &mut [Node], spec: &ClusterSpec) -> Result<(), String> {
+    let deadline = Instant::now() + QUIESCE;
+    let within = QUIESCE.as_secs();
+    loop {
+        if let Some(sig) = interrupt::received() {
+            return Err(format!("interrupted by {} while the hosts drained", signal_name(sig)));
+        }
+        if let Some(f) = exited(nodes) {
+            return Err(f);
+        }
+        let busy = nodes.iter().zip(&spec.hosts).find_map(|(node, host)| match probe(host.addr, spec.secret.as_ref(), PROBE_TIMEOUT) {
+            Ok(s) if s.quiescent => None,
+            Ok(_) => Some(format!(
+                "{} did not drain within {within} s: it still had work in flight (the belt: its token round did not complete)",
+                node.name
+            )),
+            Err(e) => Some(format!("{} did not drain within {within} s: it stopped answering probes ({})", node.name, unanswered(&e))),
+        });
+        let Some(why) = busy else { return Ok(()) };
+        if Instant::now() >= deadline {
+            return Err(why);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Asks every host to stop and waits for each to exit cleanly within [`SHUTDOWN`]; one that
+/// does not is killed.
+fn shut_down(nodes: &mut [Node], spec: &ClusterSpec) -> Result<(), String> {
+    let mut problems = Vec::new();
+    for (node, host) in nodes.iter().zip(&spec.hosts) {
+        if let Err(e) = send_shutdown(host.addr, spec.secret.as_ref(), SHUTDOWN) {
+            problems.push(format!("{} was not told to stop: {e}", node.name));
+        }
+    }
+    let deadline = Instant::now() + SHUTDOWN;
+    for node in nodes.iter_mut() {
+        match wait_until(&mut node.child, deadline) {
+            Ok(Some(status)) if status.success() => {}
+            Ok(Some(status)) => problems.push(format!("{} {} after Shutdown", node.name, fate(status))),
+            Ok(None) => {
+                let _ = node.child.kill();
+                problems.push(format!("{} did not exit within {} s of Shutdown (killed)", node.name, SHUTDOWN.as_secs()));
+            }
+            Err(e) => problems.push(format!("{}: cannot tell whether it exited: {e}", node.name)),
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// The child's exit status once it exits, or `None` if it still runs at `deadline`.
+fn wait_until(child: &mut Child, deadline: Instant) -> std::io::Result<Option<ExitStatus>> {
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// How a process ended, as the end of a sentence about it.
+fn fate(status: ExitStatus) -> String {
+    match (status.signal(), status.code()) {
+        (Some(sig), _) => format!("was killed by signal {sig} ({})", signal_name(sig)),
+        (None, Some(code)) => format!("exited with status {code}"),
+        (None, None) => format!("ended ({status})"),
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => return format!("signal {sig}"),
+    };
+    name.to_string()
+}
+
+/// What was measured until the run ended early, as the error `run_real` returns. `stopped`: when
+/// the clients stopped (from the epoch), if that was before the window's end.
+fn partial_run(exp: &Experiment, metrics: &Metrics, stopped: Option<Duration>, reason: String) -> anyhow::Error {
+    let mut summary = metrics.summary();
+    if let Some(t) = stopped {
+        truncate_window(&mut summary, (t.as_secs_f64() - exp.warmup_s).clamp(0.0, exp.measure_s));
+    }
+    let result = RunResult {
+        experiment: exp.clone(),
+        summary,
+        check: None,
+        check_passed: None,
+        sim: None,
+        processes: Vec::new(),
+        partial: Some(reason),
+    };
+    PartialRun { result: Box::new(result) }.into()
+}
+
+/// The summary's rates are per second of the whole window; a run cut short measured only
+/// `measured_s` of it.
+fn truncate_window(s: &mut Summary, measured_s: f64) {
+    let rate = |count: u64| if measured_s > 0.0 { (count as f64 / measured_s * 1e3).round() / 1e3 } else { 0.0 };
+    s.window_s = measured_s;
+    for c in s.classes.values_mut().chain(s.phases.values_mut()) {
+        c.throughput = rate(c.count);
+    }
+    s.throughput = s.classes.get("all").map_or(0.0, |c| c.throughput);
+}
+
+/// SIGINT and SIGTERM during a real run abort it (its nodes are killed and its files removed
+/// as it unwinds) instead of killing the bench on the spot, which would leave both behind.
+mod interrupt {
+    use ensemble_net::ShutdownHandle;
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+    use std::sync::{Mutex, MutexGuard, OnceLock};
+
+    /// The abort handles of the real runs in progress (a figure may run several at once).
+    static RUNS: Mutex<Vec<(u64, ShutdownHandle)>> = Mutex::new(Vec::new());
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    /// The last signal received; 0: none.
+    static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+    fn runs() -> MutexGuard<'static, Vec<(u64, ShutdownHandle)>> {
+        RUNS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn received() -> Option<i32> {
+        Some(RECEIVED.load(Ordering::SeqCst)).filter(|s| *s != 0)
+    }
+
+    /// A real run in progress: a signal triggers its abort until it is dropped.
+    pub struct Registration(u64);
+
+    impl Registration {
+        pub fn new(abort: &ShutdownHandle) -> anyhow::Result<Registration> {
+            install()?;
+            let mut runs = runs();
+            if let Some(sig) = received() {
+                anyhow::bail!("interrupted by {}", super::signal_name(sig));
+            }
+            let id = NEXT.fetch_add(1, Ordering::SeqCst);
+            runs.push((id, abort.clone()));
+            Ok(Registration(id))
+        }
+    }
+
+    impl Drop for Registration {
+        fn drop(&mut self) {
+            runs().retain(|(id, _)| *id != self.0);
+        }
+    }
+
+    fn install() -> anyhow::Result<()> {
+        static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+        INSTALLED
+            .get_or_init(|| {
+                let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+                    .map_err(|e| format!("installing the SIGINT/SIGTERM handler: {e}"))?;
+                std::thread::Builder::new()
+                    .name("ensemble-signals".into())
+                    .spawn(move || {
+                        for sig in signals.forever() {
+                            let again = RECEIVED.swap(sig, Ordering::SeqCst) != 0;
+                            let runs = runs();
+                            // Between real runs there is nothing to clean up; a second signal
+                            // means the user will not wait for the cleanup. Either way the
+                            // nodes die with us (see `die_with_parent`).
+                            if runs.is_empty() || again {
+                                std::process::exit(128 + sig);
+                            }
+                            for (_, abort) in runs.iter() {
+                                abort.trigger();
+                            }
+                        }
+                    })
+                    .map(drop)
+                    .map_err(|e| format!("starting the signal thread: {e}"))
+            })
+            .clone()
+            .map_err(anyhow::Error::msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_addresses_line_round_trips() {
+        let addrs: Vec<SocketAddr> = vec!["127.0.0.1:4001".parse().unwrap(), "[::1]:80".parse().unwrap()];
+        assert_eq!(parse_addrs_line(&addrs_line(&addrs)).unwrap(), addrs);
+        let err = parse_addrs_line("127.0.0.1:1 nope").unwrap_err().to_string();
+        assert!(err.contains("`nope`"), "{err}");
+    }
+
+    #[test]
+    fn a_cut_window_gives_rates_per_second_measured() {
+        use ensemble_core::{ClientId, CompletionResult, Done, Outcome, Request};
+        let mut m = Metrics::new(Time::ZERO, Time::from_duration(Duration::from_secs(30)));
+        for i in 0..6u64 {
+            let c = Completion {
+                request: Request { client: ClientId(0), seq: i, txn: "t".into(), params: vec![] },
+                issued: Time::from_duration(Duration::from_millis(100 * i)),
+                completed: Time::from_duration(Duration::from_millis(100 * i + 5)),
+                redirects: 0,
+                result: CompletionResult::Done(Done { outcome: Outcome::Committed(Default::default()), evidence: () }),
+                interaction: None,
+            };
+            m.record(&c, &ensemble_bench::Classified { class: "local", abort: None, phases: vec![] });
+        }
+        let mut s = m.summary();
+        assert_eq!(s.throughput, 0.2, "6 operations over the whole 30 s window");
+        truncate_window(&mut s, 3.0);
+        assert_eq!((s.window_s, s.throughput, s.classes["local"].throughput), (3.0, 2.0, 2.0));
+        truncate_window(&mut s, 0.0);
+        assert_eq!(s.throughput, 0.0, "a run stopped in its warm-up measured nothing");
+    }
+
+    #[test]
+    fn fates_name_the_signal() {
+        assert_eq!(fate(ExitStatus::from_raw(9)), "was killed by signal 9 (SIGKILL)");
+        assert_eq!(fate(ExitStatus::from_raw(1 << 8)), "exited with status 1");
+    }
 }

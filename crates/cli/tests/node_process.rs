@@ -8,15 +8,16 @@ use ensemble_bench::{Experiment, Runtime, System};
 use ensemble_core::topology::Topology;
 use ensemble_core::*;
 use ensemble_net::cluster::{send_shutdown, wait_for_ready_line};
-use ensemble_net::frame::{encode_frame, FrameCodec, Never};
-use ensemble_net::{ClusterSpec, Frame, Hello};
+use ensemble_net::frame::{FrameCodec, Never};
+use ensemble_net::{BlockingConn, ClusterSpec, Frame, Hello};
 use ensemble_sqlite::SqliteStorage;
 use std::io::{BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tokio_util::codec::Decoder;
 
+/// A bare TCP connection, for what a node does with bytes that are not a handshake.
 struct Conn {
     stream: TcpStream,
     buf: BytesMut,
@@ -24,13 +25,10 @@ struct Conn {
 }
 
 impl Conn {
-    fn open(addr: std::net::SocketAddr) -> Conn {
+    fn open(addr: SocketAddr) -> Conn {
         let stream = TcpStream::connect(addr).unwrap();
         stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         Conn { stream, buf: BytesMut::new(), codec: FrameCodec::new() }
-    }
-    fn send(&mut self, f: Frame<Never, BeltEvidence>) {
-        self.stream.write_all(&encode_frame(&f).unwrap()).unwrap();
     }
     /// The next frame, or `None` when the node closed the connection.
     fn next(&mut self) -> Option<Frame<Never, BeltEvidence>> {
@@ -46,10 +44,21 @@ impl Conn {
             self.buf.extend_from_slice(&chunk[..n]);
         }
     }
+}
+
+/// A client session that went through the handshake (the cluster has no secret).
+struct Session(BlockingConn);
+
+impl Session {
+    fn open(addr: SocketAddr) -> Session {
+        let hello = Hello::Client { client: ClientId(9), site: 0 };
+        Session(BlockingConn::connect(addr, None, hello, Duration::from_secs(30)).unwrap())
+    }
     fn call(&mut self, seq: u64, txn: &str, params: Vec<Value>) -> ReplyBody<BeltEvidence> {
-        self.send(Frame::Request { to: ProcessId(0), request: Request { client: ClientId(9), seq, txn: txn.into(), params } });
-        match self.next() {
-            Some(Frame::Reply { reply: r, .. }) => {
+        let request = Request { client: ClientId(9), seq, txn: txn.into(), params };
+        self.0.send(&Frame::<Never, BeltEvidence>::Request { to: ProcessId(0), request }).unwrap();
+        match self.0.recv::<Never, BeltEvidence>().unwrap() {
+            Frame::Reply { reply: r, .. } => {
                 assert_eq!(r.seq, seq);
                 r.body
             }
@@ -58,17 +67,28 @@ impl Conn {
     }
 }
 
-/// `ensemble node` for host 0 (instance 0) of a one-instance cluster running `exp`, its files in
-/// `dir`.
+/// `ensemble node` for host 0 (instance 0) of a cluster of `instances` on loopback running
+/// `exp`, its files in `dir`. Every host binds port 0: see [`start`].
 fn node_command(dir: &std::path::Path, exp: &Experiment, instances: usize) -> Command {
     let exp_path = dir.join("experiment.json");
     std::fs::write(&exp_path, serde_json::to_string(exp).unwrap()).unwrap();
     let cluster_path = dir.join("cluster.toml");
     let deployment = Deployment::one_per_machine(&vec![0; instances], exp.topology.cpu.cores, "instance");
-    ClusterSpec::local(deployment, exp.topology.clone(), false).unwrap().save(&cluster_path).unwrap();
+    ClusterSpec::loopback(deployment, exp.topology.clone(), false).unwrap().save(&cluster_path).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ensemble"));
     cmd.args(["node", "--host", "0"]).arg("--experiment").arg(exp_path).arg("--cluster").arg(cluster_path).arg("--dir").arg(dir);
     cmd
+}
+
+/// Starts the one node of a one-host cluster as `bench --real` does: the node binds port 0 and
+/// announces the address it got; then it learns every host's address (here, its own) on stdin.
+fn start(mut cmd: Command) -> (Child, SocketAddr) {
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let (_, addr) = wait_for_ready_line(BufReader::new(child.stdout.take().unwrap())).unwrap();
+    assert_ne!(addr.port(), 0, "the ready line carries the port the node bound");
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{addr}").unwrap();
+    (child, addr)
 }
 
 #[test]
@@ -77,12 +97,10 @@ fn a_node_refuses_bad_frames_and_requests_and_keeps_serving() {
     let mut exp = Experiment::new("shop", System::Centralized, 1, Topology::lan()).unwrap();
     exp.runtime = Runtime::Real;
     let db = dir.path().join("i0.db");
-    let mut child = node_command(dir.path(), &exp, 1).stdout(Stdio::piped()).spawn().unwrap();
-    let (_, addr) = wait_for_ready_line(BufReader::new(child.stdout.take().unwrap())).unwrap();
+    let (mut child, addr) = start(node_command(dir.path(), &exp, 1));
 
     // A well-behaved client, connected first and kept open throughout.
-    let mut good = Conn::open(addr);
-    good.send(Frame::Hello(Hello::Client { client: ClientId(9), site: 0 }));
+    let mut good = Session::open(addr);
     assert!(matches!(good.call(1, "create_cart", vec![Value::Int(5)]), ReplyBody::Done(_)));
 
     // Garbage on another connection: a header claiming protocol version 7.
@@ -124,7 +142,7 @@ fn a_node_refuses_bad_frames_and_requests_and_keeps_serving() {
         other => panic!("{other:?}"),
     }
 
-    send_shutdown(addr, Duration::from_secs(10)).unwrap();
+    send_shutdown(addr, None, Duration::from_secs(10)).unwrap();
     assert!(child.wait().unwrap().success());
     // Nothing committed was lost.
     let app = ensemble_app::application("shop").unwrap();
