@@ -12,7 +12,6 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 const TABLES: [&str; 8] = ["categories", "regions", "users", "items", "old_items", "bids", "comments", "buy_now"];
 
@@ -53,14 +52,11 @@ fn twenty_six_transactions_of_which_twenty_one_read_only() {
 #[test]
 fn generated_data_has_the_documented_cardinalities() {
     let app = app();
-    let started = Instant::now();
+    // How long generating and loading take is measured by `cargo bench -p ensemble-app --bench load`.
     let data = (app.generate)(DataConfig { scale: 1, seed: 1 });
     let db = SqliteStorage::open_in_memory(Arc::clone(&app), InstanceId(0)).unwrap();
     db.create_schema().unwrap();
     let loaded = db.load(&data, |_, _, _| true).unwrap();
-    let elapsed = started.elapsed();
-    eprintln!("scale 1: {loaded} rows generated and loaded in {elapsed:?}");
-    assert!(elapsed.as_secs_f64() < 3.0, "generating and loading scale 1 took {elapsed:?}");
 
     let count = |t: &str| db.dump(t).unwrap().len() as i64;
     let card = Cardinalities::for_scale(1);

@@ -9,7 +9,6 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Instant;
 
 const NOW: i64 = tpcw::BASE_TIME + 1_000;
 
@@ -60,18 +59,13 @@ fn registered_with_twenty_transactions_thirteen_read_only() {
 }
 
 #[test]
-fn generated_database_has_the_specified_cardinalities_and_loads_fast() {
+fn generated_database_has_the_specified_cardinalities() {
+    // How long generating and loading take is measured by `cargo bench -p ensemble-app --bench load`.
     let app = tpcw::application();
-    let start = Instant::now();
     let data = (app.generate)(DataConfig { scale: 1, seed: 1 });
-    let generated = start.elapsed();
     let s = SqliteStorage::open_in_memory(app.clone(), InstanceId(0)).unwrap();
     s.create_schema().unwrap();
     s.load(&data, |_, _, _| true).unwrap();
-    let total = start.elapsed();
-    println!("scale 1: generated in {generated:?}, generated and loaded in {total:?}");
-    // Debug build on a shared machine: generous, but far below what a quadratic loader would take.
-    assert!(total.as_secs_f64() < 5.0, "{total:?}");
 
     let n = Cardinalities::new(1);
     assert_eq!((n.items, n.authors, n.customers, n.addresses, n.orders, n.countries), (1000, 250, 2880, 5760, 2592, 92));

@@ -1,7 +1,10 @@
 //! The Conveyor Belt driven step by step: every effect is carried out at once, in order, so each
 //! test reads as a sequence of protocol steps.
 
-use ensemble_app::{apps::shop, DataConfig, InstanceId, OpClass, PartitionPlan, PlanClass, Position, TablePlacement, TxnPlan};
+mod common;
+
+use common::shop_plan;
+use ensemble_app::{apps::shop, DataConfig, InstanceId, OpClass, Position};
 use ensemble_belt::*;
 use ensemble_core::topology::Cpu;
 use ensemble_core::*;
@@ -9,36 +12,6 @@ use ensemble_sqlite::SqliteStorage;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn shop_plan() -> PartitionPlan {
-    let app = shop::application();
-    let by_cart = |class| TxnPlan { class, partition_by: vec!["cart_id".into()] };
-    PartitionPlan {
-        application: "shop".into(),
-        fingerprint: app.fingerprint(),
-        origin: "test".into(),
-        max_instances: None,
-        tables: [
-            ("items", TablePlacement::Replicated),
-            ("orders", TablePlacement::Replicated),
-            ("carts", TablePlacement::Partitioned { column: "cart_id".into() }),
-            ("cart_lines", TablePlacement::Partitioned { column: "cart_id".into() }),
-        ]
-        .into_iter()
-        .map(|(t, p)| (t.to_string(), p))
-        .collect(),
-        transactions: [
-            ("create_cart", by_cart(PlanClass::Local)),
-            ("add_item", by_cart(PlanClass::Local)),
-            ("order", by_cart(PlanClass::Global)),
-            ("get_cart", by_cart(PlanClass::Local)),
-            ("browse_items", TxnPlan { class: PlanClass::Local, partition_by: vec![] }),
-        ]
-        .into_iter()
-        .map(|(t, p)| (t.to_string(), p))
-        .collect(),
-    }
-}
 
 struct Ring {
     nodes: Vec<ConveyorBelt>,
@@ -84,6 +57,7 @@ impl Ring {
                 }
                 Effect::SetTimer { .. } | Effect::CancelTimer { .. } => panic!("no timers with a zero idle pause"),
                 Effect::Charge(_) => {}
+                Effect::Refuse { from, what } => panic!("a message from {from} was refused: {what}"),
             }
         }
     }
