@@ -209,6 +209,11 @@ pub struct Experiment {
     /// that every replica installs the version).
     #[serde(default)]
     pub record_access: bool,
+    /// Real runs: speak the plain wire protocol, without a cluster secret (so without the
+    /// handshake's proofs and the per-frame seal), which a host allows on loopback only. For
+    /// measuring what authentication costs (`ensemble figure overhead`); never the default.
+    #[serde(default)]
+    pub plain_wire: bool,
 }
 
 /// The hand-written plans shipped in `plans/`.
@@ -249,6 +254,7 @@ impl Experiment {
             check: true,
             history_file: None,
             record_access: false,
+            plain_wire: false,
         })
     }
 

@@ -539,7 +539,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
             println!("{}: {c}", r.experiment.label);
         }
         if let Some(why) = &r.partial {
-            println!("{}: PARTIAL, not checked: {why}", r.experiment.label);
+            println!("{}: PARTIAL (measured {:.1} s of the {} s window), not checked: {why}", r.experiment.label, r.summary.window_s, a.measure);
         }
     }
     if let Some(why) = cut_short {

@@ -1,6 +1,7 @@
 //! Middleware overhead: the same shop operations, in the same run, through one Ensemble instance
 //! (a node process, clients over loopback TCP) and directly on SQLite (client threads, one
-//! connection each, no middleware), both on this machine. Reported as ratios.
+//! connection each, no middleware), both on this machine; and the Ensemble run again on the
+//! plain wire, without a cluster secret, for what authentication costs. Reported as ratios.
 
 use ensemble_app::{apps::shop, ClientCtx, DataConfig, Workload};
 use ensemble_bench::report::render;
@@ -76,32 +77,40 @@ pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool) -> anyhow::R
     e.label = "overhead-ensemble".into();
     e.runtime = ensemble_bench::Runtime::Real;
     let d = direct(threads, measure_s, seed)?;
-    let r = crate::real::run_real(&ensemble_bench::systems::belt::BeltHarness::new(), &e, progress)?;
+    let harness = ensemble_bench::systems::belt::BeltHarness::new();
+    let r = crate::real::run_real(&harness, &e, progress)?;
+    // The same run on the plain wire: what the handshake and the per-frame seal cost.
+    let mut plain = e.clone();
+    plain.plain_wire = true;
+    plain.label = "overhead-ensemble-plain-wire".into();
+    let p = crate::real::run_real(&harness, &plain, progress)?;
     let all = &r.summary.classes["all"];
+    let p_all = &p.summary.classes["all"];
     let d_tput = d.ops as f64 / d.secs;
     let d_mean = d.hist.mean() / 1e3;
+    let row = |name: &str, tput: f64, mean: f64, p50: f64, p99: f64| {
+        vec![name.to_string(), format!("{tput:.0}"), format!("{mean:.3}"), format!("{p50:.3}"), format!("{p99:.3}")]
+    };
     let rows = vec![
         ["path", "ops/s", "mean ms", "p50 ms", "p99 ms"].map(String::from).to_vec(),
-        vec![
-            "directly on SQLite".into(),
-            format!("{d_tput:.0}"),
-            format!("{d_mean:.3}"),
-            format!("{:.3}", d.hist.value_at_quantile(0.5) as f64 / 1e3),
-            format!("{:.3}", d.hist.value_at_quantile(0.99) as f64 / 1e3),
-        ],
-        vec![
-            "through one Ensemble instance".into(),
-            format!("{:.0}", r.summary.throughput),
-            format!("{:.3}", all.mean_ms),
-            format!("{:.3}", all.p50_ms),
-            format!("{:.3}", all.p99_ms),
-        ],
+        row(
+            "directly on SQLite",
+            d_tput,
+            d_mean,
+            d.hist.value_at_quantile(0.5) as f64 / 1e3,
+            d.hist.value_at_quantile(0.99) as f64 / 1e3,
+        ),
+        row("through one Ensemble instance", r.summary.throughput, all.mean_ms, all.p50_ms, all.p99_ms),
+        row("... on the plain wire (no secret)", p.summary.throughput, p_all.mean_ms, p_all.p50_ms, p_all.p99_ms),
     ];
     Ok(format!(
-        "Middleware overhead: shop (50% browse), {threads} closed-loop clients, {measure_s} s each, measured one after the other in this run\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2}\ncheck of the Ensemble run: {}",
+        "Middleware overhead: shop (50% browse), {threads} closed-loop clients, {measure_s} s each, measured one after the other in this run\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\ncheck of the Ensemble runs: {}; {}",
         render(&rows),
         r.summary.throughput / d_tput,
         all.mean_ms / d_mean,
-        r.check.unwrap_or_default()
+        r.summary.throughput / p.summary.throughput,
+        all.mean_ms / p_all.mean_ms,
+        r.check.unwrap_or_default(),
+        p.check.unwrap_or_default()
     ))
 }

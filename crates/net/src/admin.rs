@@ -19,6 +19,7 @@ pub struct BlockingConn {
     opener: Option<Opener>,
     max_len: usize,
     buf: BytesMut,
+    timeout: Duration,
 }
 
 impl BlockingConn {
@@ -29,7 +30,7 @@ impl BlockingConn {
         stream.set_nodelay(true).map_err(io_context("set_nodelay"))?;
         stream.set_read_timeout(Some(timeout)).map_err(io_context("set a read timeout"))?;
         stream.set_write_timeout(Some(timeout)).map_err(io_context("set a write timeout"))?;
-        let mut conn = BlockingConn { stream, peer: addr, sealer: None, opener: None, max_len: PRE_AUTH_MAX_FRAME, buf: BytesMut::new() };
+        let mut conn = BlockingConn { stream, peer: addr, sealer: None, opener: None, max_len: PRE_AUTH_MAX_FRAME, buf: BytesMut::new(), timeout };
         let nonce_d = auth::fresh_nonce();
         conn.send(&Frame::<Never, Never>::Hello { hello: hello.clone(), nonce: nonce_d })?;
         let refused = |why: String| NetError::Handshake { addr, why };
@@ -84,7 +85,14 @@ impl BlockingConn {
             if let Some(frame) = codec.decode(&mut self.buf)? {
                 break frame;
             }
-            let n = self.stream.read(&mut chunk).map_err(io_context(format!("read from {}", self.peer)))?;
+            let n = match self.stream.read(&mut chunk) {
+                Ok(n) => n,
+                // How a read timeout shows on Linux (WouldBlock) and elsewhere (TimedOut).
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    return Err(NetError::NoAnswer { addr: self.peer, within: self.timeout });
+                }
+                Err(e) => return Err(io_context(format!("read from {}", self.peer))(e)),
+            };
             if n == 0 {
                 match codec.decode_eof(&mut self.buf)? {
                     Some(frame) => break frame,

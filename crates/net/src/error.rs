@@ -32,6 +32,8 @@ pub enum NetError {
     NotReady(String),
     #[error("handshake with {addr} failed: {why}")]
     Handshake { addr: SocketAddr, why: String },
+    #[error("no answer from {addr} within {within:?}")]
+    NoAnswer { addr: SocketAddr, within: std::time::Duration },
     #[error("{0} closed the connection")]
     Closed(SocketAddr),
     #[error("unexpected answer from {addr}: {what}")]
