@@ -119,16 +119,15 @@ pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
     let mut spec = ClusterSpec::loopback(deployment, TopologyRef::Inline(Box::new(exp.topology.clone())), true)?;
     spec.seed = exp.seed;
     spec.workers = 2;
-    // Loopback is open to every user of the machine: only who read the cluster file may talk
-    // to the hosts. (The plain wire is for measuring what that costs; hosts refuse it beyond
-    // loopback.)
+    // Loopback is open to every user of the machine: only who holds a key may talk to the
+    // hosts. The master stays in this process; each node's file has only its own keys, so a
+    // node cannot pose as another. (The plain wire is for measuring what this costs; hosts
+    // refuse it beyond loopback.)
     if !exp.plain_wire {
         spec.secret = Some(Secret::generate());
     }
     let exp_path = dir.path().join("experiment.json");
-    let cluster_path = dir.path().join("cluster.toml");
     std::fs::write(&exp_path, serde_json::to_string(exp)?).with_context(|| format!("writing {}", exp_path.display()))?;
-    write_private(&cluster_path, &spec.to_toml()?)?;
     let exe = std::env::current_exe().context("locating the ensemble binary")?;
 
     // Declared after `dir`, so dropped before it: the nodes are dead before their files go.
@@ -136,6 +135,8 @@ pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
     let host_ids: Vec<HostId> = spec.host_ids().map(|(id, _)| id).collect();
     for &host in &host_ids {
         let name = host_name(&spec, host);
+        let cluster_path = dir.path().join(format!("cluster-h{}.toml", host.0));
+        write_private(&cluster_path, &spec.for_host(host)?.to_toml()?)?;
         let child = node_command(&exe, &exp_path, &cluster_path, host, dir.path())
             .spawn()
             .with_context(|| format!("starting {name} ({})", exe.display()))?;
@@ -287,7 +288,7 @@ fn die_with_parent(parent: u32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The cluster file holds the secret: readable by its owner alone, from its creation on.
+/// A node's cluster file holds its keys: readable by its owner alone, from its creation on.
 fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -375,7 +376,7 @@ fn watch(nodes: &mut [Node], spec: &ClusterSpec, abort: &ShutdownHandle, stop: m
     loop {
         let fault = exited(nodes).or_else(|| {
             for ((node, host), answered) in nodes.iter().zip(&spec.hosts).zip(answered.iter_mut()) {
-                match probe(host.addr, spec.secret.as_ref(), PROBE_TIMEOUT) {
+                match probe(host.addr, spec.operator_key().as_ref(), PROBE_TIMEOUT) {
                     Ok(_) => *answered = Instant::now(),
                     Err(e) if answered.elapsed() >= SILENCE => {
                         let (name, silence, last) = (&node.name, SILENCE.as_secs(), unanswered(&e));
@@ -434,7 +435,7 @@ fn drain(nodes: &mut [Node], spec: &ClusterSpec) -> Result<(), String> {
         if let Some(f) = exited(nodes) {
             return Err(f);
         }
-        let busy = nodes.iter().zip(&spec.hosts).find_map(|(node, host)| match probe(host.addr, spec.secret.as_ref(), PROBE_TIMEOUT) {
+        let busy = nodes.iter().zip(&spec.hosts).find_map(|(node, host)| match probe(host.addr, spec.operator_key().as_ref(), PROBE_TIMEOUT) {
             Ok(s) if s.quiescent => None,
             Ok(_) => Some(format!(
                 "{} did not drain within {within} s: it still had work in flight (the belt: its token round did not complete)",
@@ -455,7 +456,7 @@ fn drain(nodes: &mut [Node], spec: &ClusterSpec) -> Result<(), String> {
 fn shut_down(nodes: &mut [Node], spec: &ClusterSpec) -> Result<(), String> {
     let mut problems = Vec::new();
     for (node, host) in nodes.iter().zip(&spec.hosts) {
-        if let Err(e) = send_shutdown(host.addr, spec.secret.as_ref(), SHUTDOWN) {
+        if let Err(e) = send_shutdown(host.addr, spec.operator_key().as_ref(), SHUTDOWN) {
             problems.push(format!("{} was not told to stop: {e}", node.name));
         }
     }

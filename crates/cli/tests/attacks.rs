@@ -12,6 +12,7 @@ use ensemble_bench::{Experiment, Runtime, System};
 use ensemble_core::topology::Topology;
 use ensemble_core::*;
 use ensemble_net::cluster::{probe, send_shutdown, wait_for_ready_line};
+use ensemble_net::auth::{operator_key, pair_key};
 use ensemble_net::frame::{encode_frame, Never, PROTOCOL_VERSION};
 use ensemble_net::{BlockingConn, ClusterSpec, Frame, Hello, HostId, ProcessReport, Secret};
 use std::io::{BufReader, Read, Write};
@@ -24,6 +25,7 @@ const T: Duration = Duration::from_secs(30);
 struct Node {
     child: Child,
     addr: SocketAddr,
+    /// The cluster's master secret: the test derives every party's key from it.
     secret: Secret,
     dir: tempfile::TempDir,
     /// Instance 1's address: accepts connections and never answers.
@@ -49,7 +51,7 @@ fn start_node() -> Node {
     spec.secret = Some(secret.clone());
     spec.connect_timeout_ms = 2_000;
     let cluster_path = dir.path().join("cluster.toml");
-    spec.save(&cluster_path).unwrap();
+    spec.for_host(HostId(0)).unwrap().save(&cluster_path).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_ensemble"))
         .args(["node", "--host", "0"])
         .arg("--experiment")
@@ -70,7 +72,7 @@ fn start_node() -> Node {
 
 impl Node {
     fn client(&self, id: u64, timeout: Duration) -> BlockingConn {
-        BlockingConn::connect(self.addr, Some(&self.secret), Hello::Client { client: ClientId(id), site: 0 }, timeout).unwrap()
+        BlockingConn::connect(self.addr, Some(&operator_key(&self.secret)), Hello::Client { client: ClientId(id), site: 0 }, timeout).unwrap()
     }
 
     /// A browse served end to end: the node is alive and answering.
@@ -92,7 +94,7 @@ impl Node {
 
     /// Stops the node the way an operator does and returns what its process reported.
     fn stop(mut self) -> ProcessReport {
-        send_shutdown(self.addr, Some(&self.secret), T).unwrap();
+        send_shutdown(self.addr, Some(&operator_key(&self.secret)), T).unwrap();
         assert!(self.child.wait().unwrap().success());
         let text = std::fs::read_to_string(self.dir.path().join("host0-report.json")).unwrap();
         let mut reports: Vec<ProcessReport> = serde_json::from_str(&text).unwrap();
@@ -143,15 +145,16 @@ fn strangers_cannot_stop_or_steer_a_node_and_a_crafted_token_is_refused() {
     let forged = encode_frame::<Message, Never>(&Frame::Message { from: ProcessId(1), to: ProcessId(0), msg: token(1, vec![(1, 1)]) }).unwrap();
     let said = raw(node.addr, &[hello.to_vec(), forged.to_vec()].concat(), true);
     assert!(said.contains("expected Proof, got a Message frame"), "{said}");
-    assert!(as_peer(&node, Some(&Secret::generate())).is_err(), "a wrong secret was accepted");
+    assert!(as_peer(&node, Some(&Secret::generate())).is_err(), "a wrong key was accepted");
+    assert!(as_peer(&node, Some(&operator_key(&node.secret))).is_err(), "a client's key let a connection pose as a host");
 
     // A member that sends a token which puts the node's own entry after another's: refused,
     // named, and the node serves on.
-    let mut peer = as_peer(&node, Some(&node.secret)).unwrap();
+    let mut peer = as_peer(&node, Some(&pair_key(&node.secret, 0, 1))).unwrap();
     let crafted = token(2, vec![(1, 1), (2, 0)]);
     peer.send(&Frame::<Message, Never>::Message { from: ProcessId(1), to: ProcessId(0), msg: crafted }).unwrap();
     node.serves(2);
-    assert!(probe(node.addr, Some(&node.secret), T).is_ok());
+    assert!(probe(node.addr, Some(&operator_key(&node.secret)), T).is_ok());
 
     let report = node.stop();
     assert_eq!(report.failure, None, "{report:?}");

@@ -23,9 +23,10 @@ pub struct BlockingConn {
 }
 
 impl BlockingConn {
-    /// Dials `addr`, says `hello` and completes the handshake within `timeout`; every later read
-    /// also gives up after `timeout`.
-    pub fn connect(addr: SocketAddr, secret: Option<&Secret>, hello: Hello, timeout: Duration) -> Result<BlockingConn, NetError> {
+    /// Dials `addr`, says `hello` and completes the handshake within `timeout`, proving with
+    /// `key` (the one `hello`'s role needs: the operator's for a client or an admin, the pair key
+    /// for a peer; `None` on the plain wire); every later read also gives up after `timeout`.
+    pub fn connect(addr: SocketAddr, key: Option<&Secret>, hello: Hello, timeout: Duration) -> Result<BlockingConn, NetError> {
         let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|source| NetError::Connect { addr, attempts: 1, source })?;
         stream.set_nodelay(true).map_err(io_context("set_nodelay"))?;
         stream.set_read_timeout(Some(timeout)).map_err(io_context("set a read timeout"))?;
@@ -40,7 +41,7 @@ impl BlockingConn {
             other => return Err(refused(format!("the host answered Hello with a {} frame, not a Challenge", other.kind()))),
         };
         let t = auth::transcript(&hello, &nonce_d, &nonce_l);
-        match (secret, proof_l) {
+        match (key, proof_l) {
             (None, None) => {}
             (Some(_), None) => return Err(refused("the host does not authenticate (it has no cluster secret) but this side has one".into())),
             (None, Some(_)) => return Err(refused("the host requires the cluster secret, which this side was not given".into())),

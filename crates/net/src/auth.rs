@@ -44,6 +44,67 @@ impl Secret {
     }
 }
 
+/// The keys one party of a cluster holds, all derived from the cluster's master [`Secret`]:
+/// - `pair(i, j)` for every two hosts `i` and `j`, which only those two hold: a peer's proof
+///   names *which* host it is, not only that it belongs, since no third host can make it;
+/// - the operator's key, which the operator (the bench, an admin tool) and every host hold:
+///   clients and admin tools prove with it.
+///
+/// A host's ring (`KeyRing::for_host`) holds its pair keys and the operator's key, never the
+/// master: a host that leaks its ring lets an attacker pose as a client, an operator or that one
+/// host, not as any other host. `bench --real` keeps the master in memory and writes each node
+/// only its own ring.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRing {
+    /// The host this ring belongs to.
+    pub host: crate::frame::HostId,
+    pub operator: Secret,
+    /// `pair(host, j)` for every other host `j`, by `j`.
+    pub peers: std::collections::BTreeMap<u32, Secret>,
+}
+
+impl std::fmt::Debug for KeyRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KeyRing {{ host: {}, {} peer key(s) }}", self.host, self.peers.len())
+    }
+}
+
+impl KeyRing {
+    /// Host `host`'s ring in a cluster of `hosts` hosts.
+    pub fn for_host(master: &Secret, host: crate::frame::HostId, hosts: usize) -> KeyRing {
+        let peers = (0..hosts as u32).filter(|j| *j != host.0).map(|j| (j, pair_key(master, host.0, j))).collect();
+        KeyRing { host, operator: operator_key(master), peers }
+    }
+
+    /// The key a connection claiming `hello` must prove with, from this host's side.
+    pub(crate) fn key_for(&self, hello: &crate::frame::Hello) -> Option<&Secret> {
+        match hello {
+            crate::frame::Hello::Peer { host, .. } => self.peers.get(&host.0),
+            crate::frame::Hello::Client { .. } | crate::frame::Hello::Admin => Some(&self.operator),
+        }
+    }
+
+    /// The key for this host's link to `peer`.
+    pub(crate) fn pair(&self, peer: crate::frame::HostId) -> Option<&Secret> {
+        self.peers.get(&peer.0)
+    }
+}
+
+fn derived(master: &Secret, label: &[u8]) -> Secret {
+    Secret(mac(master.as_bytes(), b"ensemble key", label))
+}
+
+/// The key only hosts `a` and `b` hold (symmetric in the two).
+pub fn pair_key(master: &Secret, a: u32, b: u32) -> Secret {
+    let (lo, hi) = (a.min(b), a.max(b));
+    derived(master, &[b"pair".as_slice(), &lo.to_be_bytes(), &hi.to_be_bytes()].concat())
+}
+
+/// The key of clients and operators.
+pub fn operator_key(master: &Secret) -> Secret {
+    derived(master, b"operator")
+}
+
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Secret(..)")
@@ -238,6 +299,25 @@ mod tests {
         assert!(Secret::from_hex("abc").unwrap_err().contains("64 hex digits"));
         assert!(Secret::from_hex(&"g".repeat(64)).is_err());
         assert_eq!(format!("{s:?}"), "Secret(..)");
+    }
+
+    #[test]
+    fn a_hosts_ring_holds_its_pair_keys_and_the_operators_only() {
+        let m = Secret::from_bytes([4; 32]);
+        let h = |i| crate::frame::HostId(i);
+        let r1 = KeyRing::for_host(&m, h(1), 3);
+        let r2 = KeyRing::for_host(&m, h(2), 3);
+        assert_eq!(r1.pair(h(2)), r2.pair(h(1)), "both ends of a pair hold the same key");
+        assert_eq!(r1.pair(h(1)), None);
+        assert_ne!(r1.pair(h(0)), r2.pair(h(0)), "host 2 cannot pose as host 1 to host 0");
+        assert_eq!(r1.operator, r2.operator);
+        for k in r1.peers.values().chain([&r1.operator]) {
+            assert_ne!(k, &m, "a ring holds the master");
+        }
+        let peer = |host| crate::frame::Hello::Peer { host: h(host), processes: vec![] };
+        assert_eq!(r1.key_for(&peer(0)), Some(&pair_key(&m, 0, 1)));
+        assert_eq!(r1.key_for(&peer(7)), None);
+        assert_eq!(r1.key_for(&crate::frame::Hello::Admin), Some(&operator_key(&m)));
     }
 
     #[test]

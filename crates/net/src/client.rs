@@ -51,8 +51,9 @@ pub struct ClientDriverConfig {
     pub epoch: Instant,
     /// The run stops here at the latest.
     pub deadline: Instant,
-    /// The cluster secret the hosts expect every connection to prove.
-    pub secret: Option<crate::auth::Secret>,
+    /// The key clients prove with (the operator's, [`crate::auth::operator_key`]); `None` on
+    /// the plain wire.
+    pub key: Option<crate::auth::Secret>,
     /// Triggering it stops the run at once ([`StopReason::Aborted`]): for a watcher that saw a
     /// host die or stall, or a signal.
     pub abort: Option<crate::host::ShutdownHandle>,
@@ -70,7 +71,7 @@ impl ClientDriverConfig {
             connect_timeout: Duration::from_secs(30),
             epoch,
             deadline: epoch + run_for,
-            secret: None,
+            key: None,
             abort: None,
         }
     }
@@ -278,7 +279,7 @@ impl<E: Debug + Serialize + DeserializeOwned + Send + 'static> Driver<E> {
         let bytes = encode_frame::<Never, E>(&Frame::Request { to, request }).map_err(|e| e.to_string())?;
         let link = self.links.entry((slot, target.addr)).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            let link = ClientLink { slot, client: this.client.id(), site: this.site, addr: target.addr, secret: self.cfg.secret.clone() };
+            let link = ClientLink { slot, client: this.client.id(), site: this.site, addr: target.addr, key: self.cfg.key.clone() };
             self.runtime.spawn(link.run::<E>(rx, self.inputs.clone(), self.cfg.connect_timeout));
             Outlet::new(tx)
         });
@@ -297,13 +298,13 @@ struct ClientLink {
     client: ClientId,
     site: usize,
     addr: SocketAddr,
-    secret: Option<crate::auth::Secret>,
+    key: Option<crate::auth::Secret>,
 }
 
 impl ClientLink {
     /// Dial, handshake, then requests out and replies in.
     async fn run<E: DeserializeOwned + Send + 'static>(self, mut rx: OutRx, inputs: Sender<Input<E>>, timeout: Duration) {
-        let ClientLink { slot, client, site, addr, secret } = self;
+        let ClientLink { slot, client, site, addr, key } = self;
         let failed = |why: String| Input::LinkFailed { slot, addr, why };
         let stream = match connect_with_retry(addr, timeout).await {
             Ok(s) => s,
@@ -312,7 +313,7 @@ impl ClientLink {
                 return;
             }
         };
-        let dialed = match dial_handshake::<Never, E>(stream, Hello::Client { client, site }, secret.as_ref(), timeout).await {
+        let dialed = match dial_handshake::<Never, E>(stream, Hello::Client { client, site }, key.as_ref(), timeout).await {
             Ok(d) => d,
             Err(e) => {
                 let _ = inputs.send(failed(e));

@@ -99,11 +99,16 @@ pub struct ClusterSpec {
     pub seed: u64,
     #[serde(default = "default_connect_timeout_ms")]
     pub connect_timeout_ms: u64,
-    /// The cluster secret: every connection proves it knows it before anything else is
-    /// accepted (see `ARCHITECTURE.md`, "Trust and limits"). Without one, every host must listen
-    /// on a loopback address.
+    /// The cluster's master secret, from which every key is derived
+    /// ([`KeyRing`](crate::auth::KeyRing)): the operator's file has it. Every connection proves
+    /// it holds the key of its role before anything else is accepted (`ARCHITECTURE.md`, "Trust
+    /// and limits"). Without a secret or keys, every host must listen on a loopback address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<crate::auth::Secret>,
+    /// One host's keys, instead of the master: what `bench --real` writes into each node's own
+    /// cluster file ([`ClusterSpec::for_host`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<crate::auth::KeyRing>,
     /// The deployment's OS processes, in order ([`Deployment::os_processes`]).
     pub hosts: Vec<HostSpec>,
     pub deployment: Deployment,
@@ -144,6 +149,7 @@ impl ClusterSpec {
             seed: 0,
             connect_timeout_ms: default_connect_timeout_ms(),
             secret: None,
+            keys: None,
             hosts,
             deployment,
         };
@@ -165,6 +171,7 @@ impl ClusterSpec {
             seed: 0,
             connect_timeout_ms: default_connect_timeout_ms(),
             secret: None,
+            keys: None,
             hosts,
             deployment,
         };
@@ -215,12 +222,42 @@ impl ClusterSpec {
         if self.workers == 0 {
             return Err("workers must be at least 1".into());
         }
+        if let Some(ring) = &self.keys {
+            if self.secret.is_some() {
+                return Err("a cluster file holds the master `secret` or one host's `keys`, not both".into());
+            }
+            if ring.host.index() >= self.hosts.len() {
+                return Err(format!("`keys` are host {}'s, but the cluster has {} host(s)", ring.host, self.hosts.len()));
+            }
+        }
         let topology = self.topology.resolve().map_err(|e| e.to_string())?;
         Directory::new(&self.deployment, &topology, &self.hosts)
     }
 
     pub fn resolved_topology(&self) -> Result<Topology, NetError> {
         self.topology.resolve()
+    }
+
+    /// The spec as host `host` needs it: its own keys instead of the master secret, so the file
+    /// written for it lets no one who reads it pose as another host.
+    pub fn for_host(&self, host: HostId) -> Result<ClusterSpec, NetError> {
+        if host.index() >= self.hosts.len() {
+            return Err(NetError::Spec(format!("no host {host}: the cluster has {} host(s)", self.hosts.len())));
+        }
+        let mut spec = self.clone();
+        if let Some(master) = spec.secret.take() {
+            spec.keys = Some(crate::auth::KeyRing::for_host(&master, host, self.hosts.len()));
+        }
+        Ok(spec)
+    }
+
+    /// The key clients and operators prove with, if the cluster has keys.
+    pub fn operator_key(&self) -> Option<crate::auth::Secret> {
+        match (&self.secret, &self.keys) {
+            (Some(master), _) => Some(crate::auth::operator_key(master)),
+            (None, Some(ring)) => Some(ring.operator.clone()),
+            (None, None) => None,
+        }
     }
 
     /// The host that runs `p`.
@@ -249,7 +286,11 @@ impl ClusterSpec {
             workers: self.workers,
             seed: self.seed ^ u64::from(host.0).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             connect_timeout: Duration::from_millis(self.connect_timeout_ms),
-            secret: self.secret.clone(),
+            keys: match (&self.keys, &self.secret) {
+                (Some(ring), _) => Some(ring.clone()),
+                (None, Some(master)) => Some(crate::auth::KeyRing::for_host(master, host, self.hosts.len())),
+                (None, None) => None,
+            },
             limits: crate::host::Limits::default(),
         })
     }
@@ -270,7 +311,7 @@ impl ClusterSpec {
             connect_timeout: Duration::from_millis(self.connect_timeout_ms),
             epoch,
             deadline,
-            secret: self.secret.clone(),
+            key: self.operator_key(),
             abort: None,
         })
     }
@@ -363,8 +404,8 @@ pub struct HostStatus {
 /// Asks the host at `addr` how it is (an operator's Ping, answered by the host's protocol loop,
 /// so a host whose loop is stuck, or whose process is stopped, does not answer). Fails if no
 /// answer comes within `timeout`.
-pub fn probe(addr: SocketAddr, secret: Option<&crate::auth::Secret>, timeout: Duration) -> Result<HostStatus, NetError> {
-    let mut conn = crate::admin::BlockingConn::connect(addr, secret, crate::frame::Hello::Admin, timeout)?;
+pub fn probe(addr: SocketAddr, operator_key: Option<&crate::auth::Secret>, timeout: Duration) -> Result<HostStatus, NetError> {
+    let mut conn = crate::admin::BlockingConn::connect(addr, operator_key, crate::frame::Hello::Admin, timeout)?;
     let nonce = rand::random::<u64>();
     conn.send(&AdminFrame::Ping(nonce))?;
     match conn.recv::<crate::frame::Never, crate::frame::Never>()? {
@@ -374,8 +415,8 @@ pub fn probe(addr: SocketAddr, secret: Option<&crate::auth::Secret>, timeout: Du
 }
 
 /// Asks the host at `addr` to stop (an admin's Shutdown frame, after the handshake).
-pub fn send_shutdown(addr: SocketAddr, secret: Option<&crate::auth::Secret>, timeout: Duration) -> Result<(), NetError> {
-    let mut conn = crate::admin::BlockingConn::connect(addr, secret, crate::frame::Hello::Admin, timeout)?;
+pub fn send_shutdown(addr: SocketAddr, operator_key: Option<&crate::auth::Secret>, timeout: Duration) -> Result<(), NetError> {
+    let mut conn = crate::admin::BlockingConn::connect(addr, operator_key, crate::frame::Hello::Admin, timeout)?;
     conn.send(&AdminFrame::Shutdown)?;
     conn.finish();
     Ok(())
@@ -453,6 +494,27 @@ mod tests {
         assert_eq!(c.processes[&ProcessId(2)], ProcessAddr { addr: "127.0.0.1:7001".parse().unwrap(), site: 3 });
         assert!(c.topology.is_some());
         assert!(spec.host_config(HostId(2)).unwrap_err().to_string().contains("no host h2: the cluster has 2 host(s)"));
+    }
+
+    #[test]
+    fn a_hosts_file_holds_its_own_keys_and_not_the_master() {
+        let mut spec = ClusterSpec::local_bound(deployment(), "wan5", false).unwrap().0;
+        let master = crate::auth::Secret::from_bytes([8; 32]);
+        spec.secret = Some(master.clone());
+        let mine = spec.for_host(HostId(1)).unwrap();
+        assert_eq!(mine.secret, None);
+        let text = mine.to_toml().unwrap();
+        assert!(!text.contains(&master.to_hex()), "the master is in a host's file");
+        let read = ClusterSpec::from_toml(&text).unwrap();
+        // The host gets the same keys from its file as from the master.
+        assert_eq!(read.host_config(HostId(1)).unwrap().keys, spec.host_config(HostId(1)).unwrap().keys);
+        assert_eq!(read.operator_key(), spec.operator_key());
+        let mut both = read.clone();
+        both.secret = Some(master);
+        assert!(both.validate().unwrap_err().to_string().contains("not both"));
+        let mut stray = read;
+        stray.keys.as_mut().unwrap().host = HostId(9);
+        assert!(stray.validate().unwrap_err().to_string().contains("host h9's, but the cluster has 2 host(s)"));
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub mod workers;
 
 pub use client::{run_clients, ClientDriverConfig, ClientReport, ClientSlot, ProcessAddr, StopReason};
 pub use admin::BlockingConn;
-pub use auth::Secret;
+pub use auth::{KeyRing, Secret};
 pub use cluster::{probe, ClusterSpec, HostStatus, TopologyRef};
 pub use error::NetError;
 pub use frame::{Frame, FrameError, FrameKind, Hello, HostId};

@@ -100,7 +100,7 @@ struct RawClient {
 impl RawClient {
     fn connect(addr: SocketAddr, client: u64) -> RawClient {
         let hello = Hello::Client { client: ClientId(client), site: 0 };
-        let conn = ensemble_net::BlockingConn::connect(addr, Some(&common::test_secret()), hello, Duration::from_secs(30)).unwrap();
+        let conn = ensemble_net::BlockingConn::connect(addr, Some(&common::operator()), hello, Duration::from_secs(30)).unwrap();
         RawClient { conn, client: ClientId(client) }
     }
 

@@ -132,7 +132,7 @@ fn a_cluster_of_host_processes_serves_clients_and_shuts_down() {
     assert_all_answered(&done, &targets, per_client);
 
     for h in &spec.hosts {
-        send_shutdown(h.addr, spec.secret.as_ref(), Duration::from_secs(5)).unwrap();
+        send_shutdown(h.addr, spec.operator_key().as_ref(), Duration::from_secs(5)).unwrap();
     }
     let mut reports = Vec::new();
     for host in &mut hosts {

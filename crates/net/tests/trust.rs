@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{assert_all_answered, ring_of, slots, test_secret, Cluster, RingMsg, Served, ToyClient};
+use common::{assert_all_answered, operator, ring_of, slots, test_secret, Cluster, RingMsg, Served, ToyClient};
 use ensemble_core::topology::Topology;
 use ensemble_core::{ClientId, Deployment, ProcessId, Request};
 use ensemble_net::frame::{encode_frame, Never, PROTOCOL_VERSION};
@@ -76,6 +76,13 @@ fn without_the_secret_no_role_is_granted() {
     // A dialer with the wrong secret sees that the host cannot prove the right one, and stops.
     let err = BlockingConn::connect(c.addr(0), Some(&wrong), Hello::Peer { host: HostId(1), processes: vec![ProcessId(1)] }, T).err().unwrap();
     assert!(err.to_string().contains("failed to prove it knows the cluster secret"), "{err}");
+    // A member that is host h1 cannot be told apart by a shared secret, but h0 and h1 share a
+    // key no other host holds: a third party with the operator's key, or another host's pair
+    // key, cannot pose as h1.
+    let as_h1 = |key: &Secret| BlockingConn::connect(c.addr(0), Some(key), Hello::Peer { host: HostId(1), processes: vec![ProcessId(1)] }, T);
+    assert!(as_h1(&operator()).is_err(), "the operator's key let a connection pose as host h1");
+    assert!(as_h1(&ensemble_net::auth::pair_key(&test_secret(), 0, 2)).is_err(), "another pair's key let a connection pose as host h1");
+    assert!(as_h1(&ensemble_net::auth::pair_key(&test_secret(), 0, 1)).is_ok());
     // One without any secret is told the host requires it.
     let err = admin(&c, None).err().unwrap();
     assert!(err.to_string().contains("requires the cluster secret"), "{err}");
@@ -102,7 +109,7 @@ fn without_the_secret_no_role_is_granted() {
 #[test]
 fn a_client_may_neither_stop_the_host_nor_speak_for_another_client() {
     let c = cluster(1);
-    let secret = test_secret();
+    let secret = operator();
     let mut first = BlockingConn::connect(c.addr(0), Some(&secret), Hello::Client { client: ClientId(7), site: 0 }, T).unwrap();
     // Once the first session has been served (so the host has seen its proof), a second session
     // claiming client 7 is refused, and the first keeps its replies.
@@ -130,11 +137,11 @@ fn a_client_may_neither_stop_the_host_nor_speak_for_another_client() {
 #[test]
 fn an_operator_pings_and_a_forged_frame_after_the_handshake_is_caught() {
     let c = cluster(1);
-    let status = ensemble_net::probe(c.addr(0), Some(&test_secret()), T).unwrap();
+    let status = ensemble_net::probe(c.addr(0), Some(&operator()), T).unwrap();
     assert!(status.quiescent);
     // A frame whose tag is not the session's: what an attacker injecting into an authenticated
     // TCP stream would send.
-    let mut conn = admin(&c, Some(&test_secret())).unwrap();
+    let mut conn = admin(&c, Some(&operator())).unwrap();
     let mut ping = encode_frame::<Never, Never>(&Frame::Ping(1)).unwrap().to_vec();
     ping[3] += ensemble_net::auth::TAG_LEN as u8;
     ping.extend_from_slice(&[0; ensemble_net::auth::TAG_LEN]);
@@ -154,7 +161,7 @@ fn oversized_stalled_and_silent_connections_are_closed_and_connections_are_cappe
     let text = raw(c.addr(0), &[(64u32 << 20).to_be_bytes().to_vec(), vec![PROTOCOL_VERSION, 1]].concat());
     assert!(text.contains("over the limit of 4096 bytes"), "{text}");
     // An authenticated client announcing one: over the clients' limit.
-    let mut client = BlockingConn::connect(c.addr(0), Some(&test_secret()), Hello::Client { client: ClientId(3), site: 0 }, T).unwrap();
+    let mut client = BlockingConn::connect(c.addr(0), Some(&operator()), Hello::Client { client: ClientId(3), site: 0 }, T).unwrap();
     client.send_raw(&[(64u32 << 20).to_be_bytes().to_vec(), vec![PROTOCOL_VERSION, 3]].concat()).unwrap();
     match client.recv::<Never, Served>().unwrap() {
         Frame::Error(t) => assert!(t.contains("over the limit of 1048576 bytes"), "{t}"),
@@ -167,9 +174,9 @@ fn oversized_stalled_and_silent_connections_are_closed_and_connections_are_cappe
     let text = raw_stalled(c.addr(0), &[]);
     assert!(text.contains("no complete handshake within"), "{text}");
     // Eight connections (the cap) held open: the ninth is refused and told why.
-    let held: Vec<_> = (0..8).map(|i| BlockingConn::connect(c.addr(0), Some(&test_secret()), Hello::Client { client: ClientId(200 + i), site: 0 }, T)).collect();
+    let held: Vec<_> = (0..8).map(|i| BlockingConn::connect(c.addr(0), Some(&operator()), Hello::Client { client: ClientId(200 + i), site: 0 }, T)).collect();
     let refused = held.iter().filter(|h| h.is_err()).count();
-    let ninth = BlockingConn::connect(c.addr(0), Some(&test_secret()), Hello::Admin, T);
+    let ninth = BlockingConn::connect(c.addr(0), Some(&operator()), Hello::Admin, T);
     assert!(refused > 0 || ninth.is_err(), "nine connections were all accepted under a cap of eight");
     if let Err(e) = &ninth {
         assert!(e.to_string().contains("too many connections"), "{e}");
@@ -177,7 +184,7 @@ fn oversized_stalled_and_silent_connections_are_closed_and_connections_are_cappe
     drop(held);
     drop(ninth);
     // The host frees a connection's slot once it has seen it close: an operator gets in again.
-    assert!((0..200).any(|_| ensemble_net::probe(c.addr(0), Some(&test_secret()), T).is_ok()), "the cap was never released");
+    assert!((0..200).any(|_| ensemble_net::probe(c.addr(0), Some(&operator()), T).is_ok()), "the cap was never released");
     let reports = c.stop();
     assert!(reports[0].bad_connections >= 4);
 }
@@ -199,7 +206,7 @@ fn a_client_that_never_reads_stops_being_read() {
     // are unwritten, so the socket buffers fill and the client's writes block.
     let c = cluster(1);
     let short = Duration::from_secs(2);
-    let mut greedy = BlockingConn::connect(c.addr(0), Some(&test_secret()), Hello::Client { client: ClientId(5), site: 0 }, short).unwrap();
+    let mut greedy = BlockingConn::connect(c.addr(0), Some(&operator()), Hello::Client { client: ClientId(5), site: 0 }, short).unwrap();
     let big = vec![0xab_u8; 60_000];
     let mut sent = 0u64;
     // Writes block once the host stops reading; a write timeout ends the attack.
@@ -223,7 +230,7 @@ fn a_host_without_a_secret_refuses_to_listen_beyond_loopback() {
     let d = Deployment::one_per_machine(&[0], 2, "ring");
     let (spec, _listeners) = ensemble_net::ClusterSpec::local_bound(d.clone(), Topology::lan(), false).unwrap();
     let cfg = spec.host_config(HostId(0)).unwrap();
-    assert!(cfg.secret.is_none());
+    assert!(cfg.keys.is_none());
     let open = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
     let build = ring_of(&d, &[]);
     let storages = common::Storages::default();

@@ -10,7 +10,7 @@
 
 use super::run::{ConnId, Input};
 use super::Limits;
-use crate::auth::{self, Secret};
+use crate::auth::{self, KeyRing, Secret};
 use crate::conn::{connect_with_retry, dial_handshake, linger, write_loop, Credit, OutRx, OutTx, Outgoing};
 use crate::frame::{encode_error, encode_frame, Frame, FrameCodec, FrameError, Hello, HostId, Never, MAX_FRAME_LEN, PRE_AUTH_MAX_FRAME};
 use crate::layout::{list, Directory};
@@ -32,7 +32,7 @@ pub(super) struct Inbound<P: Protocol> {
     pub dir: Arc<Directory>,
     pub inputs: Sender<Input<P>>,
     pub next_conn: AtomicU64,
-    pub secret: Option<Secret>,
+    pub keys: Option<KeyRing>,
     pub limits: Limits,
     /// One permit per open inbound connection.
     pub connections: Arc<Semaphore>,
@@ -193,13 +193,18 @@ async fn handshake<P: Protocol>(frames: &mut Frames<P>, out: &OutTx, conn: ConnI
     };
     let nonce_l = auth::fresh_nonce();
     let t = auth::transcript(&hello, &nonce_d, &nonce_l);
-    let proof = ctx.secret.as_ref().map(|k| auth::listener_proof(k, &t));
+    // The key the role claimed must be proved with: a peer's is the pair key of it and this host.
+    let key = match &ctx.keys {
+        None => None,
+        Some(ring) => Some(ring.key_for(&hello).ok_or_else(|| Some(format!("no key for {hello:?}")))?),
+    };
+    let proof = key.map(|k| auth::listener_proof(k, &t));
     let challenge = encode_frame::<Never, Never>(&Frame::Challenge { nonce: nonce_l, proof }).map_err(|e| Some(e.to_string()))?;
     let _ = out.send(Outgoing::Frame { due: None, bytes: challenge, answer: false });
-    if let Some(k) = &ctx.secret {
+    if let Some(k) = key {
         match next_frame::<P>(frames, &ctx.limits, Who::Unknown).await? {
             Frame::Proof(p) if auth::proof_matches(&auth::dialer_proof(k, &t), &p) => {}
-            Frame::Proof(_) => return Err(Some("wrong proof: the connection does not know the cluster secret".into())),
+            Frame::Proof(_) => return Err(Some("wrong proof: the connection does not hold the key of the role it claims".into())),
             other => return Err(Some(format!("expected Proof, got a {} frame", other.kind()))),
         }
         // Sealing starts only now, so an Error frame about a failed handshake stays readable.
@@ -294,12 +299,13 @@ pub(super) struct PeerLink {
     pub peer: HostId,
     pub addr: SocketAddr,
     pub timeout: Duration,
-    pub secret: Option<Secret>,
+    /// The pair key of this host and `peer`.
+    pub key: Option<Secret>,
 }
 
 impl PeerLink {
     pub(super) async fn run(self, mut rx: OutRx) {
-        let PeerLink { me, mine, peer, addr, timeout, secret } = self;
+        let PeerLink { me, mine, peer, addr, timeout, key } = self;
         let mut failures = 0;
         loop {
             let stream = match connect_with_retry(addr, timeout).await {
@@ -310,7 +316,7 @@ impl PeerLink {
                 }
             };
             let hello = Hello::Peer { host: me, processes: mine.clone() };
-            let result = match dial_handshake::<Never, Never>(stream, hello, secret.as_ref(), timeout).await {
+            let result = match dial_handshake::<Never, Never>(stream, hello, key.as_ref(), timeout).await {
                 Ok(dialed) => {
                     tokio::spawn(watch_peer_replies(me, peer, dialed.reader));
                     let mut wr = dialed.writer;

@@ -76,9 +76,9 @@ pub struct HostConfig {
     pub seed: u64,
     /// How long to keep dialing a peer host that is not up yet.
     pub connect_timeout: Duration,
-    /// The cluster secret every connection must prove it knows. `None` is allowed only on a
-    /// loopback address.
-    pub secret: Option<crate::auth::Secret>,
+    /// This host's keys ([`KeyRing`](crate::auth::KeyRing)): every connection must prove it
+    /// holds the one its role needs. `None` (the plain wire) is allowed only on a loopback address.
+    pub keys: Option<crate::auth::KeyRing>,
     pub limits: Limits,
 }
 
@@ -275,7 +275,7 @@ pub fn run_host_on<P: Protocol>(
 ) -> Result<HostReport, NetError> {
     let dir = cfg.directory()?;
     let listen = listener.local_addr().map_err(io_context("read the listener's address"))?;
-    if cfg.secret.is_none() && !listen.ip().is_loopback() {
+    if cfg.keys.is_none() && !listen.ip().is_loopback() {
         return Err(NetError::Config(format!(
             "host {}: refusing to listen on {listen} without a cluster secret: anyone who can reach it could steer the cluster (set `secret` in the cluster file)",
             cfg.host

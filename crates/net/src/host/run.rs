@@ -94,7 +94,7 @@ pub(super) fn run<P: Protocol>(
         dir: dir.clone(),
         inputs: tx.clone(),
         next_conn: AtomicU64::new(0),
-        secret: cfg.secret.clone(),
+        keys: cfg.keys.clone(),
         limits: cfg.limits,
         connections: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_connections)),
         in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.limits.in_flight_per_host)),
@@ -111,7 +111,8 @@ pub(super) fn run<P: Protocol>(
             continue;
         }
         let (out_tx, out_rx) = mpsc::unbounded_channel();
-        let link = PeerLink { me, mine: mine.clone(), peer, addr: host.addr, timeout: cfg.connect_timeout, secret: cfg.secret.clone() };
+        let key = cfg.keys.as_ref().and_then(|r| r.pair(peer)).cloned();
+        let link = PeerLink { me, mine: mine.clone(), peer, addr: host.addr, timeout: cfg.connect_timeout, key };
         runtime.spawn(link.run(out_rx));
         peers.push(Some(Outlet::new(out_tx)));
     }

@@ -415,7 +415,7 @@ impl Cluster {
 
     /// Stops host 0 with an admin Shutdown frame and the others with their handles.
     pub fn stop(self) -> Vec<HostReport> {
-        send_shutdown(self.addr(0), self.spec.secret.as_ref(), Duration::from_secs(5)).unwrap();
+        send_shutdown(self.addr(0), self.spec.operator_key().as_ref(), Duration::from_secs(5)).unwrap();
         for s in &self.shutdowns[1..] {
             s.trigger();
         }
@@ -435,6 +435,11 @@ impl Cluster {
 /// The secret of the test clusters: fixed, so a failure reproduces.
 pub fn test_secret() -> Secret {
     Secret::from_bytes([0x5e; 32])
+}
+
+/// The key clients and admin tools of the test clusters prove with.
+pub fn operator() -> Secret {
+    ensemble_net::auth::operator_key(&test_secret())
 }
 
 pub fn slots(clients: impl IntoIterator<Item = (Box<dyn Client<Served>>, usize)>) -> Vec<ClientSlot<Served>> {
