@@ -132,28 +132,13 @@ impl ClusterSpec {
         topology: impl Into<TopologyRef>,
         emulate_wan: bool,
     ) -> Result<(ClusterSpec, Vec<TcpListener>), NetError> {
-        let hosts = deployment.os_processes();
-        let listeners = (0..hosts.len())
+        let mut spec = ClusterSpec::loopback(deployment, topology, emulate_wan)?;
+        let listeners = (0..spec.hosts.len())
             .map(|_| TcpListener::bind("127.0.0.1:0"))
             .collect::<Result<Vec<_>, _>>()
             .map_err(io_context("pick free loopback ports"))?;
-        let hosts = hosts
-            .into_iter()
-            .zip(&listeners)
-            .map(|(processes, l)| Ok(HostSpec { addr: l.local_addr().map_err(io_context("read a listener's address"))?, processes }))
-            .collect::<Result<Vec<_>, NetError>>()?;
-        let spec = ClusterSpec {
-            topology: topology.into(),
-            emulate_wan,
-            workers: default_workers(),
-            seed: 0,
-            connect_timeout_ms: default_connect_timeout_ms(),
-            secret: None,
-            keys: None,
-            hosts,
-            deployment,
-        };
-        spec.validate()?;
+        let addrs = listeners.iter().map(|l| l.local_addr()).collect::<Result<Vec<_>, _>>().map_err(io_context("read a listener's address"))?;
+        spec.set_addrs(&addrs)?;
         Ok((spec, listeners))
     }
 

@@ -38,14 +38,26 @@ fn request(client: u64, seq: u64, to: u32) -> Frame<Never, Never> {
     Frame::Request { to: ProcessId(to), request: Request { client: ClientId(client), seq, txn: "toy".into(), params: vec![] } }
 }
 
-/// Everything the host sends on a raw connection after `bytes`, until it closes.
-fn raw(addr: SocketAddr, bytes: &[u8]) -> String {
+/// Everything the host sends on a raw connection after `bytes`, until it closes. With
+/// `stall`, the write side stays open, so only a deadline of the host can end the connection.
+fn raw_conn(addr: SocketAddr, bytes: &[u8], stall: bool) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(T)).unwrap();
     s.write_all(bytes).unwrap();
+    if !stall {
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+    }
     let mut got = Vec::new();
     s.read_to_end(&mut got).expect("the host closes the connection");
     String::from_utf8_lossy(&got).into_owned()
+}
+
+fn raw(addr: SocketAddr, bytes: &[u8]) -> String {
+    raw_conn(addr, bytes, false)
+}
+
+fn raw_stalled(addr: SocketAddr, bytes: &[u8]) -> String {
+    raw_conn(addr, bytes, true)
 }
 
 /// The host still serves: two clients, five requests each, all answered.
@@ -187,16 +199,6 @@ fn oversized_stalled_and_silent_connections_are_closed_and_connections_are_cappe
     assert!((0..200).any(|_| ensemble_net::probe(c.addr(0), Some(&operator()), T).is_ok()), "the cap was never released");
     let reports = c.stop();
     assert!(reports[0].bad_connections >= 4);
-}
-
-/// Like [`raw`], but keeps the write side open, so only a deadline can end the connection.
-fn raw_stalled(addr: SocketAddr, bytes: &[u8]) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(T)).unwrap();
-    s.write_all(bytes).unwrap();
-    let mut got = Vec::new();
-    s.read_to_end(&mut got).expect("the host closes the connection at its deadline");
-    String::from_utf8_lossy(&got).into_owned()
 }
 
 #[test]
