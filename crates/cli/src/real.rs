@@ -52,6 +52,12 @@ const QUIESCE: Duration = Duration::from_secs(10);
 const SHUTDOWN: Duration = Duration::from_secs(10);
 /// How often a bounded wait for a child's exit or a host's drain looks again.
 const POLL: Duration = Duration::from_millis(50);
+/// A run that ends early asks the hosts still alive for their reports: this long for each to
+/// take the Shutdown, and for all to exit. A stopped or hung one is not waited for longer.
+const SALVAGE: Duration = Duration::from_secs(2);
+/// In a run's directory: the bench's pid, so a later bench can tell a directory whose bench was
+/// SIGKILLed (no code of it ran to remove the directory) and remove it.
+const OWNER_FILE: &str = "bench.pid";
 
 /// A run that ended before its window, drain and shutdown did: why, with what was measured
 /// until then (`result.partial` holds the reason). `bench` writes it as a `-partial` result.
@@ -112,7 +118,9 @@ pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
     let abort = ShutdownHandle::new();
     // Before anything that needs cleaning up exists, and dropped after all of it is gone.
     let _interruptible = interrupt::Registration::new(&abort)?;
-    let dir = tempfile::Builder::new().prefix("ensemble-real-").tempdir().context("creating the nodes' directory")?;
+    remove_orphaned_dirs();
+    let dir = tempfile::Builder::new().prefix(DIR_PREFIX).tempdir().context("creating the nodes' directory")?;
+    std::fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string()).context("writing the run directory's owner")?;
     eprintln!("nodes' files in {}", dir.path().display());
     let deployment = h.deployment(exp);
     let n = deployment.len();
@@ -188,39 +196,36 @@ pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
     bar.finish_and_clear();
     // A signal first: the faults it causes as the run unwinds are not news.
     let report: ClientReport = match (interrupt::received(), fault, driven) {
-        (Some(sig), _, _) => return Err(partial_run(exp, &metrics, Some(stopped_at), format!("interrupted by {}", signal_name(sig)))),
-        (None, Some(fault), _) => return Err(partial_run(exp, &metrics, Some(stopped_at), fault)),
-        (None, None, Err(e)) => return Err(partial_run(exp, &metrics, Some(stopped_at), format!("the client driver failed: {e}"))),
+        // Whoever interrupts wants out now: no salvage.
+        (Some(sig), _, _) => return Err(partial_run(exp, &metrics, Some(stopped_at), format!("interrupted by {}", signal_name(sig)), Vec::new())),
+        (None, Some(fault), _) => return Err(salvaged(exp, &metrics, Some(stopped_at), fault, &mut hosts.0, &spec, dir.path())),
+        (None, None, Err(e)) => {
+            let why = format!("the client driver failed: {e}");
+            return Err(salvaged(exp, &metrics, Some(stopped_at), why, &mut hosts.0, &spec, dir.path()));
+        }
         (None, None, Ok(r)) if r.stopped == StopReason::Aborted => {
-            return Err(partial_run(exp, &metrics, Some(stopped_at), "the run was aborted".into()))
+            return Err(salvaged(exp, &metrics, Some(stopped_at), "the run was aborted".into(), &mut hosts.0, &spec, dir.path()))
         }
         (None, None, Ok(r)) => r,
     };
     // The check reads the databases: only once nothing is in flight, so that a protocol that
     // stalled is reported as a stall, not as replicas that disagree.
     if let Err(why) = drain(&mut hosts.0, &spec) {
-        return Err(partial_run(exp, &metrics, None, why));
+        return Err(salvaged(exp, &metrics, None, why, &mut hosts.0, &spec, dir.path()));
     }
     if let Err(why) = shut_down(&mut hosts.0, &spec) {
-        return Err(partial_run(exp, &metrics, None, why));
+        return Err(salvaged(exp, &metrics, None, why, &mut hosts.0, &spec, dir.path()));
     }
     if report.requests_undeliverable > 0 || report.link_failures > 0 {
         let why = format!(
             "the client driver lost {} request(s) and {} connection(s) (see the messages above)",
             report.requests_undeliverable, report.link_failures
         );
-        return Err(partial_run(exp, &metrics, None, why));
+        return Err(partial_run(exp, &metrics, None, why, counters_of(&read_reports(dir.path(), &host_ids, false)?)));
     }
 
-    let mut reports: Vec<ProcessReport> = Vec::new();
-    for host in &host_ids {
-        let path = report_path(dir.path(), *host);
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        reports.extend(serde_json::from_str::<Vec<ProcessReport>>(&text).with_context(|| format!("{} is not a host report", path.display()))?);
-    }
-    reports.sort_by_key(|r| r.id);
-    let counters: Vec<ProcessCounters> =
-        reports.iter().map(|r| ProcessCounters { process: r.id, counters: r.counters.clone() }).collect();
+    let reports = read_reports(dir.path(), &host_ids, true)?;
+    let counters = counters_of(&reports);
     let failures: Vec<String> = reports.iter().filter_map(|r| r.failure.as_ref().map(|f| format!("{}: {f}", r.id))).collect();
     let mut result = RunResult {
         experiment: exp.clone(),
@@ -521,7 +526,57 @@ fn signal_name(sig: i32) -> String {
 
 /// What was measured until the run ended early, as the error `run_real` returns. `stopped`: when
 /// the clients stopped (from the epoch), if that was before the window's end.
-fn partial_run(exp: &Experiment, metrics: &Metrics, stopped: Option<Duration>, reason: String) -> anyhow::Error {
+/// The reports the hosts wrote as they stopped, by process id. With `all`, a missing one is an
+/// error; without, the hosts that wrote none (killed, stopped) are left out.
+fn read_reports(dir: &Path, hosts: &[HostId], all: bool) -> anyhow::Result<Vec<ProcessReport>> {
+    let mut reports: Vec<ProcessReport> = Vec::new();
+    for host in hosts {
+        let path = report_path(dir, *host);
+        if !all && !path.exists() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        reports.extend(serde_json::from_str::<Vec<ProcessReport>>(&text).with_context(|| format!("{} is not a host report", path.display()))?);
+    }
+    reports.sort_by_key(|r| r.id);
+    Ok(reports)
+}
+
+fn counters_of(reports: &[ProcessReport]) -> Vec<ProcessCounters> {
+    reports.iter().map(|r| ProcessCounters { process: r.id, counters: r.counters.clone() }).collect()
+}
+
+/// [`partial_run`] for a run that ended early with hosts possibly still alive: each is asked to
+/// stop, so that it writes its report (bounded by [`SALVAGE`]; a stopped or hung host is then
+/// killed as the run unwinds). The partial result carries the counters of every host that
+/// reported, and the reason names any failure they reported: a process that halted is often why
+/// the run stalled.
+fn salvaged(
+    exp: &Experiment,
+    metrics: &Metrics,
+    stopped: Option<Duration>,
+    reason: String,
+    nodes: &mut [Node],
+    spec: &ClusterSpec,
+    dir: &Path,
+) -> anyhow::Error {
+    for (node, host) in nodes.iter_mut().zip(&spec.hosts) {
+        if matches!(node.child.try_wait(), Ok(None)) {
+            let _ = send_shutdown(host.addr, spec.operator_key().as_ref(), SALVAGE);
+        }
+    }
+    let deadline = Instant::now() + SALVAGE;
+    for node in nodes.iter_mut() {
+        let _ = wait_until(&mut node.child, deadline);
+    }
+    let hosts: Vec<HostId> = nodes.iter().map(|n| n.host).collect();
+    let reports = read_reports(dir, &hosts, false).unwrap_or_default();
+    let failures: Vec<String> = reports.iter().filter_map(|r| r.failure.as_ref().map(|f| format!("{} reported: {f}", r.id))).collect();
+    let reason = if failures.is_empty() { reason } else { format!("{reason}; {}", failures.join("; ")) };
+    partial_run(exp, metrics, stopped, reason, counters_of(&reports))
+}
+
+fn partial_run(exp: &Experiment, metrics: &Metrics, stopped: Option<Duration>, reason: String, processes: Vec<ProcessCounters>) -> anyhow::Error {
     let mut summary = metrics.summary();
     if let Some(t) = stopped {
         truncate_window(&mut summary, (t.as_secs_f64() - exp.warmup_s).clamp(0.0, exp.measure_s));
@@ -532,7 +587,7 @@ fn partial_run(exp: &Experiment, metrics: &Metrics, stopped: Option<Duration>, r
         check: None,
         check_passed: None,
         sim: None,
-        processes: Vec::new(),
+        processes,
         partial: Some(reason),
     };
     PartialRun { result: Box::new(result) }.into()
@@ -547,6 +602,26 @@ fn truncate_window(s: &mut Summary, measured_s: f64) {
         c.throughput = rate(c.count);
     }
     s.throughput = s.classes.get("all").map_or(0.0, |c| c.throughput);
+}
+
+const DIR_PREFIX: &str = "ensemble-real-";
+
+/// Removes the run directories of benches that were SIGKILLed (their nodes died with them, but
+/// no code of theirs ran to remove the files): directories of ours whose owner process is gone.
+/// A directory without an owner file, or whose owner lives, is left alone.
+fn remove_orphaned_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !entry.file_name().to_string_lossy().starts_with(DIR_PREFIX) {
+            continue;
+        }
+        let Ok(owner) = std::fs::read_to_string(path.join(OWNER_FILE)) else { continue };
+        let Ok(pid) = owner.trim().parse::<u32>() else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() && std::fs::remove_dir_all(&path).is_ok() {
+            eprintln!("removed {}, left by a bench (pid {pid}) that was killed", path.display());
+        }
+    }
 }
 
 /// SIGINT and SIGTERM during a real run abort it (its nodes are killed and its files removed

@@ -214,6 +214,9 @@ fn a_killed_node_ends_the_run_with_its_name_and_a_partial_result() {
     assert!(why.contains("host h1") && why.contains("killed by signal 9"), "{why}");
     assert!(r.summary.window_s < 30.0, "the run stopped inside its window: {}", r.summary.window_s);
     assert_eq!(r.check_passed, None, "a partial run is never checked");
+    // The hosts still alive were asked to stop and reported; the killed one could not.
+    let reported: Vec<u32> = r.processes.iter().map(|p| p.process.0).collect();
+    assert_eq!(reported, [0, 2], "{:?}", r.processes);
 }
 
 #[test]
@@ -265,11 +268,22 @@ fn sigterm_stops_every_node_and_removes_the_temporary_directory() {
 #[test]
 fn the_belt_runs_as_real_processes_under_emulated_wan_delays() {
     let _one = exclusive();
+    // What a SIGKILLed bench leaves behind (its nodes die with it, its directory does not), and
+    // the directory of a bench that still runs (this test): a bench removes the first only.
+    let dead = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    let _ = { dead }.wait();
+    let orphan = tempfile::Builder::new().prefix("ensemble-real-").tempdir().unwrap().keep();
+    std::fs::write(orphan.join("bench.pid"), dead_pid.to_string()).unwrap();
+    let alive = tempfile::Builder::new().prefix("ensemble-real-").tempdir().unwrap();
+    std::fs::write(alive.path().join("bench.pid"), std::process::id().to_string()).unwrap();
     let mut bench = start_bench(&[
         "--topology", "wan5", "--system", "ensemble", "--instances", "3", "--clients", "6", "--warmup", "0.5", "--measure", "2",
     ]);
     let status = bench.wait_exit();
     assert!(status.success(), "{}", bench.stderr());
+    assert!(!orphan.exists(), "{} was left behind", orphan.display());
+    assert!(alive.path().exists(), "a live bench's directory was removed");
     let path = bench.out.path().join("shop-ensemble-3-real-seed1.json");
     let r: RunResult = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(r.partial, None);
