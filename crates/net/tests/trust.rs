@@ -241,3 +241,41 @@ fn a_host_without_a_secret_refuses_to_listen_beyond_loopback() {
     assert!(err.to_string().contains("refusing to listen on 0.0.0.0"), "{err}");
     assert!(err.to_string().contains("without a cluster secret"), "{err}");
 }
+
+/// Holds every request it gets and never answers: never quiescent while it holds one.
+struct Hoarder {
+    id: ProcessId,
+    held: usize,
+}
+
+impl ensemble_core::Process<common::Ring> for Hoarder {
+    fn id(&self) -> ProcessId {
+        self.id
+    }
+    fn start(&mut self, _: ensemble_core::Time, _: &mut Vec<ensemble_core::Effect<common::Ring>>) {}
+    fn on_event(&mut self, _: ensemble_core::Time, event: ensemble_core::Event<common::Ring>, _: &mut Vec<ensemble_core::Effect<common::Ring>>) {
+        if let ensemble_core::Event::Request(_) = event {
+            self.held += 1;
+        }
+    }
+    fn quiescent(&self) -> bool {
+        self.held == 0
+    }
+}
+
+#[test]
+fn a_ping_says_whether_every_process_of_the_host_is_quiescent() {
+    let d = Deployment::one_per_machine(&[0], 2, "hoarder");
+    let c = Cluster::start_with(d, Topology::lan(), false, 1, Some(test_secret()), limits(), |p, _| {
+        ensemble_net::HostedProcess::new(Hoarder { id: p, held: 0 })
+    });
+    assert!(ensemble_net::probe(c.addr(0), Some(&operator()), T).unwrap().quiescent);
+    let mut client = BlockingConn::connect(c.addr(0), Some(&operator()), Hello::Client { client: ClientId(1), site: 0 }, T).unwrap();
+    client.send(&request(1, 0, 0)).unwrap();
+    // The request and the probes travel on different connections, so the first probes may
+    // overtake it; once the loop has it, every answer must be "not quiescent".
+    let busy = (0..1000).any(|_| !ensemble_net::probe(c.addr(0), Some(&operator()), T).unwrap().quiescent);
+    assert!(busy, "a host holding an unanswered request said it was quiescent");
+    drop(client);
+    c.stop();
+}
