@@ -24,8 +24,10 @@ pub(crate) enum Outgoing {
     /// Write these encoded frame bytes, not before `due` (the WAN emulation's send time). An
     /// `answer` (a Reply, a Pong) gives back the [`Credit`] its request took once written.
     Frame { due: Option<Instant>, bytes: Bytes, answer: bool },
-    /// Seal every later frame (the listener's side of a handshake, right after its Challenge).
+    /// Seal every later frame (the listener's side of a handshake, once the dialer proved its key).
     Seal(Sealer),
+    /// Give answers' credit back to this (the listener's side, once the role is known).
+    Credit(Arc<Credit>),
     /// Flush, close the write side and stop.
     Close,
 }
@@ -35,14 +37,16 @@ impl std::fmt::Debug for Outgoing {
         match self {
             Outgoing::Frame { due, bytes, answer } => write!(f, "Frame {{ due: {due:?}, {} bytes, answer: {answer} }}", bytes.len()),
             Outgoing::Seal(_) => f.write_str("Seal"),
+            Outgoing::Credit(_) => f.write_str("Credit"),
             Outgoing::Close => f.write_str("Close"),
         }
     }
 }
 
-/// Bounds what one inbound connection can make its host hold: each request (or ping) takes a
-/// unit of this connection's credit and of the host's, and its answer gives both back once it
-/// is *written to the socket*. A client that sends and never reads therefore stops being read
+/// Bounds what one inbound connection can make its host hold: each request takes a unit of this
+/// connection's credit and of the host's (a ping, of the connection's and of the admin's own, so
+/// that clients exhausting the host's credit cannot silence its operator), and its answer gives
+/// both back once it is *written to the socket*. A client that sends and never reads therefore stops being read
 /// after `per_connection` unanswered requests: its answers pile up in the kernel's buffers, not
 /// in ours. A connection that goes away gives back what it still holds.
 pub(crate) struct Credit {
@@ -105,7 +109,7 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
     w: &mut W,
     rx: &mut OutRx,
     mut sealer: Option<Sealer>,
-    credit: Option<Arc<Credit>>,
+    mut credit: Option<Arc<Credit>>,
 ) -> std::io::Result<WriteEnd> {
     let mut w = BufWriter::new(w);
     loop {
@@ -121,6 +125,7 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
                     return Ok(WriteEnd::Closed);
                 }
                 Outgoing::Seal(s) => sealer = Some(s),
+                Outgoing::Credit(c) => credit = Some(c),
                 Outgoing::Frame { due, bytes, answer } => {
                     if let Some(due) = due {
                         if due > Instant::now() {

@@ -242,10 +242,11 @@ fn a_host_without_a_secret_refuses_to_listen_beyond_loopback() {
     assert!(err.to_string().contains("without a cluster secret"), "{err}");
 }
 
-/// Holds every request it gets and never answers: never quiescent while it holds one.
+/// Holds every request it gets and never answers; says it is busy once it holds `busy_at`.
 struct Hoarder {
     id: ProcessId,
     held: usize,
+    busy_at: usize,
 }
 
 impl ensemble_core::Process<common::Ring> for Hoarder {
@@ -259,7 +260,7 @@ impl ensemble_core::Process<common::Ring> for Hoarder {
         }
     }
     fn quiescent(&self) -> bool {
-        self.held == 0
+        self.held < self.busy_at
     }
 }
 
@@ -267,7 +268,7 @@ impl ensemble_core::Process<common::Ring> for Hoarder {
 fn a_ping_says_whether_every_process_of_the_host_is_quiescent() {
     let d = Deployment::one_per_machine(&[0], 2, "hoarder");
     let c = Cluster::start_with(d, Topology::lan(), false, 1, Some(test_secret()), limits(), |p, _| {
-        ensemble_net::HostedProcess::new(Hoarder { id: p, held: 0 })
+        ensemble_net::HostedProcess::new(Hoarder { id: p, held: 0, busy_at: 1 })
     });
     assert!(ensemble_net::probe(c.addr(0), Some(&operator()), T).unwrap().quiescent);
     let mut client = BlockingConn::connect(c.addr(0), Some(&operator()), Hello::Client { client: ClientId(1), site: 0 }, T).unwrap();
@@ -278,4 +279,26 @@ fn a_ping_says_whether_every_process_of_the_host_is_quiescent() {
     assert!(busy, "a host holding an unanswered request said it was quiescent");
     drop(client);
     c.stop();
+}
+
+#[test]
+fn the_hosts_in_flight_credit_bounds_all_clients_together_but_not_its_operator() {
+    // Three requests in flight over the whole host; a hoarder never answers, so none returns.
+    let d = Deployment::one_per_machine(&[0], 2, "hoarder");
+    let limits = Limits { in_flight_per_connection: 100, in_flight_per_host: 3, ..limits() };
+    let c = Cluster::start_with(d, Topology::lan(), false, 1, Some(test_secret()), limits, |p, _| {
+        ensemble_net::HostedProcess::new(Hoarder { id: p, held: 0, busy_at: 3 })
+    });
+    let connect = |id| BlockingConn::connect(c.addr(0), Some(&operator()), Hello::Client { client: ClientId(id), site: 0 }, T).unwrap();
+    let (mut a, mut b) = (connect(1), connect(2));
+    for seq in 0..10 {
+        a.send(&request(1, seq, 0)).unwrap();
+    }
+    b.send(&request(2, 0, 0)).unwrap();
+    // The operator is still answered, and sees the host busy once the loop holds three.
+    let busy = (0..1000).any(|_| !ensemble_net::probe(c.addr(0), Some(&operator()), T).unwrap().quiescent);
+    assert!(busy);
+    drop((a, b));
+    let reports = c.stop();
+    assert_eq!(reports[0].processes[0].traffic.requests, 3, "the host took more than its in-flight credit");
 }

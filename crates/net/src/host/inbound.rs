@@ -111,10 +111,8 @@ async fn serve_inbound<P: Protocol>(stream: TcpStream, addr: SocketAddr, conn: C
     }
     let (rd, mut wr) = stream.into_split();
     let (out, mut out_rx) = mpsc::unbounded_channel();
-    let credit = Arc::new(Credit::new(ctx.limits.in_flight_per_connection, ctx.in_flight.clone()));
-    let writer_credit = credit.clone();
     tokio::spawn(async move {
-        if let Err(e) = write_loop(&mut wr, &mut out_rx, None, Some(writer_credit)).await {
+        if let Err(e) = write_loop(&mut wr, &mut out_rx, None, None).await {
             eprintln!("[ensemble-net {me}] writing to {addr} failed: {e}");
         }
     });
@@ -125,7 +123,15 @@ async fn serve_inbound<P: Protocol>(stream: TcpStream, addr: SocketAddr, conn: C
         Err(_) => (Who::Unknown, Some(format!("no complete handshake within {deadline:?}"))),
         Ok(Err(None)) => (Who::Unknown, None),
         Ok(Err(Some(problem))) => (Who::Unknown, Some(problem)),
-        Ok(Ok(who)) => (who, serve(&mut frames, who, &out, conn, &ctx, &credit).await),
+        Ok(Ok(who)) => {
+            let host = match who {
+                Who::Admin => Arc::new(tokio::sync::Semaphore::new(ctx.limits.in_flight_per_connection)),
+                _ => ctx.in_flight.clone(),
+            };
+            let credit = Arc::new(Credit::new(ctx.limits.in_flight_per_connection, host));
+            let _ = out.send(Outgoing::Credit(credit.clone()));
+            (who, serve(&mut frames, who, &out, conn, &ctx, &credit).await)
+        }
     };
     if let Some(problem) = problem {
         eprintln!("[ensemble-net {me}] closing connection from {addr} ({who}): {problem}");
