@@ -14,10 +14,13 @@
 //!   threads, each worker on its own storage (database connection).
 //!
 //! Connections: every host dials every other host and only *sends* on that connection (after a
-//! `Hello::Peer` naming itself and its processes); it *receives* messages on the connections the
-//! other hosts dialed. Two one-way connections per pair of hosts need no tie-breaking about who
-//! dials whom. Clients dial a host, say `Hello::Client`, send requests for any of its processes
-//! and get the replies on the same connection.
+//! handshake as `Hello::Peer`, naming itself and its processes and proving the pair key of the
+//! two hosts); it *receives* messages on the connections the other hosts dialed. Two one-way
+//! connections per pair of hosts need no tie-breaking about who dials whom. Clients dial a host,
+//! do the handshake as `Hello::Client` (the operator's key), send requests for any of its
+//! processes and get the replies on the same connection. Who may send what, and the bounds on
+//! what a connection can make the host hold, are in `host/inbound.rs` and `ARCHITECTURE.md` ("Trust
+//! and limits").
 //!
 //! Delivery of a process's effects:
 //! - `Send` to a process of the same host goes through the host's own input channel, the path a
