@@ -92,9 +92,16 @@
 //! assert!(!ser.ok());
 //! assert_eq!(ser.cycle().unwrap().to_string(), "T1 -rw(y)-> T2 -rw(x)-> T1");
 //! ```
+//!
+//! # Delivery logs
+//!
+//! [`delivery`] checks the other kind of run this project records: the delivery logs of a
+//! group-communication primitive (reliable, atomic and pairwise-ordered multicast, atomic
+//! broadcast) against P-Store's atomic multicast properties, FIFO order and genuineness.
 
 mod criteria;
 mod cycle;
+pub mod delivery;
 mod graph;
 mod hash;
 mod json;
