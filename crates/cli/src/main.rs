@@ -46,12 +46,21 @@ enum Command {
 
 #[derive(Args)]
 struct CheckArgs {
-    /// The history, in the format of crates/history/FORMAT.md (what `bench --history` writes).
+    /// The history, in the format of crates/history/FORMAT.md (what `bench --history` writes);
+    /// with --delivery, a delivery log of a group-communication primitive (same file, "Delivery
+    /// logs").
     #[arg(value_parser = existing_file)]
     history: PathBuf,
     /// ser, us, si, psi, nmsi or rc; comma-separated for several.
     #[arg(long, default_value = "ser", value_delimiter = ',')]
     criterion: Vec<String>,
+    /// The file is a delivery log: check it against what this primitive promises
+    /// (reliable-multicast, atomic-broadcast, atomic-multicast, genuine-atomic-multicast,
+    /// pairwise-ordered-multicast) or against these properties, comma-separated (integrity,
+    /// validity, agreement, prefix-order, acyclic-order, pairwise-order, fifo-order, broadcast,
+    /// genuineness).
+    #[arg(long, value_delimiter = ',', conflicts_with = "criterion")]
+    delivery: Option<Vec<String>>,
 }
 
 #[derive(Args, Clone)]
@@ -476,6 +485,9 @@ fn table_classes(exps: &[Experiment]) -> anyhow::Result<Vec<&'static str>> {
 }
 
 fn check(a: CheckArgs) -> anyhow::Result<()> {
+    if let Some(names) = &a.delivery {
+        return check_delivery(&a.history, names);
+    }
     let criteria = a
         .criterion
         .iter()
@@ -490,6 +502,27 @@ fn check(a: CheckArgs) -> anyhow::Result<()> {
     }
     if failed {
         bail!("{} does not satisfy every criterion asked for", a.history.display());
+    }
+    Ok(())
+}
+
+fn check_delivery(path: &std::path::Path, names: &[String]) -> anyhow::Result<()> {
+    use ensemble_history::delivery::{self, DeliveryLog, Primitive, Property};
+    let log = DeliveryLog::load(path)?;
+    let primitive = |n: &str| Primitive::ALL.into_iter().find(|p| p.name().replace(' ', "-").eq_ignore_ascii_case(n));
+    let report = match names {
+        [one] if primitive(one).is_some() => delivery::check_primitive(&log, primitive(one).expect("just found")),
+        names => {
+            let properties = names
+                .iter()
+                .map(|n| n.parse::<Property>().map_err(|e| anyhow::anyhow!("--delivery: {e}, or one primitive name")))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            delivery::check(&log, &properties)
+        }
+    };
+    println!("{report}");
+    if !report.ok() {
+        bail!("{} does not have every property asked for", path.display());
     }
     Ok(())
 }
