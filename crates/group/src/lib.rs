@@ -91,14 +91,15 @@
 //!
 //! [`MemoryLog`] keeps the library's state in memory behind a shared handle: the simulator keeps
 //! one as the process's storage, so a member rebuilt after a crash that lost its volatile state
-//! finds its promise, accepted round, log and decided index. The real runtime needs a
-//! [`DurableLog`] on disk with the contract stated there: every write on disk before the call
+//! finds its promise, accepted round, log and decided index. The real runtime uses [`FileLog`],
+//! a [`DurableLog`] on disk with the contract stated there: every write on disk before the call
 //! returns (the library sends `Promise` and `Accepted` right after recording them), atomic
-//! `write_atomically`, an incarnation that never repeats.
+//! `write_atomically`, an incarnation that never repeats; a torn tail is cut off on open, a
+//! damaged record before it is an error naming the file and offset.
 //!
 //! # Left for issue 12
 //!
-//! * the durable log for the real runtime (a file, fsync'd, or redb) and its recovery test;
+//! * compaction of the durable log (it grows forever, and opening replays all of it);
 //! * the primitives on top: reliable multicast, atomic broadcast, genuine atomic multicast
 //!   (Skeen between groups), pairwise-ordered multicast, two-phase commit; the property checker;
 //! * a follower that missed the last `Decide` learns it only with the next message from the
@@ -114,6 +115,7 @@
 //!   and a group-level recovery (a member that sees no accept traffic asks to be re-prepared)
 //!   would bound the damage.
 
+mod durable;
 mod member;
 mod storage;
 
@@ -121,6 +123,7 @@ pub use member::{
     tick_phase, Committed, GroupConfig, GroupCounters, GroupError, GroupId, GroupMember, GroupMsg, GroupOutput, Refusal,
     Ticker, ROUND_CEILING,
 };
+pub use durable::{FileLog, FileLogError, FileLogRecovery};
 pub use storage::{DurableLog, LogItem, LogWriteError, MemoryLog, MemoryLogState, Payload};
 
 /// The library's types a caller may need (ballots in refusals, node ids).

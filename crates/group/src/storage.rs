@@ -6,7 +6,7 @@
 //! member holds another, so a member rebuilt after such a crash finds what it had written. Every
 //! write is synchronous and complete when the library's call returns, before the library hands
 //! out the messages that depend on it; a durable log for the real runtime must keep that
-//! contract (see [`DurableLog`]).
+//! contract (see [`DurableLog`]). [`FileLog`](crate::FileLog) is one, on a file.
 
 use omnipaxos::ballot_leader_election::Ballot;
 use omnipaxos::storage::{NoSnapshot, StopSign, Storage, StorageOp, StorageResult};
@@ -83,27 +83,33 @@ impl<T: Payload> Default for MemoryLogState<T> {
 /// one ever gets through.
 #[derive(Debug, thiserror::Error)]
 #[error("log write refused: {0}")]
-pub struct LogWriteError(String);
+pub struct LogWriteError(pub(crate) String);
 
 impl<T: Payload> MemoryLogState<T> {
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.compacted_idx + self.entries.len()
     }
 
-    fn apply(&mut self, op: StorageOp<LogItem<T>>) -> Result<(), LogWriteError> {
+    /// Whether `op` can be applied to this state: [`Self::apply`] fails exactly when this does,
+    /// and before it changes anything, so a durable log can refuse a write before it reaches
+    /// the disk.
+    pub(crate) fn check(&self, op: &StorageOp<LogItem<T>>) -> Result<(), LogWriteError> {
+        match op {
+            // A prefix beyond the end would leave a hole; one inside the compacted part would
+            // rewrite what is gone. Either means a bad log sync got through.
+            StorageOp::AppendOnPrefix(from, _) if *from > self.len() || *from < self.compacted_idx => {
+                Err(LogWriteError(format!("append on prefix {from} outside [{}, {}]", self.compacted_idx, self.len())))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) fn apply(&mut self, op: StorageOp<LogItem<T>>) -> Result<(), LogWriteError> {
+        self.check(&op)?;
         match op {
             StorageOp::AppendEntry(e) => self.entries.push(e),
             StorageOp::AppendEntries(mut es) => self.entries.append(&mut es),
             StorageOp::AppendOnPrefix(from, mut es) => {
-                // A prefix beyond the end would leave a hole; one inside the compacted part would
-                // rewrite what is gone. Either means a bad log sync got through.
-                if from > self.len() || from < self.compacted_idx {
-                    return Err(LogWriteError(format!(
-                        "append on prefix {from} outside [{}, {}]",
-                        self.compacted_idx,
-                        self.len()
-                    )));
-                }
                 self.entries.truncate(from - self.compacted_idx);
                 self.entries.append(&mut es);
             }
@@ -120,6 +126,23 @@ impl<T: Payload> MemoryLogState<T> {
         }
         self.writes += 1;
         Ok(())
+    }
+
+    /// Entries `[from, to)`, or none if the interval is not wholly in the log (the library's
+    /// contract for `get_entries`).
+    pub(crate) fn entries_between(&self, from: usize, to: usize) -> Vec<LogItem<T>> {
+        if from < self.compacted_idx || to > self.len() || from > to {
+            return Vec::new();
+        }
+        self.entries[from - self.compacted_idx..to - self.compacted_idx].to_vec()
+    }
+
+    /// Entries from `from` to the end, or none if `from` is outside the log.
+    pub(crate) fn suffix(&self, from: usize) -> Vec<LogItem<T>> {
+        if from < self.compacted_idx || from > self.len() {
+            return Vec::new();
+        }
+        self.entries[from - self.compacted_idx..].to_vec()
     }
 }
 
@@ -195,12 +218,7 @@ impl<T: Payload> Storage<LogItem<T>> for MemoryLog<T> {
     }
 
     fn get_entries(&self, from: usize, to: usize) -> StorageResult<Vec<LogItem<T>>> {
-        let s = self.0.borrow();
-        // The library's contract: the whole interval or nothing.
-        if from < s.compacted_idx || to > s.len() || from > to {
-            return Ok(Vec::new());
-        }
-        Ok(s.entries[from - s.compacted_idx..to - s.compacted_idx].to_vec())
+        Ok(self.0.borrow().entries_between(from, to))
     }
 
     fn get_log_len(&self) -> StorageResult<usize> {
@@ -208,11 +226,7 @@ impl<T: Payload> Storage<LogItem<T>> for MemoryLog<T> {
     }
 
     fn get_suffix(&self, from: usize) -> StorageResult<Vec<LogItem<T>>> {
-        let s = self.0.borrow();
-        if from < s.compacted_idx || from > s.len() {
-            return Ok(Vec::new());
-        }
-        Ok(s.entries[from - s.compacted_idx..].to_vec())
+        Ok(self.0.borrow().suffix(from))
     }
 
     fn get_promise(&self) -> StorageResult<Option<Ballot>> {
