@@ -1,7 +1,7 @@
 //! Fault-tolerant process groups for Ensemble: a group of processes (3 by default) agrees on a
 //! log through an existing consensus library, OmniPaxos, wrapped as a sans-IO component that any
 //! [`Process`](ensemble_core::Process) can embed. It is the first piece of issue 12 (group
-//! communication); the multicast primitives will be built on it.
+//! communication); the multicast primitives ([`multicast`]) are built on it.
 //!
 //! # API
 //!
@@ -100,11 +100,14 @@
 //! # Left for issue 12
 //!
 //! * compaction of the durable log (it grows forever, and opening replays all of it);
-//! * the primitives on top: reliable multicast, atomic broadcast, genuine atomic multicast
-//!   (Skeen between groups), pairwise-ordered multicast, two-phase commit; the property checker;
+//! * the primitives still to build on top: genuine atomic multicast (Skeen between groups),
+//!   pairwise-ordered multicast and the per-partition streams, two-phase commit (reliable
+//!   multicast and atomic broadcast are in [`multicast`], checked by
+//!   `ensemble_history::delivery`);
 //! * a follower that missed the last `Decide` learns it only with the next message from the
-//!   leader: a group with no further traffic leaves it behind (the multicast layer will need a
-//!   periodic decided-index beacon or an empty proposal);
+//!   leader: a group with no further traffic leaves it behind ([`AtomicBroadcast`] works around
+//!   it by having every sequencer member relay decided entries);
+//! * unbounded state in the primitives: delivered-id sets, the sequencer's log in memory;
 //! * the real-runtime `kill -9` test of a 3 x 3 deployment; the 10^4-run seeded sweeps per
 //!   primitive; the `xcast-latency` figure;
 //! * reconfiguration and log compaction (refused today);
@@ -117,6 +120,7 @@
 
 mod durable;
 mod member;
+pub mod multicast;
 mod storage;
 
 pub use member::{
@@ -124,6 +128,7 @@ pub use member::{
     Ticker, ROUND_CEILING,
 };
 pub use durable::{FileLog, FileLogError, FileLogRecovery};
+pub use multicast::{AtomicBroadcast, CastId, Delivery, Directory, ReliableMulticast};
 pub use storage::{DurableLog, LogItem, LogWriteError, MemoryLog, MemoryLogState, Payload};
 
 /// The library's types a caller may need (ballots in refusals, node ids).
