@@ -403,7 +403,8 @@ fn watch(nodes: &mut [Node], spec: &ClusterSpec, abort: &ShutdownHandle, stop: m
     }
 }
 
-/// Why a probe got no answer: a read that timed out says "resource temporarily unavailable".
+/// Why a probe got no answer, in words: net names a read that timed out itself, but a write that
+/// timed out still says "resource temporarily unavailable".
 fn unanswered(e: &NetError) -> String {
     match e {
         NetError::Io { source, .. } if matches!(source.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
