@@ -100,10 +100,9 @@
 //! # Left for issue 12
 //!
 //! * compaction of the durable log (it grows forever, and opening replays all of it);
-//! * the primitives still to build on top: genuine atomic multicast (Skeen between groups),
-//!   pairwise-ordered multicast and the per-partition streams, two-phase commit (reliable
-//!   multicast and atomic broadcast are in [`multicast`], checked by
-//!   `ensemble_history::delivery`);
+//! * the primitives still to build on top: pairwise-ordered multicast and the per-partition
+//!   streams, two-phase commit (reliable multicast, atomic broadcast and genuine atomic
+//!   multicast are in [`multicast`], checked by `ensemble_history::delivery`);
 //! * a follower that missed the last `Decide` learns it only with the next message from the
 //!   leader: a group with no further traffic leaves it behind ([`AtomicBroadcast`] works around
 //!   it by having every sequencer member relay decided entries);
@@ -128,7 +127,7 @@ pub use member::{
     Ticker, ROUND_CEILING,
 };
 pub use durable::{FileLog, FileLogError, FileLogRecovery};
-pub use multicast::{AtomicBroadcast, CastId, Delivery, Directory, ReliableMulticast};
+pub use multicast::{AtomicBroadcast, CastId, Delivery, Directory, GenuineMulticast, ReliableMulticast};
 pub use storage::{DurableLog, LogItem, LogWriteError, MemoryLog, MemoryLogState, Payload};
 
 /// The library's types a caller may need (ballots in refusals, node ids).

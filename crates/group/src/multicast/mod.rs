@@ -8,12 +8,16 @@
 //! * [`AtomicBroadcast`]: atomic broadcast to every group of a deployment through one sequencer
 //!   group's OmniPaxos log; uniform integrity, validity, uniform agreement, uniform total
 //!   (prefix) order; 4Δ to 5Δ.
+//! * [`GenuineMulticast`]: genuine atomic multicast to any set of groups, Skeen's timestamps
+//!   between groups with every step through the group's OmniPaxos log; uniform integrity,
+//!   validity, uniform agreement, uniform prefix and acyclic order, genuineness; 3Δ for one
+//!   group, 6Δ for several (Δ and 2Δ counting inter-group delays only, as P-Store does).
 //!
 //! Each module's documentation states the properties, the design, why it keeps them under
 //! message loss, duplication, reordering, partitions and the crash of a minority of each group,
 //! and its cost in message delays and messages per cast.
 //!
-//! # The failure model both assume
+//! # The failure model they assume
 //!
 //! Links may lose, duplicate, delay and reorder messages; partitions heal. In every group at
 //! most a minority of members crash (with or without losing their volatile state, and possibly
@@ -25,16 +29,18 @@
 //! (order). Each component says what the embedding process must persist, and takes it back when
 //! it is rebuilt.
 //!
-//! # Both are sans-IO
+//! # All are sans-IO
 //!
 //! Messages in and out, a `tick` from the embedding process's timer (see [`crate::Ticker`]) for
 //! retransmissions; no sockets, threads, clocks or randomness. Outputs are vectors in a
 //! deterministic order (maps are `BTreeMap`s), so a simulated run is a function of its seed.
 
 mod broadcast;
+mod genuine;
 mod reliable;
 
 pub use broadcast::{AbMsg, AbOutput, AbRefusal, AtomicBroadcast, BroadcastConfig, BroadcastCounters, Entry, RESEND_BATCH};
+pub use genuine::{GenuineConfig, GenuineCounters, GenuineMulticast, GmEntry, GmMsg, GmOutput, GmRefusal, GM_RESEND_BATCH};
 pub use reliable::{ReliableMulticast, RmMsg, RmOutput, RmRefusal};
 
 use crate::GroupId;

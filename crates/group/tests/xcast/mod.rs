@@ -26,6 +26,7 @@
 use ensemble_core::topology::Topology;
 use ensemble_core::{Deployment, Effect, Event, Group, Process, ProcessId, Protocol, Storage, Time, TimerId};
 use ensemble_group::multicast::{AbMsg, AtomicBroadcast, BroadcastConfig, CastId, Directory, Entry, ReliableMulticast, RmMsg};
+use ensemble_group::multicast::{GenuineConfig, GenuineMulticast, GmEntry, GmMsg};
 use ensemble_group::{tick_phase, GroupConfig, GroupId, MemoryLog, Ticker};
 use ensemble_history::delivery::{check, check_primitive, Cast, DeliveryLog, DeliveryReport, Primitive, Property};
 use ensemble_sim::{FaultPlan, RandomFaults, Simulation};
@@ -47,6 +48,12 @@ pub enum Kind {
     /// Deliberately broken: reliable multicast to every group (delivery on receipt, no order),
     /// checked as atomic broadcast. The checker must find order violations.
     BrokenBroadcast,
+    /// [`GenuineMulticast`] to random sets of 1 to 3 groups, every group a consensus group,
+    /// checked as genuine atomic multicast.
+    Genuine,
+    /// Deliberately broken: genuine multicast delivering at each group's own proposal instead
+    /// of the final timestamp. The checker must find order violations.
+    BrokenGenuine,
 }
 
 impl Kind {
@@ -54,6 +61,7 @@ impl Kind {
         match self {
             Kind::Reliable => Primitive::ReliableMulticast,
             Kind::Broadcast | Kind::BrokenBroadcast => Primitive::AtomicBroadcast,
+            Kind::Genuine | Kind::BrokenGenuine => Primitive::GenuineAtomicMulticast,
         }
     }
 }
@@ -72,6 +80,7 @@ impl Protocol for XCast {
 pub enum XMsg {
     Rm(RmMsg<u64>),
     Ab(AbMsg<u64>),
+    Gm(GmMsg<u64>),
 }
 
 impl XMsg {
@@ -79,6 +88,7 @@ impl XMsg {
         match self {
             XMsg::Rm(m) => vec![m.cast_id()],
             XMsg::Ab(m) => m.cast_ids(),
+            XMsg::Gm(m) => m.cast_ids(),
         }
     }
 }
@@ -95,6 +105,8 @@ pub struct Durable {
 pub struct Slot {
     pub durable: Rc<RefCell<Durable>>,
     pub log: MemoryLog<Entry<u64>>,
+    /// A group member's log for genuine multicast.
+    pub glog: MemoryLog<GmEntry<u64>>,
 }
 
 impl Storage for Slot {
@@ -120,6 +132,7 @@ pub type Rec = Rc<RefCell<Recorder>>;
 enum Component {
     Rm(ReliableMulticast<u64>),
     Ab(Box<AtomicBroadcast<u64>>),
+    Gm(Box<GenuineMulticast<u64>>),
 }
 
 /// How a process casts: how many, how often, to which groups.
@@ -172,7 +185,10 @@ pub struct Node {
 impl Node {
     pub fn new(setup: Setup, me: ProcessId, slot: &Slot, plan: Option<CastPlan>, rec: Rec) -> Node {
         let d = slot.durable.borrow().clone();
-        let tick = if setup.kind == Kind::Broadcast && setup.sequencer.members.contains(&me) {
+        let genuine = matches!(setup.kind, Kind::Genuine | Kind::BrokenGenuine);
+        let tick = if (setup.kind == Kind::Broadcast && setup.sequencer.members.contains(&me))
+            || (genuine && setup.directory.group_of(me).is_some())
+        {
             setup.tick
         } else {
             setup.slow_tick
@@ -195,6 +211,13 @@ impl Node {
                 let ab = AtomicBroadcast::new(me, config, slot.log.clone(), d.next_seq, d.next, d.delivered)
                     .expect("a valid sequencer group");
                 Component::Ab(Box::new(ab))
+            }
+            Kind::Genuine | Kind::BrokenGenuine => {
+                let mut config = GenuineConfig::new(setup.directory.clone(), (13, 25), resend_ticks);
+                config.broken_deliver_at_proposal = setup.kind == Kind::BrokenGenuine;
+                let gm = GenuineMulticast::new(me, config, slot.glog.clone(), d.next_seq, d.delivered)
+                    .expect("valid groups");
+                Component::Gm(Box::new(gm))
             }
         };
         Node {
@@ -237,6 +260,7 @@ impl Node {
                     d.next_seq = c.next_seq();
                     d.next = c.next();
                 }
+                Component::Gm(c) => d.next_seq = c.next_seq(),
             }
             d.delivered.extend(delivered.iter().copied());
         }
@@ -268,6 +292,12 @@ impl Node {
             Component::Ab(c) => {
                 let o = c.tick();
                 let sends = o.sends.into_iter().map(|(to, m)| (to, XMsg::Ab(m))).collect();
+                let ids = o.delivered.into_iter().map(|d| d.id).collect();
+                self.emit(sends, ids, out);
+            }
+            Component::Gm(c) => {
+                let o = c.tick();
+                let sends = o.sends.into_iter().map(|(to, m)| (to, XMsg::Gm(m))).collect();
                 let ids = o.delivered.into_iter().map(|d| d.id).collect();
                 self.emit(sends, ids, out);
             }
@@ -312,6 +342,28 @@ impl Node {
                 let sends: Vec<(ProcessId, XMsg)> = o.sends.into_iter().map(|(to, m)| (to, XMsg::Ab(m))).collect();
                 let ids: Vec<CastId> = o.delivered.into_iter().map(|d| d.id).collect();
                 (id, sends, ids, all)
+            }
+            Component::Gm(c) => {
+                let seq = c.next_seq();
+                if seq >= plan.count {
+                    return;
+                }
+                // 1 to 3 distinct groups, from the seed, the caster and the message: the same
+                // after a crash.
+                let mut rng = ChaCha8Rng::seed_from_u64(self.setup.seed ^ 0x6e6e);
+                rng.set_stream((u64::from(self.me.0) << 32) | seq);
+                let k = rng.random_range(1..=all.len().min(3));
+                let mut pool = all.clone();
+                for i in 0..k {
+                    let j = rng.random_range(i..pool.len());
+                    pool.swap(i, j);
+                }
+                let mut dst = pool[..k].to_vec();
+                dst.sort();
+                let (id, o) = c.cast(payload(CastId { caster: self.me, seq }), dst.clone());
+                let sends: Vec<(ProcessId, XMsg)> = o.sends.into_iter().map(|(to, m)| (to, XMsg::Gm(m))).collect();
+                let ids: Vec<CastId> = o.delivered.into_iter().map(|d| d.id).collect();
+                (id, sends, ids, dst)
             }
         };
         self.rec.borrow_mut().casts.push((id, dst, now));
@@ -359,6 +411,10 @@ impl Process<XCast> for Node {
                         let s: Vec<(ProcessId, XMsg)> = o.sends.into_iter().map(|(to, m)| (to, XMsg::Ab(m))).collect();
                         (s, o.delivered.into_iter().map(|d| d.id).collect::<Vec<_>>())
                     }),
+                    (Component::Gm(c), XMsg::Gm(m)) => c.on_message(from, m).map_err(|e| e.to_string()).map(|o| {
+                        let s: Vec<(ProcessId, XMsg)> = o.sends.into_iter().map(|(to, m)| (to, XMsg::Gm(m))).collect();
+                        (s, o.delivered.into_iter().map(|d| d.id).collect::<Vec<_>>())
+                    }),
                     (_, m) => Err(format!("a message of another primitive: {m:?}")),
                 };
                 match result {
@@ -389,6 +445,17 @@ impl Process<XCast> for Node {
                     ("casting", c.casting() as u64),
                 ]
             }
+            Component::Gm(c) => {
+                let k = c.counters();
+                vec![
+                    ("casts_resent", k.casts_resent),
+                    ("proposals_resent", k.proposals_resent),
+                    ("entries_resent", k.entries_resent),
+                    ("duplicates_skipped", k.duplicates_skipped),
+                    ("fast_path", k.fast_path),
+                    ("casting", c.casting() as u64),
+                ]
+            }
         }
     }
 
@@ -396,6 +463,7 @@ impl Process<XCast> for Node {
         match &self.component {
             Component::Rm(_) => None,
             Component::Ab(c) => c.failure(),
+            Component::Gm(c) => c.failure(),
         }
     }
 }
@@ -462,7 +530,11 @@ pub fn run(kind: Kind, seed: u64) -> RunOutcome {
     let mut sim: Simulation<XCast, Slot> = Simulation::new(topology, deployment, seed).expect("a valid world");
     for i in 0..total {
         let p = ProcessId(i);
-        let slot = Slot { durable: Rc::new(RefCell::new(Durable::default())), log: MemoryLog::new() };
+        let slot = Slot {
+            durable: Rc::new(RefCell::new(Durable::default())),
+            log: MemoryLog::new(),
+            glog: MemoryLog::new(),
+        };
         let node = Node::new(setup.clone(), p, &slot, plan_of(p), rec.clone());
         sim.add_process(Box::new(node), Some(slot)).expect("a new process");
     }
