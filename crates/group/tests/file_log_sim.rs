@@ -6,27 +6,25 @@
 //! incarnations as `MemoryLog` (1 at the first open, one more per reopen), a run on files is byte
 //! for byte the run on memory of the same seed.
 //!
-//! `common`'s `Replica` is fixed to `MemoryLog`, so this file has its own replica over any
-//! `DurableLog`, the same code otherwise, and its own world builder; the clients, the delivery
-//! records and the checks are `common`'s.
+//! The replica, the clients, the delivery records and the checks are `common`'s; this file has
+//! its own world builder, whose replicas keep their log in a file.
 
 mod common;
 
-use common::{check, Command, Outcomes, Records, ReqLog, RetryClient};
+use common::{check, Command, Outcomes, Records, Replica, ReqLog, RetryClient};
 use ensemble_core::topology::Topology;
-use ensemble_core::{Completion, Deployment, Effect, Event, Group, Process, ProcessId, Storage, Time, TimerId};
-use ensemble_group::{tick_phase, DurableLog, FileLog, GroupConfig, GroupId, GroupMember, GroupOutput, Ticker};
+use ensemble_core::{Completion, Deployment, Group, ProcessId, Storage, Time};
+use ensemble_group::{FileLog, GroupConfig, GroupId};
 use ensemble_sim::{FaultPlan, RandomFaults, Simulation};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
 const TICK: Duration = Duration::from_millis(10);
-const TICK_TIMER: TimerId = TimerId(0);
 
 fn secs(s: f64) -> Time {
     Time((s * 1e9) as u64)
@@ -42,106 +40,6 @@ impl Storage for LogFile {
     fn run(&mut self, _job: &()) {}
 }
 
-/// `common::Replica` over any durable log.
-struct Replica<L: DurableLog<Command>> {
-    member: GroupMember<Command, L>,
-    ticker: Ticker,
-    seed: u64,
-    applied: BTreeMap<Command, u64>,
-    waiting: BTreeSet<Command>,
-    records: Records,
-}
-
-impl<L: DurableLog<Command>> Replica<L> {
-    fn new(config: GroupConfig, me: ProcessId, log: L, seed: u64, records: Records) -> Self {
-        let member = GroupMember::new(config, me, log, 0).expect("a member of the group");
-        Replica { member, ticker: Ticker::new(TICK), seed, applied: BTreeMap::new(), waiting: BTreeSet::new(), records }
-    }
-
-    fn emit(&mut self, out: GroupOutput<Command>, effects: &mut Vec<Effect<ReqLog>>) {
-        for (to, msg) in out.sends {
-            effects.push(Effect::Send { to, msg });
-        }
-        let mut records = self.records.borrow_mut();
-        let record = &mut records[self.member.id().0 as usize];
-        for c in out.committed {
-            record.log.push((self.member.incarnation(), c.index, c.entry.clone()));
-            if !self.applied.contains_key(&c.entry) {
-                let position = self.applied.len() as u64;
-                self.applied.insert(c.entry.clone(), position);
-            }
-            if self.waiting.remove(&c.entry) {
-                effects.push(reply(&c.entry, self.applied[&c.entry]));
-            }
-        }
-        record.leader = self.member.leader();
-        record.leading = self.member.is_leader();
-    }
-}
-
-fn reply(c: &Command, position: u64) -> Effect<ReqLog> {
-    use ensemble_core::{ClientId, Done, Outcome, Reply, ReplyBody, Value};
-    let outcome = Outcome::Committed(vec![vec![Value::Int(position as i64)]]);
-    let client = ClientId(c.client);
-    Effect::Reply {
-        to: client,
-        reply: Reply { client, seq: c.seq, body: ReplyBody::Done(Done { outcome, evidence: position }) },
-    }
-}
-
-impl<L: DurableLog<Command>> Process<ReqLog> for Replica<L> {
-    fn id(&self) -> ProcessId {
-        self.member.id()
-    }
-
-    fn start(&mut self, now: Time, out: &mut Vec<Effect<ReqLog>>) {
-        let phase = tick_phase(self.seed, self.member.id(), self.ticker.interval());
-        out.push(Effect::SetTimer { id: TICK_TIMER, after: self.ticker.start(now, phase) });
-    }
-
-    fn on_event(&mut self, now: Time, event: Event<ReqLog>, out: &mut Vec<Effect<ReqLog>>) {
-        if !matches!(event, Event::Timer(_)) && self.ticker.lost(now) {
-            out.push(Effect::SetTimer { id: TICK_TIMER, after: self.ticker.fired(now) });
-            let o = self.member.tick();
-            self.emit(o, out);
-        }
-        match event {
-            Event::Request(r) => {
-                let c = Command { client: r.client.0, seq: r.seq };
-                if let Some(&position) = self.applied.get(&c) {
-                    out.push(reply(&c, position));
-                } else {
-                    self.waiting.insert(c.clone());
-                    let o = self.member.propose(c);
-                    self.emit(o, out);
-                }
-            }
-            Event::Message { from, msg } => match self.member.on_message(from, msg) {
-                Ok(o) => self.emit(o, out),
-                Err(refusal) => {
-                    let what = refusal.to_string();
-                    self.records.borrow_mut()[self.member.id().0 as usize].refused.push(what.clone());
-                    out.push(Effect::Refuse { from, what });
-                }
-            },
-            Event::Timer(TICK_TIMER) => {
-                out.push(Effect::SetTimer { id: TICK_TIMER, after: self.ticker.fired(now) });
-                let o = self.member.tick();
-                self.emit(o, out);
-            }
-            Event::Timer(_) | Event::StorageDone { .. } => {}
-        }
-    }
-
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        let c = self.member.counters();
-        vec![("proposed", c.proposed), ("committed", c.committed), ("stale", c.stale), ("refused", c.refused)]
-    }
-
-    fn failure(&self) -> Option<String> {
-        self.member.failure().map(str::to_string)
-    }
-}
 
 type FileSim = Simulation<ReqLog, LogFile>;
 
@@ -158,7 +56,7 @@ fn file_world(dir: &std::path::Path, seed: u64) -> (FileSim, Records, GroupConfi
     for i in 0..n {
         let path = dir.join(format!("p{i}.log"));
         let log = FileLog::open(&path).expect("a new log file");
-        let replica = Replica::new(config.clone(), ProcessId(i), log, seed, records.clone());
+        let replica = Replica::new(config.clone(), ProcessId(i), log, seed, TICK, records.clone());
         sim.add_process(Box::new(replica), Some(LogFile(path))).expect("new member");
     }
     let (c, r) = (config.clone(), records.clone());
@@ -166,7 +64,7 @@ fn file_world(dir: &std::path::Path, seed: u64) -> (FileSim, Records, GroupConfi
         // The crashed process, and its open file with it, is gone: reopen the file.
         let path = &slot.expect("members have a log file").0;
         let log = FileLog::<Command>::open(path).unwrap_or_else(|e| panic!("{id} cannot recover: {e}"));
-        Box::new(Replica::new(c.clone(), id, log, seed, r.clone()))
+        Box::new(Replica::new(c.clone(), id, log, seed, TICK, r.clone()))
     }));
     (sim, records, config)
 }

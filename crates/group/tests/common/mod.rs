@@ -10,7 +10,7 @@ use ensemble_core::{
     Client, ClientEffect, ClientEvent, ClientId, Completion, CompletionResult, Deployment, Done, Effect, Event, Group,
     Outcome, Process, ProcessId, Protocol, Reply, ReplyBody, Request, Storage, Time, TimerId, Value,
 };
-use ensemble_group::{tick_phase, GroupConfig, GroupId, GroupMember, GroupMsg, GroupOutput, MemoryLog, Ticker};
+use ensemble_group::{tick_phase, DurableLog, GroupConfig, GroupId, GroupMember, GroupMsg, GroupOutput, MemoryLog, Ticker};
 use ensemble_sim::Simulation;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -60,8 +60,9 @@ pub type Records = Rc<RefCell<Vec<Record>>>;
 
 const TICK: TimerId = TimerId(0);
 
-pub struct Replica {
-    member: GroupMember<Command>,
+/// A member of the request log, over any durable log (`MemoryLog` unless a test says otherwise).
+pub struct Replica<L: DurableLog<Command> = MemoryLog<Command>> {
+    member: GroupMember<Command, L>,
     ticker: Ticker,
     seed: u64,
     applied: BTreeMap<Command, u64>,
@@ -69,8 +70,8 @@ pub struct Replica {
     records: Records,
 }
 
-impl Replica {
-    pub fn new(config: GroupConfig, me: ProcessId, log: MemoryLog<Command>, seed: u64, tick: Duration, records: Records) -> Replica {
+impl<L: DurableLog<Command>> Replica<L> {
+    pub fn new(config: GroupConfig, me: ProcessId, log: L, seed: u64, tick: Duration, records: Records) -> Self {
         let member = GroupMember::new(config, me, log, 0).expect("a member of the group");
         Replica { member, ticker: Ticker::new(tick), seed, applied: BTreeMap::new(), waiting: BTreeSet::new(), records }
     }
@@ -102,7 +103,7 @@ fn reply(c: &Command, position: u64) -> Effect<ReqLog> {
     Effect::Reply { to: client, reply: Reply { client, seq: c.seq, body: ReplyBody::Done(Done { outcome, evidence: position }) } }
 }
 
-impl Process<ReqLog> for Replica {
+impl<L: DurableLog<Command>> Process<ReqLog> for Replica<L> {
     fn id(&self) -> ProcessId {
         self.member.id()
     }
