@@ -164,19 +164,3 @@ fn show_one_seed() {
     println!();
 }
 
-
-#[test]
-#[ignore]
-fn time_seeds() {
-    let n: u64 = std::env::var("N").map(|s| s.parse().unwrap()).unwrap_or(20);
-    for kind in [Kind::Reliable, Kind::Broadcast, Kind::Genuine] {
-        let t = std::time::Instant::now();
-        let mut events = 0;
-        for seed in 0..n {
-            let out = run(kind, seed);
-            assert!(out.report.ok() && out.ended < xcast::LIMIT, "{seed} {}", out.report);
-            events += out.stats.events;
-        }
-        println!("{kind:?}: {n} seeds in {:?}, mean events {}", t.elapsed(), events / n);
-    }
-}

@@ -61,6 +61,7 @@
 //! delivered ids, before the handler's sends leave; members of S also keep their group log (a
 //! [`crate::DurableLog`]).
 
+use super::decided::DecidedLog;
 use super::{CastId, Delivery, Directory};
 use crate::storage::{DurableLog, MemoryLog, Payload};
 use crate::{GroupConfig, GroupError, GroupMember, GroupMsg, GroupOutput, Refusal};
@@ -152,9 +153,6 @@ pub struct BroadcastCounters {
 /// The sequencer's part of a member of S.
 struct Sequencer<M: Payload, L: DurableLog<Entry<M>>> {
     member: GroupMember<Entry<M>, L>,
-    /// The decided log as far as this member knows it without a hole (its own decisions and
-    /// its peers' relays).
-    known: Vec<Entry<M>>,
     /// What each other group member said it delivered up to: resends start there.
     acked: BTreeMap<ProcessId, u64>,
 }
@@ -171,8 +169,9 @@ pub struct AtomicBroadcast<M: Payload, L: DurableLog<Entry<M>> = MemoryLog<Entry
     /// Positions `0..next` of the log are delivered (or skipped as duplicates).
     next: u64,
     delivered: BTreeSet<CastId>,
-    /// Entries that came ahead of `next`.
-    early: BTreeMap<u64, Entry<M>>,
+    /// The sequencer's log as learned: kept by a member of S (which relays it), counted from
+    /// `next` by the others.
+    decided: DecidedLog<Entry<M>>,
     /// This caster's casts not yet known to be ordered: payload, and the tick it was last sent.
     casting: BTreeMap<CastId, (M, u64)>,
     /// The member of S to send casts to: the leader if an acknowledgement named it.
@@ -197,14 +196,15 @@ impl<M: Payload + PartialEq, L: DurableLog<Entry<M>>> AtomicBroadcast<M, L> {
     ) -> Result<Self, GroupError> {
         let sequencer = if config.sequencer.members.contains(&me) {
             // From position 0: the member hands the whole decided log out again, which rebuilds
-            // `known` (for relaying); positions below `next` are not delivered twice.
+            // the kept log (for relaying); positions below `next` are not delivered twice.
             let member = GroupMember::new(config.sequencer.clone(), me, log, 0)?;
             let acked = config.directory.all_processes().into_iter().filter(|&q| q != me).map(|q| (q, next)).collect();
-            Some(Sequencer { member, known: Vec::new(), acked })
+            Some(Sequencer { member, acked })
         } else {
             None
         };
         let all = config.directory.all_processes();
+        let decided = if sequencer.is_some() { DecidedLog::keeping() } else { DecidedLog::counting_from(next) };
         Ok(AtomicBroadcast {
             me,
             destination: all.contains(&me),
@@ -213,7 +213,7 @@ impl<M: Payload + PartialEq, L: DurableLog<Entry<M>>> AtomicBroadcast<M, L> {
             next_seq,
             next,
             delivered,
-            early: BTreeMap::new(),
+            decided,
             casting: BTreeMap::new(),
             target: (me.0 as usize) % config.sequencer.members.len().max(1),
             ticks: 0,
@@ -371,11 +371,10 @@ impl<M: Payload + PartialEq, L: DurableLog<Entry<M>>> AtomicBroadcast<M, L> {
         self.since_resend = 0;
         if let Some(s) = self.sequencer.as_ref() {
             for (&q, &a) in &s.acked {
-                let a = a as usize;
-                if a < s.known.len() {
-                    let entries: Vec<Entry<M>> = s.known[a..(a + RESEND_BATCH).min(s.known.len())].to_vec();
+                let entries = self.decided.kept_from(a, RESEND_BATCH);
+                if !entries.is_empty() {
                     self.counters.entries_resent += entries.len() as u64;
-                    out.sends.push((q, AbMsg::Decided { from: a as u64, entries }));
+                    out.sends.push((q, AbMsg::Decided { from: a, entries }));
                 }
             }
         }
@@ -413,39 +412,18 @@ impl<M: Payload + PartialEq, L: DurableLog<Entry<M>>> AtomicBroadcast<M, L> {
     /// Takes decided entry `index`, from this member's log or a relay; delivers what became
     /// contiguous.
     fn learn(&mut self, index: u64, entry: Entry<M>, out: &mut AbOutput<M>) {
-        if let Some(s) = self.sequencer.as_ref() {
-            if let Some(k) = s.known.get(index as usize) {
-                if *k != entry {
-                    self.failure.get_or_insert_with(|| format!("decided position {index} holds {k:?} and {entry:?}"));
+        match self.decided.learn(index, entry) {
+            Err(fork) => {
+                self.failure.get_or_insert(fork);
+            }
+            // A member of S relearns the whole log after a rebuild: what it had delivered is
+            // kept for relaying, not delivered again.
+            Ok(ready) => {
+                for (at, e) in ready {
+                    if at >= self.next {
+                        self.deliver(at, e, out);
+                    }
                 }
-                return;
-            }
-        } else if index < self.next {
-            return;
-        }
-        match self.early.get(&index) {
-            Some(e) if *e != entry => {
-                self.failure.get_or_insert_with(|| format!("decided position {index} holds {e:?} and {entry:?}"));
-                return;
-            }
-            Some(_) => return,
-            None => {
-                self.early.insert(index, entry);
-            }
-        }
-        loop {
-            // The position the contiguous prefix continues at: `known`'s end for a member of S
-            // (which relays it all), `next` for the others.
-            let at = match self.sequencer.as_ref() {
-                Some(s) => s.known.len() as u64,
-                None => self.next,
-            };
-            let Some(e) = self.early.remove(&at) else { break };
-            if let Some(s) = self.sequencer.as_mut() {
-                s.known.push(e.clone());
-            }
-            if at >= self.next {
-                self.deliver(at, e, out);
             }
         }
     }

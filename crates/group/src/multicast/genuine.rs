@@ -122,6 +122,7 @@
 //! State grows with the run: the ordered messages and delivered ids are kept forever (no
 //! garbage collection), like the group log itself.
 
+use super::decided::DecidedLog;
 use super::{CastId, Delivery, Directory};
 use crate::storage::{DurableLog, MemoryLog, Payload};
 use crate::{GroupConfig, GroupError, GroupId, GroupMember, GroupMsg, GroupOutput, Refusal};
@@ -267,9 +268,8 @@ struct Side<M: Payload, L: DurableLog<GmEntry<M>>> {
     group: GroupId,
     member: GroupMember<GmEntry<M>, L>,
     peers: Vec<ProcessId>,
-    /// The decided log, as far as known without a hole (own decisions and peers' relays).
-    known: Vec<GmEntry<M>>,
-    early: BTreeMap<u64, GmEntry<M>>,
+    /// The group's decided log as learned (own decisions and peers' relays), kept for relaying.
+    decided: DecidedLog<GmEntry<M>>,
     /// What each peer said it knows the log up to.
     acked: BTreeMap<ProcessId, u64>,
     /// Positions below this were decided before this incarnation: replays, not news.
@@ -329,8 +329,7 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
                     member,
                     acked: peers.iter().map(|&q| (q, 0)).collect(),
                     peers,
-                    known: Vec::new(),
-                    early: BTreeMap::new(),
+                    decided: DecidedLog::keeping(),
                     clock: 0,
                     ordered: BTreeMap::new(),
                     finals: BTreeSet::new(),
@@ -510,7 +509,7 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
                 for (k, e) in entries.into_iter().enumerate() {
                     self.learn(first + k as u64, e, &mut out);
                 }
-                let next = self.side.as_ref().map_or(0, |s| s.known.len() as u64);
+                let next = self.side.as_ref().map_or(0, |s| s.decided.len());
                 out.sends.push((from, GmMsg::Ack { next }));
             }
             GmMsg::Ack { next } => {
@@ -592,13 +591,12 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
         self.since_resend = 0;
         let Some(s) = self.side.as_mut() else { return out };
         for (&q, &a) in &s.acked {
-            let a = a as usize;
-            if a < s.known.len() {
-                let entries: Vec<GmEntry<M>> = s.known[a..(a + GM_RESEND_BATCH).min(s.known.len())].to_vec();
+            let entries = s.decided.kept_from(a, GM_RESEND_BATCH);
+            if !entries.is_empty() {
                 self.counters.entries_resent += entries.len() as u64;
-                out.sends.push((q, GmMsg::Decided { from: a as u64, entries }));
+                out.sends.push((q, GmMsg::Decided { from: a, entries }));
             }
-            out.sends.push((q, GmMsg::Ack { next: s.known.len() as u64 }));
+            out.sends.push((q, GmMsg::Ack { next: s.decided.len() }));
         }
         let mine = s.group;
         for (id, (left, sent)) in s.outgoing.iter_mut() {
@@ -627,7 +625,7 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
             out.sends.push((to, GmMsg::Group(g)));
         }
         let Some(s) = self.side.as_ref() else { return };
-        let start = s.known.len() as u64;
+        let start = s.decided.len();
         let peers = s.peers.clone();
         let mut fresh: Vec<GmEntry<M>> = Vec::new();
         let mut first = None;
@@ -649,28 +647,15 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
     /// became contiguous.
     fn learn(&mut self, index: u64, entry: GmEntry<M>, out: &mut GmOutput<M>) {
         let Some(s) = self.side.as_mut() else { return };
-        if let Some(k) = s.known.get(index as usize) {
-            if *k != entry {
-                self.failure.get_or_insert_with(|| format!("decided position {index} holds {k:?} and {entry:?}"));
+        match s.decided.learn(index, entry) {
+            Err(fork) => {
+                self.failure.get_or_insert(fork);
             }
-            return;
-        }
-        match s.early.get(&index) {
-            Some(e) if *e != entry => {
-                self.failure.get_or_insert_with(|| format!("decided position {index} holds {e:?} and {entry:?}"));
-                return;
+            Ok(ready) => {
+                for (at, e) in ready {
+                    self.apply(at, e, out);
+                }
             }
-            Some(_) => return,
-            None => {
-                s.early.insert(index, entry);
-            }
-        }
-        loop {
-            let Some(s) = self.side.as_mut() else { return };
-            let at = s.known.len() as u64;
-            let Some(e) = s.early.remove(&at) else { break };
-            s.known.push(e.clone());
-            self.apply(at, e, out);
         }
     }
 

@@ -36,6 +36,7 @@
 //! deterministic order (maps are `BTreeMap`s), so a simulated run is a function of its seed.
 
 mod broadcast;
+mod decided;
 mod genuine;
 mod reliable;
 
