@@ -35,30 +35,17 @@ pub enum HistoryError {
 impl History {
     /// Reads a history from a JSON file.
     pub fn load(path: impl AsRef<Path>) -> Result<History, HistoryError> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| HistoryError::Io {
-            path: path.into(),
-            source,
-        })?;
-        parse(&text, path)
+        load_json(path.as_ref())
     }
 
     /// Parses a history from JSON text; errors name `<input>` as the file.
     pub fn from_json_str(text: &str) -> Result<History, HistoryError> {
-        parse(text, Path::new("<input>"))
+        parse_json(text, Path::new("<input>"))
     }
 
     /// Writes the history as JSON (compact: one line, as large runs make large files).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), HistoryError> {
-        let path = path.as_ref();
-        let io = |source| HistoryError::Io {
-            path: path.into(),
-            source,
-        };
-        let file = std::fs::File::create(path).map_err(io)?;
-        let mut out = std::io::BufWriter::new(file);
-        serde_json::to_writer(&mut out, self).map_err(|e| io(e.into()))?;
-        out.flush().map_err(io)
+        save_json(self, path.as_ref())
     }
 
     pub fn to_json_string(&self) -> String {
@@ -66,7 +53,22 @@ impl History {
     }
 }
 
-fn parse(text: &str, path: &Path) -> Result<History, HistoryError> {
+/// Reads a JSON file of this crate's formats; errors name the file.
+pub(crate) fn load_json<T: de::DeserializeOwned>(path: &Path) -> Result<T, HistoryError> {
+    let text = std::fs::read_to_string(path).map_err(|source| HistoryError::Io { path: path.into(), source })?;
+    parse_json(&text, path)
+}
+
+/// Writes compact JSON (one line: large runs make large files).
+pub(crate) fn save_json<T: Serialize>(value: &T, path: &Path) -> Result<(), HistoryError> {
+    let io = |source| HistoryError::Io { path: path.into(), source };
+    let file = std::fs::File::create(path).map_err(io)?;
+    let mut out = std::io::BufWriter::new(file);
+    serde_json::to_writer(&mut out, value).map_err(|e| io(e.into()))?;
+    out.flush().map_err(io)
+}
+
+pub(crate) fn parse_json<T: de::DeserializeOwned>(text: &str, path: &Path) -> Result<T, HistoryError> {
     serde_json::from_str(text).map_err(|e| {
         // serde_json appends " at line L column C"; the position is reported in front instead.
         let message = e.to_string();

@@ -184,31 +184,36 @@ impl Cycle {
 
 impl fmt::Display for Cycle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Some(first) = self.edges.first() else {
-            return f.write_str("(empty cycle)");
-        };
         let edge = |f: &mut fmt::Formatter<'_>, e: &CycleEdge| match &e.key {
             Some(key) => write!(f, " -{}({key})-> T{}", e.kind.name(), e.to),
             None => write!(f, " -{}-> T{}", e.kind.name(), e.to),
         };
-        write!(f, "T{}", first.from)?;
-        let n = self.edges.len();
-        if n <= Self::SHOWN_HEAD + Self::SHOWN_TAIL + 1 {
-            return self.edges.iter().try_for_each(|e| edge(f, e));
-        }
-        // A cycle through a huge component can have thousands of edges: show both ends.
-        self.edges[..Self::SHOWN_HEAD]
-            .iter()
-            .try_for_each(|e| edge(f, e))?;
-        let tail = n - Self::SHOWN_TAIL;
-        write!(
-            f,
-            " … {} more edges … T{}",
-            tail - Self::SHOWN_HEAD,
-            self.edges[tail].from
-        )?;
-        self.edges[tail..].iter().try_for_each(|e| edge(f, e))
+        write_cycle(f, &self.edges, (Self::SHOWN_HEAD, Self::SHOWN_TAIL), |e| format!("T{}", e.from), edge)
     }
+}
+
+/// Writes a cycle as its first node and then each edge: every edge of a short cycle, both ends
+/// of a long one (a cycle through a huge component can have thousands of edges) with the middle
+/// counted. `from` names an edge's first node; `edge` writes an edge and the node it reaches.
+pub(crate) fn write_cycle<E>(
+    f: &mut fmt::Formatter<'_>,
+    edges: &[E],
+    (head, tail): (usize, usize),
+    from: impl Fn(&E) -> String,
+    edge: impl Fn(&mut fmt::Formatter<'_>, &E) -> fmt::Result,
+) -> fmt::Result {
+    let Some(first) = edges.first() else {
+        return f.write_str("(empty cycle)");
+    };
+    f.write_str(&from(first))?;
+    let n = edges.len();
+    if n <= head + tail + 1 {
+        return edges.iter().try_for_each(|e| edge(f, e));
+    }
+    edges[..head].iter().try_for_each(|e| edge(f, e))?;
+    let rest = n - tail;
+    write!(f, " … {} more edges … {}", rest - head, from(&edges[rest]))?;
+    edges[rest..].iter().try_for_each(|e| edge(f, e))
 }
 
 /// A history that cannot be checked as it stands: the message names the transaction and key.

@@ -5,10 +5,9 @@
 //! Unknown fields are parse errors, for the same reason as in a transaction history: a misspelt
 //! `correct` would otherwise silently make a crashed process correct and a checker verdict wrong.
 
-use crate::json::HistoryError;
+use crate::json::{load_json, parse_json, save_json, HistoryError};
 use serde::{Deserialize, Serialize};
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A message's identity, unique over the run (the checker's notion of "the same message").
 pub type MessageId = u64;
@@ -178,30 +177,17 @@ impl DeliveryLog {
 
     /// Reads a delivery log from a JSON file.
     pub fn load(path: impl AsRef<Path>) -> Result<DeliveryLog, HistoryError> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| HistoryError::Io {
-            path: path.into(),
-            source,
-        })?;
-        parse(&text, path)
+        load_json(path.as_ref())
     }
 
     /// Parses a delivery log from JSON text; errors name `<input>` as the file.
     pub fn from_json_str(text: &str) -> Result<DeliveryLog, HistoryError> {
-        parse(text, Path::new("<input>"))
+        parse_json(text, Path::new("<input>"))
     }
 
     /// Writes the log as compact JSON.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), HistoryError> {
-        let path = path.as_ref();
-        let io = |source| HistoryError::Io {
-            path: PathBuf::from(path),
-            source,
-        };
-        let file = std::fs::File::create(path).map_err(io)?;
-        let mut out = std::io::BufWriter::new(file);
-        serde_json::to_writer(&mut out, self).map_err(|e| io(e.into()))?;
-        out.flush().map_err(io)
+        save_json(self, path.as_ref())
     }
 
     pub fn to_json_string(&self) -> String {
@@ -209,18 +195,3 @@ impl DeliveryLog {
     }
 }
 
-fn parse(text: &str, path: &Path) -> Result<DeliveryLog, HistoryError> {
-    serde_json::from_str(text).map_err(|e| {
-        // serde_json appends " at line L column C"; the position goes in front instead, as for
-        // transaction histories.
-        let message = e.to_string();
-        let suffix = format!(" at line {} column {}", e.line(), e.column());
-        let message = message.strip_suffix(&suffix).unwrap_or(&message).to_owned();
-        HistoryError::Parse {
-            path: path.into(),
-            line: e.line(),
-            column: e.column(),
-            message,
-        }
-    })
-}

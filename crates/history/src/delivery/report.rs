@@ -274,28 +274,8 @@ impl OrderCycle {
 
 impl fmt::Display for OrderCycle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Some(first) = self.edges.first() else {
-            return f.write_str("(empty cycle)");
-        };
-        let edge =
-            |f: &mut fmt::Formatter<'_>, e: &OrderEdge| write!(f, " -p{}-> m{}", e.process, e.to);
-        write!(f, "m{}", first.from)?;
-        let n = self.edges.len();
-        if n <= Self::SHOWN_HEAD + Self::SHOWN_TAIL + 1 {
-            return self.edges.iter().try_for_each(|e| edge(f, e));
-        }
-        // Same elision as the dependency-graph cycles: both ends of a long cycle, counted middle.
-        self.edges[..Self::SHOWN_HEAD]
-            .iter()
-            .try_for_each(|e| edge(f, e))?;
-        let tail = n - Self::SHOWN_TAIL;
-        write!(
-            f,
-            " … {} more edges … m{}",
-            tail - Self::SHOWN_HEAD,
-            self.edges[tail].from
-        )?;
-        self.edges[tail..].iter().try_for_each(|e| edge(f, e))
+        let edge = |f: &mut fmt::Formatter<'_>, e: &OrderEdge| write!(f, " -p{}-> m{}", e.process, e.to);
+        crate::report::write_cycle(f, &self.edges, (Self::SHOWN_HEAD, Self::SHOWN_TAIL), |e| format!("m{}", e.from), edge)
     }
 }
 
