@@ -9,26 +9,20 @@ use crate::storage::{DurableLog, LogItem, MemoryLogState, Payload};
 use omnipaxos::ballot_leader_election::Ballot;
 use omnipaxos::storage::{NoSnapshot, StopSign, Storage, StorageOp, StorageResult};
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write as _};
+use crate::records::RecordFile;
+use std::io;
 use std::path::{Path, PathBuf};
 
 /// The first bytes of every log file; the last one is the format version.
 const MAGIC: [u8; 8] = *b"ENSGLOG\x01";
-
-/// Bytes before a record's payload: length, header check, payload check.
-const RECORD_HEADER: usize = 16;
-
-const HEADER_CONTEXT: &[u8] = b"ensemble-group log header";
-const PAYLOAD_CONTEXT: &[u8] = b"ensemble-group log record";
 
 /// Why a log could not be opened or written. Every variant names the file and the byte offset.
 #[derive(Debug, thiserror::Error)]
 pub enum FileLogError {
     #[error("{}: {what} at byte offset {offset}: {source}", .path.display())]
     Io { path: PathBuf, offset: u64, what: &'static str, source: io::Error },
-    #[error("{}: not a group log: it starts with {found:02x?} at byte offset 0, not the magic {MAGIC:02x?}", .path.display())]
-    NotALog { path: PathBuf, found: Vec<u8> },
+    #[error("{}: not a log of this kind: it starts with {found:02x?} at byte offset 0, not the magic {magic:02x?}", .path.display())]
+    NotALog { path: PathBuf, found: Vec<u8>, magic: [u8; 8] },
     #[error("{}: corrupt record at byte offset {offset}: {reason}", .path.display())]
     Corrupt { path: PathBuf, offset: u64, reason: String },
     #[error("{}: write refused at byte offset {offset}: {reason}", .path.display())]
@@ -116,48 +110,6 @@ impl<T: Payload> From<Write<T>> for StorageOp<LogItem<T>> {
     }
 }
 
-fn header_check(len: u32) -> [u8; 4] {
-    let mut h = blake3::Hasher::new();
-    h.update(HEADER_CONTEXT).update(&len.to_le_bytes());
-    let mut out = [0; 4];
-    out.copy_from_slice(&h.finalize().as_bytes()[..4]);
-    out
-}
-
-fn payload_check(len: u32, payload: &[u8]) -> [u8; 8] {
-    let mut h = blake3::Hasher::new();
-    h.update(PAYLOAD_CONTEXT).update(&len.to_le_bytes()).update(payload);
-    let mut out = [0; 8];
-    out.copy_from_slice(&h.finalize().as_bytes()[..8]);
-    out
-}
-
-/// The record starting at `at`: its payload and the offset just past it, or what is wrong.
-fn frame_at(buf: &[u8], at: usize) -> Result<(&[u8], usize), String> {
-    let rest = &buf[at..];
-    if rest.len() < RECORD_HEADER {
-        return Err(format!("header cut short ({} of {RECORD_HEADER} bytes)", rest.len()));
-    }
-    let len = u32::from_le_bytes(rest[0..4].try_into().expect("4 bytes"));
-    if rest[4..8] != header_check(len) {
-        return Err("header checksum mismatch".to_string());
-    }
-    let body = &rest[RECORD_HEADER..];
-    if body.len() < len as usize {
-        return Err(format!("payload cut short ({} of {len} bytes)", body.len()));
-    }
-    let payload = &body[..len as usize];
-    if rest[8..16] != payload_check(len, payload) {
-        return Err(format!("payload checksum mismatch ({len} bytes)"));
-    }
-    Ok((payload, at + RECORD_HEADER + len as usize))
-}
-
-/// The first offset after `from` where a valid record starts, if any.
-fn next_valid(buf: &[u8], from: usize) -> Option<usize> {
-    (from..buf.len().saturating_sub(RECORD_HEADER - 1)).find(|&p| frame_at(buf, p).is_ok())
-}
-
 /// A [`DurableLog`] on an append-only file. One handle per member, moved into it.
 ///
 /// # File format
@@ -241,26 +193,19 @@ fn next_valid(buf: &[u8], from: usize) -> Option<usize> {
 ///   appending to one log would interleave records and break it.
 /// * The in-memory state holds the whole log, as [`MemoryLog`](crate::MemoryLog) does.
 pub struct FileLog<T: Payload> {
-    path: PathBuf,
-    file: File,
+    file: RecordFile,
     state: MemoryLogState<T>,
-    /// Length of the file: where the next record goes.
-    end: u64,
     /// The incarnation the open persisted, until `next_incarnation` hands it out.
     fresh_incarnation: Option<u64>,
-    /// Set by a failed write or fsync: what failed. No write is taken after it.
-    poisoned: Option<String>,
     recovery: FileLogRecovery,
 }
 
 impl<T: Payload> std::fmt::Debug for FileLog<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FileLog")
-            .field("path", &self.path)
-            .field("end", &self.end)
+            .field("file", &self.file)
             .field("incarnation", &self.state.incarnation)
             .field("entries", &self.state.len())
-            .field("poisoned", &self.poisoned)
             .finish()
     }
 }
@@ -269,94 +214,28 @@ impl<T: Payload> FileLog<T> {
     /// Opens the log at `path`, creating it if absent: replays its records, truncates a torn
     /// last record, and persists a new incarnation before returning.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, FileLogError> {
-        let path = path.as_ref().to_path_buf();
-        let io_err = |offset: u64, what: &'static str| {
-            let path = path.clone();
-            move |source| FileLogError::Io { path, offset, what, source }
-        };
-        let mut file = match OpenOptions::new().read(true).write(true).open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(io_err(0, "create"))?
-            }
-            Err(e) => return Err(io_err(0, "open")(e)),
-        };
-        let mut buf = Vec::new();
-        file.read_to_end(&mut buf).map_err(io_err(0, "read"))?;
-        let mut recovery = FileLogRecovery::default();
-
-        if buf.len() < MAGIC.len() {
-            // Shorter than the magic: a file just created, or one whose creation was cut short
-            // before its magic reached the disk. Nothing was ever acknowledged in it.
-            if !MAGIC.starts_with(&buf) {
-                return Err(FileLogError::NotALog { path, found: buf });
-            }
-            file.set_len(0).map_err(io_err(0, "truncate"))?;
-            file.seek(SeekFrom::Start(0)).map_err(io_err(0, "seek"))?;
-            file.write_all(&MAGIC).map_err(io_err(0, "write magic"))?;
-            file.sync_all().map_err(io_err(0, "fsync"))?;
-            // The file's name must survive a crash too: fsync the directory that holds it.
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-                _ => PathBuf::from("."),
-            };
-            File::open(&dir).and_then(|d| d.sync_all()).map_err(io_err(0, "fsync the directory"))?;
-            buf = MAGIC.to_vec();
-            recovery.created = true;
-        } else if buf[..MAGIC.len()] != MAGIC {
-            buf.truncate(MAGIC.len());
-            return Err(FileLogError::NotALog { path, found: buf });
-        }
-
         let mut state = MemoryLogState::default();
-        let mut at = MAGIC.len();
-        while at < buf.len() {
-            let corrupt = |reason: String| FileLogError::Corrupt { path: path.clone(), offset: at as u64, reason };
-            match frame_at(&buf, at) {
-                Ok((payload, next)) => {
-                    let record: Record<T> = postcard::from_bytes(payload)
-                        .map_err(|e| corrupt(format!("its checksum is valid but it does not decode: {e}")))?;
-                    match record {
-                        Record::Writes(writes) => {
-                            for w in writes {
-                                state.apply(w.into()).map_err(|e| {
-                                    corrupt(format!("its operation does not apply to the log before it: {e}"))
-                                })?;
-                            }
-                        }
-                        Record::Incarnation(n) => {
-                            if n <= state.incarnation {
-                                return Err(corrupt(format!(
-                                    "incarnation {n} after incarnation {}: incarnations only grow",
-                                    state.incarnation
-                                )));
-                            }
-                            state.incarnation = n;
-                        }
+        let (file, recovery) = RecordFile::open(path, MAGIC, |_, payload| {
+            let record: Record<T> =
+                postcard::from_bytes(payload).map_err(|e| format!("its checksum is valid but it does not decode: {e}"))?;
+            match record {
+                Record::Writes(writes) => {
+                    for w in writes {
+                        state
+                            .apply(w.into())
+                            .map_err(|e| format!("its operation does not apply to the log before it: {e}"))?;
                     }
-                    recovery.records += 1;
-                    at = next;
                 }
-                Err(why) => {
-                    // Damage. If a valid record follows, acknowledged writes lie beyond it: that is
-                    // corruption, and truncating would silently lose them.
-                    if let Some(valid) = next_valid(&buf, at + 1) {
-                        return Err(corrupt(format!(
-                            "{why}, and a valid record follows at byte offset {valid}: damage inside the \
-                             log, not a torn write at its end"
-                        )));
+                Record::Incarnation(n) => {
+                    if n <= state.incarnation {
+                        return Err(format!("incarnation {n} after incarnation {}: incarnations only grow", state.incarnation));
                     }
-                    // Nothing valid follows: the crash point. That record was never acknowledged.
-                    recovery.torn_bytes = (buf.len() - at) as u64;
-                    file.set_len(at as u64).map_err(io_err(at as u64, "truncate the torn tail"))?;
-                    file.sync_all().map_err(io_err(at as u64, "fsync after truncating the torn tail"))?;
-                    break;
+                    state.incarnation = n;
                 }
             }
-        }
-        file.seek(SeekFrom::Start(at as u64)).map_err(io_err(at as u64, "seek"))?;
-
-        let mut log = FileLog { path, file, state, end: at as u64, fresh_incarnation: None, poisoned: None, recovery };
+            Ok(())
+        })?;
+        let mut log = FileLog { file, state, fresh_incarnation: None, recovery };
         let incarnation = log.state.incarnation + 1;
         log.commit(&Record::Incarnation(incarnation))?;
         log.state.incarnation = incarnation;
@@ -365,7 +244,7 @@ impl<T: Payload> FileLog<T> {
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 
     /// What the log holds (the same state a [`MemoryLog`](crate::MemoryLog) keeps).
@@ -375,7 +254,7 @@ impl<T: Payload> FileLog<T> {
 
     /// The file's length: the byte offset where the next record will start.
     pub fn end(&self) -> u64 {
-        self.end
+        self.file.end()
     }
 
     /// What opening found (records replayed, a torn tail cut off).
@@ -389,43 +268,12 @@ impl<T: Payload> FileLog<T> {
     }
 
     fn refused(&self, reason: String) -> FileLogError {
-        FileLogError::Refused { path: self.path.clone(), offset: self.end, reason }
+        self.file.refused(reason)
     }
 
     /// Appends `record` as one frame and fsyncs it. On success the record is durable.
     fn commit(&mut self, record: &Record<T>) -> Result<(), FileLogError> {
-        if let Some(failure) = &self.poisoned {
-            return Err(self.refused(format!(
-                "an earlier write failed ({failure}); the kernel may have dropped what it had \
-                 buffered, so this handle takes no more writes: reopen the log to recover from what \
-                 is on disk"
-            )));
-        }
-        let payload =
-            postcard::to_allocvec(record).map_err(|e| self.refused(format!("the record does not encode: {e}")))?;
-        let len = u32::try_from(payload.len())
-            .map_err(|_| self.refused(format!("a record of {} bytes exceeds the format's 4 GiB", payload.len())))?;
-        let mut frame = Vec::with_capacity(RECORD_HEADER + payload.len());
-        frame.extend_from_slice(&len.to_le_bytes());
-        frame.extend_from_slice(&header_check(len));
-        frame.extend_from_slice(&payload_check(len, &payload));
-        frame.extend_from_slice(&payload);
-        // One write of the whole frame: a crash leaves a prefix of it at worst (a torn tail).
-        let result = self
-            .file
-            .write_all(&frame)
-            .map_err(|e| ("write", e))
-            .and_then(|()| self.file.sync_data().map_err(|e| ("fsync", e)));
-        match result {
-            Ok(()) => {
-                self.end += frame.len() as u64;
-                Ok(())
-            }
-            Err((what, source)) => {
-                self.poisoned = Some(format!("{what} at byte offset {}: {source}", self.end));
-                Err(FileLogError::Io { path: self.path.clone(), offset: self.end, what, source })
-            }
-        }
+        self.file.append_serde(record)
     }
 
     /// Checks `ops` against the state, writes them as one record, then applies them. Nothing

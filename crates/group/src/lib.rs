@@ -117,16 +117,23 @@
 //!   and a group-level recovery (a member that sees no accept traffic asks to be re-prepared)
 //!   would bound the damage.
 
+pub mod commit;
 mod durable;
 mod member;
 pub mod multicast;
+mod records;
 mod storage;
 
 pub use member::{
     tick_phase, Committed, GroupConfig, GroupCounters, GroupError, GroupId, GroupMember, GroupMsg, GroupOutput, Refusal,
     Ticker, ROUND_CEILING,
 };
+pub use commit::{
+    CommitConfig, CommitError, CommitLog, CommitMsg, CommitOutput, CommitRecord, CommitRefusal, Commute, Decided,
+    FileCommitLog, MemoryCommitLog, Role, TwoPhaseCommit, TxnId,
+};
 pub use durable::{FileLog, FileLogError, FileLogRecovery};
+pub use records::RecordFile;
 pub use multicast::{AtomicBroadcast, CastId, Delivery, Directory, GenuineMulticast, ReliableMulticast};
 pub use storage::{DurableLog, LogItem, LogWriteError, MemoryLog, MemoryLogState, Payload};
 

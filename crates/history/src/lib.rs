@@ -99,6 +99,7 @@
 //! group-communication primitive (reliable, atomic and pairwise-ordered multicast, atomic
 //! broadcast) against P-Store's atomic multicast properties, FIFO order and genuineness.
 
+pub mod commitment;
 mod criteria;
 mod cycle;
 pub mod delivery;
