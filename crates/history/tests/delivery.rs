@@ -247,6 +247,72 @@ fn pairwise_order_catches_two_processes_delivering_in_opposite_orders() {
     );
 }
 
+/// Two groups of two, g0 = {p0, p1} and g1 = {p2, p3}; m1 and m2 to both, m3 to g0 only.
+fn two_groups(deliveries: &[(ProcessNo, &[MessageId])]) -> DeliveryLog {
+    log(
+        &[(0, &[0, 1]), (1, &[2, 3])],
+        &[(1, 0, &[0, 1]), (2, 2, &[0, 1]), (3, 0, &[0])],
+        deliveries,
+    )
+}
+
+#[test]
+fn group_order_holds_when_each_group_agrees_within_itself() {
+    // g0 delivers m1 before m2, g1 the opposite; p1 crashed after a prefix of g0's sequence.
+    let mut l = two_groups(&[(0, &[1, 3, 2]), (1, &[1]), (2, &[2, 1]), (3, &[2, 1])]);
+    l.crash(1);
+    holds(&l, Property::GroupOrder);
+    // The disagreement across groups is what prefix, acyclic and pairwise order forbid.
+    assert_eq!(
+        found(&l, Property::PrefixOrder)[0],
+        "uniform prefix order: p0 and p2 are destinations of both m1 and m2; p0 delivered m1 before m2, p2 delivered m2 before m1"
+    );
+    assert_eq!(found(&l, Property::AcyclicOrder).len(), 1);
+    assert_eq!(found(&l, Property::PairwiseOrder).len(), 2);
+    assert!(check_primitive(&l, Primitive::PartitionStreams).ok());
+    assert!(!check_primitive(&l, Primitive::GenuineAtomicMulticast).ok());
+}
+
+#[test]
+fn group_order_catches_two_members_of_one_group_delivering_in_opposite_orders() {
+    // In g0, p1 inverts m3 and m2; g1 agrees within itself.
+    let l = two_groups(&[(0, &[1, 3, 2]), (1, &[1, 2, 3]), (2, &[2, 1]), (3, &[2, 1])]);
+    assert_eq!(
+        found(&l, Property::GroupOrder),
+        ["uniform prefix order within each group: p0 and p1 are members of g0, a destination of both m3 and m2; p0 delivered m3 before m2, p1 delivered m2 before m3"]
+    );
+    let report = check_primitive(&l, Primitive::PartitionStreams);
+    assert_eq!(report.count(Property::GroupOrder), 1);
+    let Some(DeliveryViolation::GroupOrder { group, p, q, m, m_prime, .. }) =
+        report.of(Property::GroupOrder).next()
+    else {
+        panic!("{report}")
+    };
+    assert_eq!((*group, *p, *q, *m, *m_prime), (0, 0, 1, 3, 2));
+}
+
+#[test]
+fn group_order_catches_a_hole() {
+    // p1 skips m1, which p0 delivered before m3.
+    let mut l = two_groups(&[(0, &[1, 3]), (1, &[3]), (2, &[1]), (3, &[1])]);
+    l.crash(1);
+    assert_eq!(
+        found(&l, Property::GroupOrder),
+        ["uniform prefix order within each group: p0 and p1 are members of g0, a destination of both m1 and m3; p0 delivered m1 before m3, p1 delivered m3 but never m1"]
+    );
+}
+
+#[test]
+fn group_order_compares_only_the_messages_addressed_to_the_group() {
+    // p0 is in g0 and g1, p1 in g0 only: m2 (to g1) is not g0's, so p0 may deliver it anywhere.
+    let l = log(
+        &[(0, &[0, 1]), (1, &[0])],
+        &[(1, 0, &[0]), (2, 0, &[1]), (3, 0, &[0])],
+        &[(0, &[1, 2, 3]), (1, &[1, 3])],
+    );
+    holds(&l, Property::GroupOrder);
+}
+
 #[test]
 fn fifo_order_holds_in_cast_order_and_between_casters() {
     // p0 casts m1 then m2; p1 casts m3: m3 may go anywhere.
@@ -474,6 +540,7 @@ fn primitives_check_what_they_promise() {
             (Primitive::AtomicMulticast, false),
             (Primitive::GenuineAtomicMulticast, false),
             (Primitive::PairwiseMulticast, false),
+            (Primitive::PartitionStreams, false),
         ]
     );
     // Properties are checked once each, in their canonical order.
@@ -495,7 +562,7 @@ fn property_names_parse_and_unknown_ones_list_the_known() {
     }
     let err = "total".parse::<Property>().unwrap_err().to_string();
     assert!(
-        err.contains("`total`") && err.contains("prefix-order, acyclic-order"),
+        err.contains("`total`") && err.contains("prefix-order, group-order, acyclic-order"),
         "{err}"
     );
 }

@@ -185,6 +185,34 @@ impl<'a> Facts<'a> {
         })
     }
 
+    /// Prefix order within group `g`, by its letter, for one quadruple: P-Store (iv) with p and
+    /// q members of `g` and both messages addressed to `g`.
+    fn group_violated(&self, g: u32, p: ProcessNo, q: ProcessNo, m: MessageId, m2: MessageId) -> bool {
+        let member = |x| self.log.groups.iter().any(|gr| gr.id == g && gr.members.contains(&x));
+        let addressed = |x| self.log.casts.iter().any(|c| c.message == x && c.destinations.contains(&g));
+        m != m2
+            && member(p)
+            && member(q)
+            && addressed(m)
+            && addressed(m2)
+            && self.delivers(p, m)
+            && self.delivers(q, m2)
+            && !self.before(p, m2, m)
+            && !self.before(q, m, m2)
+    }
+
+    fn group_order(&self) -> bool {
+        let (ps, ms) = (self.processes(), self.messages());
+        !self.log.groups.iter().any(|g| {
+            ps.iter().any(|&p| {
+                ps.iter().any(|&q| {
+                    ms.iter()
+                        .any(|&m| ms.iter().any(|&m2| self.group_violated(g.id, p, q, m, m2)))
+                })
+            })
+        })
+    }
+
     /// `m < m'`: some process delivered m before m'.
     fn less(&self, m: MessageId, m2: MessageId) -> Option<ProcessNo> {
         self.processes()
@@ -372,6 +400,47 @@ fn prefix_order_agrees_with_the_definition() {
         tally.add(expected);
     }
     tally.assert_both("prefix order");
+}
+
+#[test]
+fn group_order_agrees_with_the_definition() {
+    let mut tally = Tally::default();
+    for (seed, log) in logs() {
+        let facts = Facts::new(&log);
+        let expected = facts.group_order();
+        let report = check(&log, &[Property::GroupOrder]);
+        assert_eq!(report.ok(), expected, "seed {seed}: {report}\n{log:?}");
+        for v in &report.violations {
+            let DeliveryViolation::GroupOrder {
+                group,
+                p,
+                q,
+                m,
+                m_prime,
+                p_delivered_m_prime_later,
+                q_delivered_m_later,
+            } = v
+            else {
+                panic!("seed {seed}: unexpected {v}");
+            };
+            assert!(
+                facts.group_violated(*group, *p, *q, *m, *m_prime),
+                "seed {seed}: {v}"
+            );
+            assert_eq!(
+                *p_delivered_m_prime_later,
+                facts.before(*p, *m, *m_prime),
+                "seed {seed}: {v}"
+            );
+            assert_eq!(
+                *q_delivered_m_later,
+                facts.before(*q, *m_prime, *m),
+                "seed {seed}: {v}"
+            );
+        }
+        tally.add(expected);
+    }
+    tally.assert_both("group order");
 }
 
 #[test]

@@ -272,6 +272,19 @@ impl<M: Payload + PartialEq, L: DurableLog<Entry<M>>> AtomicBroadcast<M, L> {
         (id, out)
     }
 
+    /// Broadcasts again, after a crash, a message this process cast in an earlier incarnation
+    /// (as it recorded it before the cast's messages left): resent until the sequencer group
+    /// says it ordered it. The group orders an id once only (a retry of an ordered id is answered
+    /// `Ordered`, a second entry for it is skipped), so resuming a cast that got through is
+    /// harmless.
+    pub fn resume(&mut self, id: CastId, payload: M) -> AbOutput<M> {
+        debug_assert!(id.caster == self.me && id.seq < self.next_seq, "resume {id}: not an earlier cast of {}", self.me);
+        let mut out = AbOutput::default();
+        self.casting.insert(id, (payload.clone(), self.ticks));
+        self.send_cast(id, payload, &mut out);
+        out
+    }
+
     fn send_cast(&mut self, id: CastId, payload: M, out: &mut AbOutput<M>) {
         if self.sequencer.is_some() {
             // A member of S proposes directly (the library forwards to the leader).

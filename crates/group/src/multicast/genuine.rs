@@ -1,10 +1,12 @@
 //! Genuine atomic multicast between fault-tolerant groups: Skeen's timestamp algorithm run
 //! between groups, each step a process takes in Skeen's original made fault-tolerant by going
-//! through its group's OmniPaxos log.
+//! through its group's OmniPaxos log. In its per-group mode it is P-DUR's per-partition
+//! broadcast streams instead (see "Per-group order" below).
 //!
 //! # Properties
 //!
-//! For a message `m` cast to any nonempty set of groups `m.dst` (P-Store §2.4):
+//! For a message `m` cast to any nonempty set of groups `m.dst` (P-Store §2.4), in Skeen's mode
+//! ([`Ordering::Skeen`], the default):
 //! * **uniform integrity**: a process delivers `m` at most once, and only if it is a member of a
 //!   group of `m.dst` and `m` was cast;
 //! * **validity**: if a correct process casts `m`, every correct member of `m.dst` delivers it;
@@ -108,6 +110,63 @@
 //! `d(d−1)` relays and as many acknowledgements per decided entry, and `d²·k(k−1)` proposals and
 //! about as many `Settled`: O(d²k²), P-Store's O(x²) for `x = dk` destination processes.
 //!
+//! # Per-group order: P-DUR's per-partition streams ([`Ordering::PerGroup`])
+//!
+//! P-DUR's prototype (P-DUR §V, `../shared/seeds/004_…`; `../shared/notes/dur-family-spec.md`,
+//! "§V Implementation (C), deviations from Alg 4") replaces Algorithm 4's atomic multicast by
+//! one atomic broadcast instance per partition: a single-partition transaction is broadcast in
+//! its partition, a cross-partition one "to each partition independently (i.e., one broadcast per
+//! partition, all executed in parallel)". [`GenuineConfig::partition_streams`] is that, with a
+//! group per partition: every destination group takes the first `Msg` for `m` in its log as
+//! final, the one-group fast path applied to every group, and delivers in its own log order.
+//! Nothing else changes: casts, relays of decided entries, and proposals, which still travel
+//! between the destination groups (resent until `Settled`, answered `Settled` at once since
+//! every ordered message is final) because they carry `m` to a group the caster never reached;
+//! their timestamp decides nothing, so they are not kept, and no `Final` is ever proposed.
+//!
+//! Its properties, for `m` cast to `m.dst`: uniform integrity, validity, uniform agreement and
+//! genuineness as above, and **uniform prefix order within each group only**: two members of
+//! one group deliver the messages addressed to it in the same order, without holes. Members of
+//! different groups may deliver two common messages in opposite orders, so neither prefix order
+//! across groups nor acyclic order holds (`g` delivering `m` then `m'` while `h` delivers `m'`
+//! then `m` is already a cycle of `<`), nor pairwise order. Why it holds:
+//! * the members of a group apply one log and deliver each message as its first `Msg` is
+//!   applied, so they deliver prefixes of one sequence (order within the group);
+//! * a delivered `m` has its `Msg` decided in its group's log, kept by a majority that includes
+//!   a correct member; that member resends the proposal (carrying `m`) to every other
+//!   destination group until one of its members says `Settled`, which it says only once its own
+//!   group's log ordered `m`; and the peers' relays bring every decided entry to every correct
+//!   member of each group (uniform agreement). Validity, integrity and genuineness keep the
+//!   arguments above.
+//!
+//! This is stronger than P-DUR's prototype, whose client broadcasts to each partition itself:
+//! there a client that crashes after reaching one partition leaves the transaction at that
+//! partition only, and the paper does not say what the others do; here the groups relay it.
+//!
+//! Cost: every group delivers on the fast path, Δ (cast) + 2Δ (`Msg`) = **3Δ at the leaders for
+//! any number of groups** (4Δ at the followers), against 6Δ for Skeen's mode to several groups:
+//! the proposal exchange and the second consensus are gone from the path to delivery. Messages
+//! per cast to `k` groups of `d` members: as for Skeen's mode without the `Final` instances,
+//! that is `k` casts, `2(d−1)` per group for its one consensus instance, the relays and their
+//! acknowledgements, and still `d²·k(k−1)` proposals and about as many `Settled`, off the
+//! critical path: O(d²k²).
+//!
+//! What P-DUR does about the missing order (spec note, §V and 3.E items 5–6): its certification
+//! test is stronger, so that two cross-partition transactions `t1`, `t2` delivered in opposite
+//! orders by two partitions are serializable in either order: it checks `rs(t1) ∩ ws(t2)` and
+//! `rs(t2) ∩ ws(t1)`. Algorithm 4's blocking wait for the other partitions' votes would
+//! deadlock on such a pair (`p` delivers `t1` then `t2`, `q` delivers `t2` then `t1`), so a
+//! certifier on these streams must keep delivering while votes are pending.
+//!
+//! # Pairwise order: S-DUR's AM_pw-Cast
+//!
+//! G-DUR's Algorithm 6 (S-DUR) terminates with AM_pw-Cast, atomic multicast whose deliveries
+//! need only be *pairwise* ordered: any two processes deliver the messages they both deliver
+//! in the same order. This component in Skeen's mode ([`Ordering::Skeen`]) serves it: acyclic
+//! order implies pairwise order (two processes delivering `m`, `m'` in opposite orders would be
+//! a cycle of `<`). No cheaper algorithm that gives pairwise order only is written; S-DUR pays
+//! what genuine atomic multicast costs.
+//!
 //! # What the embedding process persists
 //!
 //! `next_seq` (casters) and the delivered ids ([`GenuineMulticast::delivered_ids`]) before the
@@ -187,6 +246,17 @@ impl<M: Payload> GmMsg<M> {
     }
 }
 
+/// Which order the destination groups deliver in (see the module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Ordering {
+    /// Genuine atomic multicast: Skeen's final timestamps, one order across groups.
+    #[default]
+    Skeen,
+    /// P-DUR's per-partition streams: each group delivers in its own log order; uniform prefix
+    /// order within each group only.
+    PerGroup,
+}
+
 /// How a deployment multicasts.
 #[derive(Clone, Debug)]
 pub struct GenuineConfig {
@@ -196,15 +266,18 @@ pub struct GenuineConfig {
     /// Ticks between resends (casts not yet ordered, proposals not yet settled, log entries not
     /// yet acknowledged by a peer).
     pub resend_ticks: u64,
-    /// Deliberately broken, for the checker's test only: every message's local timestamp is
-    /// taken as final (each group delivers in its own log order, no exchange). Keep `false`.
-    #[doc(hidden)]
-    pub broken_deliver_at_proposal: bool,
+    pub ordering: Ordering,
 }
 
 impl GenuineConfig {
+    /// Genuine atomic multicast ([`Ordering::Skeen`]).
     pub fn new(directory: Directory, consensus_timing: (u64, u64), resend_ticks: u64) -> GenuineConfig {
-        GenuineConfig { directory, consensus_timing, resend_ticks, broken_deliver_at_proposal: false }
+        GenuineConfig { directory, consensus_timing, resend_ticks, ordering: Ordering::Skeen }
+    }
+
+    /// P-DUR's per-partition streams ([`Ordering::PerGroup`]).
+    pub fn partition_streams(directory: Directory, consensus_timing: (u64, u64), resend_ticks: u64) -> GenuineConfig {
+        GenuineConfig { ordering: Ordering::PerGroup, ..GenuineConfig::new(directory, consensus_timing, resend_ticks) }
     }
 
     fn group_config(&self, g: GroupId) -> GroupConfig {
@@ -409,6 +482,21 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
         (id, out)
     }
 
+    /// Casts again, after a crash, a message this process cast in an earlier incarnation (its
+    /// id, payload and destinations are what it recorded before the cast's messages left): it is
+    /// resent until a destination group says it ordered it, as at its first cast. A group that
+    /// ordered it already says so at once, and orders it once only, so resuming a cast that got
+    /// through costs a message and an answer.
+    pub fn resume(&mut self, id: CastId, payload: M, mut dst: Vec<GroupId>) -> GmOutput<M> {
+        dst.sort();
+        dst.dedup();
+        debug_assert!(id.caster == self.me && id.seq < self.next_seq, "resume {id}: not an earlier cast of {}", self.me);
+        let mut out = GmOutput::default();
+        self.casting.insert(id, (dst.clone(), payload.clone(), self.ticks));
+        self.send_cast(id, &dst, payload, &mut out);
+        out
+    }
+
     fn send_cast(&mut self, id: CastId, dst: &[GroupId], payload: M, out: &mut GmOutput<M>) {
         let mine = self.side.as_ref().map(|s| s.group);
         for &g in dst {
@@ -474,6 +562,9 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
             }
             GmMsg::Proposal { id, dst, payload, group, ts } => {
                 let sender_in_group = self.config.directory.members(group).contains(&from);
+                // Per group, a proposal is only the relay that makes this group order `m` (its
+                // timestamp decides nothing here), so it is not kept.
+                let skeen = self.config.ordering == Ordering::Skeen;
                 let s = self.destination(id, &dst)?;
                 if group == s.group || !dst.contains(&group) || !sender_in_group {
                     return Err(GmRefusal::BadProposal { id, from, group });
@@ -486,7 +577,9 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
                         self.maybe_final(id, &mut out);
                     }
                     None => {
-                        s.heard.entry(id).or_default().insert(group, ts);
+                        if skeen {
+                            s.heard.entry(id).or_default().insert(group, ts);
+                        }
                         self.want(id, GmEntry::Msg { id, dst, payload }, false, &mut out);
                     }
                 }
@@ -661,7 +754,7 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
 
     /// Applies the decided entry at `index`: Skeen's steps at this group, then delivery.
     fn apply(&mut self, index: u64, e: GmEntry<M>, out: &mut GmOutput<M>) {
-        let broken = self.config.broken_deliver_at_proposal;
+        let per_group = self.config.ordering == Ordering::PerGroup;
         let every = self.config.resend_ticks.max(1);
         let now = self.ticks;
         let Some(s) = self.side.as_mut() else { return };
@@ -675,7 +768,7 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
                 s.clock += 1;
                 let ts = s.clock;
                 let single = dst.len() == 1;
-                let fin = (single || broken).then_some(ts);
+                let fin = (single || per_group).then_some(ts);
                 if fin.is_some() {
                     s.finals.insert((ts, id));
                     if single {
@@ -707,7 +800,9 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
                     }
                 }
                 s.ordered.insert(id, Ordered { dst, payload, ts, fin, done: false });
-                self.maybe_final(id, out);
+                if fin.is_none() {
+                    self.maybe_final(id, out);
+                }
             }
             GmEntry::Final { id, ts } => {
                 let Some(o) = s.ordered.get_mut(&id) else {

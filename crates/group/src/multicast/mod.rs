@@ -11,7 +11,11 @@
 //! * [`GenuineMulticast`]: genuine atomic multicast to any set of groups, Skeen's timestamps
 //!   between groups with every step through the group's OmniPaxos log; uniform integrity,
 //!   validity, uniform agreement, uniform prefix and acyclic order, genuineness; 3Δ for one
-//!   group, 6Δ for several (Δ and 2Δ counting inter-group delays only, as P-Store does).
+//!   group, 6Δ for several (Δ and 2Δ counting inter-group delays only, as P-Store does). It
+//!   also serves S-DUR's AM_pw-Cast (pairwise order follows from acyclic order). In its
+//!   [`Ordering::PerGroup`] mode it is P-DUR's per-partition broadcast streams instead: each
+//!   group delivers in its own log order, uniform prefix order within each group only, 3Δ for
+//!   any number of groups.
 //!
 //! Each module's documentation states the properties, the design, why it keeps them under
 //! message loss, duplication, reordering, partitions and the crash of a minority of each group,
@@ -41,7 +45,7 @@ mod genuine;
 mod reliable;
 
 pub use broadcast::{AbMsg, AbOutput, AbRefusal, AtomicBroadcast, BroadcastConfig, BroadcastCounters, Entry, RESEND_BATCH};
-pub use genuine::{GenuineConfig, GenuineCounters, GenuineMulticast, GmEntry, GmMsg, GmOutput, GmRefusal, GM_RESEND_BATCH};
+pub use genuine::{GenuineConfig, GenuineCounters, GenuineMulticast, GmEntry, GmMsg, GmOutput, GmRefusal, Ordering, GM_RESEND_BATCH};
 pub use reliable::{ReliableMulticast, RmMsg, RmOutput, RmRefusal};
 
 use crate::GroupId;

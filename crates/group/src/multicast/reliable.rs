@@ -174,6 +174,19 @@ impl<M: Clone> ReliableMulticast<M> {
     pub fn cast(&mut self, payload: M, dst: Vec<GroupId>) -> (CastId, RmOutput<M>) {
         let id = CastId { caster: self.me, seq: self.next_seq };
         self.next_seq += 1;
+        (id, self.start(id, payload, dst))
+    }
+
+    /// Casts again, after a crash, a message this process cast in an earlier incarnation (as it
+    /// recorded it before the cast's messages left): sent to every destination until each
+    /// acknowledges it, as at its first cast. Destinations acknowledge a copy they already
+    /// have and deliver an id once only.
+    pub fn resume(&mut self, id: CastId, payload: M, dst: Vec<GroupId>) -> RmOutput<M> {
+        debug_assert!(id.caster == self.me && id.seq < self.next_seq, "resume {id}: not an earlier cast of {}", self.me);
+        self.start(id, payload, dst)
+    }
+
+    fn start(&mut self, id: CastId, payload: M, dst: Vec<GroupId>) -> RmOutput<M> {
         let mut out = RmOutput::default();
         let targets = self.directory.processes(&dst);
         let destination = targets.contains(&self.me);
@@ -193,7 +206,7 @@ impl<M: Clone> ReliableMulticast<M> {
         }
         self.pending.insert(id, p);
         self.settle(id, &mut out);
-        (id, out)
+        out
     }
 
     /// Handles `msg` from `from`.

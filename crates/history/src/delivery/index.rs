@@ -269,6 +269,29 @@ impl<'a> Index<'a> {
         self.log.casts[m as usize].message
     }
 
+    pub(super) fn groups(&self) -> usize {
+        self.log.groups.len()
+    }
+
+    /// The members of dense group `g` (its position in the log), as dense processes, sorted,
+    /// each once.
+    pub(super) fn members(&self, g: u32) -> Vec<u32> {
+        let mut ms: Vec<u32> = self.log.groups[g as usize]
+            .members
+            .iter()
+            .map(|p| self.process_of[p])
+            .collect();
+        ms.sort_unstable();
+        ms.dedup();
+        ms
+    }
+
+    /// Whether dense group `g` is one of dense message `m`'s destination groups.
+    pub(super) fn addresses(&self, m: u32, g: u32) -> bool {
+        let word = self.destination_groups[m as usize * self.words + g as usize / 64];
+        word & (1 << (g % 64)) != 0
+    }
+
     /// Whether dense process `p` is in one of dense message `m`'s destination groups.
     pub(super) fn is_destination(&self, p: u32, m: u32) -> bool {
         let w = self.words;

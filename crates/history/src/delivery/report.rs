@@ -13,6 +13,7 @@ pub enum Property {
     Validity,
     Agreement,
     PrefixOrder,
+    GroupOrder,
     AcyclicOrder,
     PairwiseOrder,
     FifoOrder,
@@ -21,11 +22,12 @@ pub enum Property {
 }
 
 impl Property {
-    pub const ALL: [Property; 9] = [
+    pub const ALL: [Property; 10] = [
         Property::Integrity,
         Property::Validity,
         Property::Agreement,
         Property::PrefixOrder,
+        Property::GroupOrder,
         Property::AcyclicOrder,
         Property::PairwiseOrder,
         Property::FifoOrder,
@@ -40,6 +42,7 @@ impl Property {
             Property::Validity => "validity",
             Property::Agreement => "agreement",
             Property::PrefixOrder => "prefix-order",
+            Property::GroupOrder => "group-order",
             Property::AcyclicOrder => "acyclic-order",
             Property::PairwiseOrder => "pairwise-order",
             Property::FifoOrder => "fifo-order",
@@ -55,6 +58,7 @@ impl Property {
             Property::Validity => "validity",
             Property::Agreement => "uniform agreement",
             Property::PrefixOrder => "uniform prefix order",
+            Property::GroupOrder => "uniform prefix order within each group",
             Property::AcyclicOrder => "uniform acyclic order",
             Property::PairwiseOrder => "uniform pairwise order",
             Property::FifoOrder => "uniform FIFO order",
@@ -72,7 +76,7 @@ impl fmt::Display for Property {
 
 /// An unknown property name; its message lists the known ones.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown delivery property `{0}`; expected one of: integrity, validity, agreement, prefix-order, acyclic-order, pairwise-order, fifo-order, broadcast, genuineness")]
+#[error("unknown delivery property `{0}`; expected one of: integrity, validity, agreement, prefix-order, group-order, acyclic-order, pairwise-order, fifo-order, broadcast, genuineness")]
 pub struct UnknownProperty(pub String);
 
 impl FromStr for Property {
@@ -100,15 +104,19 @@ pub enum Primitive {
     GenuineAtomicMulticast,
     /// S-DUR's AM_pw-Cast: reliable multicast whose deliveries are pairwise ordered.
     PairwiseMulticast,
+    /// P-DUR's prototype (§V): one atomic broadcast stream per partition (group), a message to
+    /// several partitions broadcast in each independently; ordered within each group only.
+    PartitionStreams,
 }
 
 impl Primitive {
-    pub const ALL: [Primitive; 5] = [
+    pub const ALL: [Primitive; 6] = [
         Primitive::ReliableMulticast,
         Primitive::AtomicBroadcast,
         Primitive::AtomicMulticast,
         Primitive::GenuineAtomicMulticast,
         Primitive::PairwiseMulticast,
+        Primitive::PartitionStreams,
     ];
 
     pub fn name(self) -> &'static str {
@@ -118,6 +126,7 @@ impl Primitive {
             Primitive::AtomicMulticast => "atomic multicast",
             Primitive::GenuineAtomicMulticast => "genuine atomic multicast",
             Primitive::PairwiseMulticast => "pairwise-ordered multicast",
+            Primitive::PartitionStreams => "per-partition streams",
         }
     }
 
@@ -146,6 +155,9 @@ impl Primitive {
                 Genuineness,
             ],
             Primitive::PairwiseMulticast => &[Integrity, Validity, Agreement, PairwiseOrder],
+            Primitive::PartitionStreams => {
+                &[Integrity, Validity, Agreement, GroupOrder, Genuineness]
+            }
         }
     }
 }
@@ -327,6 +339,19 @@ pub enum DeliveryViolation {
         p_delivered_m_prime_later: bool,
         q_delivered_m_later: bool,
     },
+    /// Prefix order within `group`: `p` and `q` are members of `group`, a destination of both
+    /// `m` and `m_prime`; `p` delivered `m` without having delivered `m_prime` before it, and
+    /// `q` delivered `m_prime` without having delivered `m` before it. The flags as for
+    /// [`DeliveryViolation::PrefixOrder`].
+    GroupOrder {
+        group: GroupId,
+        p: ProcessNo,
+        q: ProcessNo,
+        m: MessageId,
+        m_prime: MessageId,
+        p_delivered_m_prime_later: bool,
+        q_delivered_m_later: bool,
+    },
     /// Acyclic order: a cycle of `<`. `shortest` is false only when the search for a shorter
     /// one ran out of its budget (huge strongly connected components).
     OrderCycle { cycle: OrderCycle, shortest: bool },
@@ -372,6 +397,7 @@ impl DeliveryViolation {
             DeliveryViolation::NotDelivered { .. } => Property::Validity,
             DeliveryViolation::Disagreement { .. } => Property::Agreement,
             DeliveryViolation::PrefixOrder { .. } => Property::PrefixOrder,
+            DeliveryViolation::GroupOrder { .. } => Property::GroupOrder,
             DeliveryViolation::OrderCycle { .. } => Property::AcyclicOrder,
             DeliveryViolation::PairwiseOrder { .. } => Property::PairwiseOrder,
             DeliveryViolation::Fifo { .. } => Property::FifoOrder,
@@ -379,6 +405,25 @@ impl DeliveryViolation {
             DeliveryViolation::OutsideSteps { .. } => Property::Genuineness,
         })
     }
+}
+
+/// `p delivered m before m'` (or `but never m'`), `q delivered m' before m` (or `but never m`).
+fn opposite_sides(
+    f: &mut fmt::Formatter<'_>,
+    (p, q): (ProcessNo, ProcessNo),
+    (m, m_prime): (MessageId, MessageId),
+    (p_later, q_later): (bool, bool),
+) -> fmt::Result {
+    let side = |f: &mut fmt::Formatter<'_>, who, first, other, later: bool| {
+        if later {
+            write!(f, "p{who} delivered m{first} before m{other}")
+        } else {
+            write!(f, "p{who} delivered m{first} but never m{other}")
+        }
+    };
+    side(f, p, m, m_prime, p_later)?;
+    f.write_str(", ")?;
+    side(f, q, m_prime, m, q_later)
 }
 
 fn groups(list: &[GroupId]) -> String {
@@ -422,17 +467,20 @@ impl fmt::Display for DeliveryViolation {
                 p_delivered_m_prime_later,
                 q_delivered_m_later,
             } => {
-                let side = |f: &mut fmt::Formatter<'_>, who, first, other, later: bool| {
-                    if later {
-                        write!(f, "p{who} delivered m{first} before m{other}")
-                    } else {
-                        write!(f, "p{who} delivered m{first} but never m{other}")
-                    }
-                };
                 write!(f, "p{p} and p{q} are destinations of both m{m} and m{m_prime}; ")?;
-                side(f, p, m, m_prime, *p_delivered_m_prime_later)?;
-                f.write_str(", ")?;
-                side(f, q, m_prime, m, *q_delivered_m_later)
+                opposite_sides(f, (*p, *q), (*m, *m_prime), (*p_delivered_m_prime_later, *q_delivered_m_later))
+            }
+            DeliveryViolation::GroupOrder {
+                group,
+                p,
+                q,
+                m,
+                m_prime,
+                p_delivered_m_prime_later,
+                q_delivered_m_later,
+            } => {
+                write!(f, "p{p} and p{q} are members of g{group}, a destination of both m{m} and m{m_prime}; ")?;
+                opposite_sides(f, (*p, *q), (*m, *m_prime), (*p_delivered_m_prime_later, *q_delivered_m_later))
             }
             DeliveryViolation::OrderCycle { cycle, shortest } => {
                 write!(f, "cycle {cycle} (a -p-> b: p delivered a before b")?;
