@@ -5,6 +5,8 @@ mod node;
 mod overhead;
 mod real;
 mod systems;
+mod xcast;
+mod xcast_real;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
@@ -42,6 +44,15 @@ enum Command {
     /// Check a history file (JSON: transactions with what they read, from which writer, and
     /// wrote; optionally each replica's install order) against a consistency criterion.
     Check(CheckArgs),
+    /// Group communication on real processes: a multicast load over TCP on this machine, with
+    /// `kill -9` of a member of every group, checked.
+    Xcast {
+        #[command(subcommand)]
+        command: xcast_real::XcastCommand,
+    },
+    /// Run many seeded simulations of each group-communication primitive under random faults
+    /// and check every one: no violation, and progress after the faults heal.
+    Sweep(xcast::SweepArgs),
 }
 
 #[derive(Args)]
@@ -56,9 +67,9 @@ struct CheckArgs {
     criterion: Vec<String>,
     /// The file is a delivery log: check it against what this primitive promises
     /// (reliable-multicast, atomic-broadcast, atomic-multicast, genuine-atomic-multicast,
-    /// pairwise-ordered-multicast) or against these properties, comma-separated (integrity,
-    /// validity, agreement, prefix-order, acyclic-order, pairwise-order, fifo-order, broadcast,
-    /// genuineness).
+    /// pairwise-ordered-multicast, per-partition-streams) or against these properties,
+    /// comma-separated (integrity, validity, agreement, prefix-order, group-order, acyclic-order,
+    /// pairwise-order, fifo-order, broadcast, genuineness).
     #[arg(long, value_delimiter = ',', conflicts_with = "criterion")]
     delivery: Option<Vec<String>>,
 }
@@ -152,7 +163,7 @@ struct OutputArgs {
 
 #[derive(Args)]
 struct FigureArgs {
-    /// gyro-fig3, gyro-fig4, table3, wan-scaling, overhead
+    /// gyro-fig3, gyro-fig4, table3, wan-scaling, overhead, xcast-latency
     #[arg(value_parser = FIGURES)]
     name: String,
     /// Application, for table3 and wan-scaling.
@@ -243,6 +254,8 @@ fn main() {
         Command::Topology { name } => Topology::load(&name).map_err(Into::into).map(|t| print!("{}", toml::to_string(&t).expect("a topology serializes"))),
         Command::Node(a) => node::run(a),
         Command::Check(a) => check(a),
+        Command::Xcast { command } => xcast_real::run(command),
+        Command::Sweep(a) => xcast::sweep(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
@@ -257,7 +270,7 @@ const MAX_CLIENTS: i64 = 100_000;
 const MAX_INSTANCES: i64 = 64;
 /// The most threads `figure --jobs` and `--threads` start.
 const MAX_THREADS: i64 = 256;
-const FIGURES: [&str; 5] = ["gyro-fig3", "gyro-fig4", "table3", "wan-scaling", "overhead"];
+const FIGURES: [&str; 6] = ["gyro-fig3", "gyro-fig4", "table3", "wan-scaling", "overhead", "xcast-latency"];
 
 /// The lower end of a flag's range.
 enum Min {
@@ -632,7 +645,8 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
             println!("{text}");
             return Ok(());
         }
-        other => bail!("unknown figure `{other}` (known: gyro-fig3, gyro-fig4, table3, wan-scaling, overhead)"),
+        "xcast-latency" => return xcast::latency_figure(a.seed, a.jobs, a.real, &a.output.out),
+        other => bail!("unknown figure `{other}` (known: gyro-fig3, gyro-fig4, table3, wan-scaling, overhead, xcast-latency)"),
     };
     let stem = match (a.name.as_str(), a.write_share) {
         ("table3" | "wan-scaling", None) => format!("{}-{}", a.name, a.app),

@@ -80,7 +80,7 @@ impl WithHarness for Serve {
                 "host {host} listens on {bound}, a port of its choosing, and needs every host's address on stdin \
                  (one line, in host order); stdin closed first"
             );
-            let addrs = crate::real::parse_addrs_line(&line).context("the hosts' addresses on stdin")?;
+            let addrs = ensemble_net::cluster::parse_addrs_line(&line).context("the hosts' addresses on stdin")?;
             spec.set_addrs(&addrs).context("the hosts' addresses on stdin")?;
             let mine = spec.hosts[host.index()].addr;
             anyhow::ensure!(mine == bound, "the addresses on stdin put host {host} at {mine}, but it listens on {bound}");

@@ -12,7 +12,7 @@
 //!
 //! Start-up has no port race: every host binds port 0 and announces the port it got on its ready
 //! line; once every host is up, each one reads every host's address from its stdin
-//! ([`addrs_line`]).
+//! ([`addrs_line`](ensemble_net::cluster::addrs_line)).
 
 use anyhow::Context;
 use ensemble_bench::harness::RunOutput;
@@ -20,7 +20,7 @@ use ensemble_bench::metrics::{Metrics, Summary};
 use ensemble_bench::report::ProcessCounters;
 use ensemble_bench::{Experiment, Harness, RunResult};
 use ensemble_core::{Completion, ProcessId, Protocol, Time};
-use ensemble_net::cluster::{send_shutdown, wait_for_ready_line};
+use ensemble_net::cluster::{addrs_line, send_shutdown, wait_for_ready_line};
 use ensemble_net::{
     probe, run_clients, ClientReport, ClientSlot, ClusterSpec, HostId, NetError, ProcessReport, Secret, ShutdownHandle, StopReason,
     TopologyRef,
@@ -103,15 +103,6 @@ pub fn report_path(dir: &Path, h: HostId) -> std::path::PathBuf {
 
 /// What a node started on port 0 reads from its stdin once it is up: every host's address, in
 /// host order.
-pub fn addrs_line(addrs: &[SocketAddr]) -> String {
-    let addrs: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
-    format!("{}\n", addrs.join(" "))
-}
-
-pub fn parse_addrs_line(line: &str) -> anyhow::Result<Vec<SocketAddr>> {
-    line.split_whitespace().map(|a| a.parse().with_context(|| format!("`{a}` is not a socket address"))).collect()
-}
-
 pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::Result<RunResult> {
     exp.validate().map_err(anyhow::Error::msg)?;
     h.validate(exp).map_err(anyhow::Error::msg)?;
@@ -703,14 +694,6 @@ mod interrupt {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_addresses_line_round_trips() {
-        let addrs: Vec<SocketAddr> = vec!["127.0.0.1:4001".parse().unwrap(), "[::1]:80".parse().unwrap()];
-        assert_eq!(parse_addrs_line(&addrs_line(&addrs)).unwrap(), addrs);
-        let err = parse_addrs_line("127.0.0.1:1 nope").unwrap_err().to_string();
-        assert!(err.contains("`nope`"), "{err}");
-    }
 
     #[test]
     fn a_cut_window_gives_rates_per_second_measured() {

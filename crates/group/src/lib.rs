@@ -1,7 +1,8 @@
 //! Fault-tolerant process groups for Ensemble: a group of processes (3 by default) agrees on a
 //! log through an existing consensus library, OmniPaxos, wrapped as a sans-IO component that any
-//! [`Process`](ensemble_core::Process) can embed. It is the first piece of issue 12 (group
-//! communication); the multicast primitives ([`multicast`]) are built on it.
+//! [`Process`](ensemble_core::Process) can embed, and the group-communication primitives built
+//! on it: reliable multicast, atomic broadcast, genuine atomic multicast and per-partition
+//! streams ([`multicast`]), and two-phase commit ([`commit`]). `ensemble-xcast` runs them.
 //!
 //! # API
 //!
@@ -97,19 +98,15 @@
 //! `write_atomically`, an incarnation that never repeats; a torn tail is cut off on open, a
 //! damaged record before it is an error naming the file and offset.
 //!
-//! # Left for issue 12
+//! # Left
 //!
-//! * compaction of the durable log (it grows forever, and opening replays all of it);
-//! * the primitives still to build on top: pairwise-ordered multicast and the per-partition
-//!   streams, two-phase commit (reliable multicast, atomic broadcast and genuine atomic
-//!   multicast are in [`multicast`], checked by `ensemble_history::delivery`);
+//! * compaction of the durable log (it grows forever, and opening replays all of it), and
+//!   reconfiguration (refused today);
 //! * a follower that missed the last `Decide` learns it only with the next message from the
-//!   leader: a group with no further traffic leaves it behind ([`AtomicBroadcast`] works around
-//!   it by having every sequencer member relay decided entries);
-//! * unbounded state in the primitives: delivered-id sets, the sequencer's log in memory;
-//! * the real-runtime `kill -9` test of a 3 x 3 deployment; the 10^4-run seeded sweeps per
-//!   primitive; the `xcast-latency` figure;
-//! * reconfiguration and log compaction (refused today);
+//!   leader: a group with no further traffic leaves it behind (the primitives work around it by
+//!   having every member relay decided entries to its peers);
+//! * unbounded state in the primitives: delivered-id sets, ordered messages, the sequencer's log
+//!   in memory, two-phase commit's decisions;
 //! * a forged higher round in a member's name is taken (Paxos cannot tell it from a real one)
 //!   and leaves the receiver out of the quorum, possibly for good, since ballot leader election
 //!   does not take over from a happy leader (test `a_higher_round_from_a_member_is_adopted_by_

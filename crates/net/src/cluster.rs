@@ -302,6 +302,19 @@ impl ClusterSpec {
     }
 }
 
+/// The line that tells hosts started on port 0 every host's address, in host order.
+pub fn addrs_line(addrs: &[SocketAddr]) -> String {
+    let addrs: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
+    format!("{}\n", addrs.join(" "))
+}
+
+/// Reads an [`addrs_line`].
+pub fn parse_addrs_line(line: &str) -> Result<Vec<SocketAddr>, NetError> {
+    line.split_whitespace()
+        .map(|a| a.parse().map_err(|_| NetError::Spec(format!("`{a}` is not a socket address"))))
+        .collect()
+}
+
 /// Binds a host's listener (before printing the ready line and calling
 /// [`run_host_on`](crate::run_host_on)).
 pub fn bind_listener(addr: SocketAddr) -> Result<TcpListener, NetError> {
@@ -410,6 +423,14 @@ pub fn send_shutdown(addr: SocketAddr, operator_key: Option<&crate::auth::Secret
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_addresses_line_round_trips() {
+        let addrs: Vec<SocketAddr> = vec!["127.0.0.1:4001".parse().unwrap(), "[::1]:80".parse().unwrap()];
+        assert_eq!(parse_addrs_line(&addrs_line(&addrs)).unwrap(), addrs);
+        let err = parse_addrs_line("127.0.0.1:1 nope").unwrap_err().to_string();
+        assert!(err.contains("`nope`"), "{err}");
+    }
 
     /// Three replicas at three sites; p0 and p2 share an OS process.
     fn deployment() -> Deployment {

@@ -1,0 +1,192 @@
+//! `ensemble sweep` (many seeded faulty runs of each group-communication primitive, checked)
+//! and `ensemble figure xcast-latency` (their latency and messages per cast beside the papers'),
+//! both over `ensemble_xcast`'s simulations.
+
+use anyhow::bail;
+use clap::Args;
+use ensemble_bench::report::render;
+use ensemble_bench::write_json;
+use ensemble_xcast::latency::{self, Row};
+use ensemble_xcast::sweep::{self, Progress};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The most runs one sweep makes per primitive: 10^9 runs at the ~100 runs/s of a machine is
+/// months; more is a typo.
+const MAX_RUNS: u64 = 1_000_000_000;
+
+#[derive(Args)]
+pub struct SweepArgs {
+    /// A primitive (reliable, broadcast, genuine, streams; commit: two-phase commit), or all of
+    /// them in turn.
+    #[arg(long, default_value = "all", value_parser = primitive)]
+    primitive: String,
+    /// Seeded runs per primitive; 1 to 1000000000.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_RUNS))]
+    runs: u64,
+    /// The first seed: the sweep runs seeds FROM to FROM + RUNS - 1.
+    #[arg(long, default_value_t = 0)]
+    from: u64,
+    /// Threads; 1 to 256. Default: the machine's cores.
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=crate::MAX_THREADS as u64))]
+    jobs: Option<usize>,
+    /// Also write the summaries (with every failing seed) here as JSON; its directory must exist.
+    #[arg(long, value_parser = crate::file_to_write)]
+    out: Option<PathBuf>,
+    /// No progress lines.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn primitive(s: &str) -> Result<String, String> {
+    sweep::select(s).map(|_| s.to_owned())
+}
+
+pub fn sweep(a: SweepArgs) -> anyhow::Result<()> {
+    if a.from.checked_add(a.runs - 1).is_none() {
+        bail!("--from {} --runs {}: the last seed would pass {}", a.from, a.runs, u64::MAX);
+    }
+    let subjects = sweep::select(&a.primitive).map_err(|e| anyhow::anyhow!("--primitive: {e}"))?;
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let mut summaries = Vec::new();
+    for subject in &subjects {
+        let mut report = progress_printer(subject.name, a.quiet);
+        let s = sweep::sweep(subject, a.from, a.runs, jobs, &mut report);
+        println!("{s}");
+        for f in &s.failing {
+            println!("\n{} seed {} failed:\n{}", s.primitive, f.seed, f.detail);
+            println!("reproduce: ensemble sweep --primitive {} --from {} --runs 1", s.primitive, f.seed);
+        }
+        if s.failing_seeds.len() > s.failing.len() {
+            const LISTED: usize = 100;
+            let seeds: Vec<String> = s.failing_seeds.iter().take(LISTED).map(u64::to_string).collect();
+            let more = s.failing_seeds.len().saturating_sub(LISTED);
+            let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+            println!("\n{} failing seeds: {}{more}", s.primitive, seeds.join(" "));
+        }
+        summaries.push(s);
+    }
+    if let Some(path) = &a.out {
+        write_json(path, &summaries)?;
+        eprintln!("wrote {}", path.display());
+    }
+    let failed: u64 = summaries.iter().map(|s| s.failed_runs).sum();
+    if failed > 0 {
+        let total: u64 = summaries.iter().map(|s| s.runs).sum();
+        bail!("{failed} of {total} runs failed");
+    }
+    Ok(())
+}
+
+/// Prints a line at every tenth of the runs, and at least once a minute.
+fn progress_printer(name: &'static str, quiet: bool) -> impl FnMut(&Progress) {
+    let mut shown = (0u64, Instant::now());
+    move |p: &Progress| {
+        let tenth = p.done * 10 / p.runs.max(1);
+        if quiet || (tenth == shown.0 && shown.1.elapsed() < Duration::from_secs(60)) || p.done == p.runs {
+            return;
+        }
+        shown = (tenth, Instant::now());
+        let rate = p.done as f64 / p.elapsed.as_secs_f64().max(1e-9);
+        eprintln!("{name}: {}/{} runs, {} failed, {rate:.1} runs/s", p.done, p.runs, p.failed);
+    }
+}
+
+/// `ensemble figure xcast-latency`: measures every point, prints a table per network with the
+/// papers' costs and why ours differ, and writes the points (JSON) and the plot (SVG) to `out`.
+pub fn latency_figure(seed: u64, jobs: Option<usize>, real: bool, out: &Path) -> anyhow::Result<()> {
+    if real {
+        bail!("--real: figure xcast-latency simulates its latencies; its real-runtime throughput rows are not built yet");
+    }
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let started = Instant::now();
+    let mut rows = latency::measure_all(seed, jobs).map_err(anyhow::Error::msg)?;
+    let mut throughput = Vec::new();
+    more_rows(&mut rows, &mut throughput);
+    for net in latency::nets() {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.net == net.name).collect();
+        println!("{}", table(&net, &mine));
+    }
+    if !throughput.is_empty() {
+        println!("{}", render(&throughput));
+    }
+    println!(
+        "fault-free simulations, seed {seed}, one caster outside the groups, one cast every {} ms on the WANs and {} ms on the LAN (latency without contention); \
+         at least {} casts per point after a {} s warm-up; first/last: mean latency to the first and the last destination process to deliver (max: the slowest cast's last); \
+         first at: the member of its group that delivered first most often (a leader, where consensus orders); msgs/cast: every message of the measured window (consensus, relays, acknowledgements) less the same deployment's heartbeats in that window, per cast; resent/cast: of those, copies, entries and proposals the periodic resend (every 500 ms) sent again; \
+         commit: two-phase commit of one transaction at a time on the 3k members of k groups as participants, every vote yes, the coordinator at site 0 and participant i at site i modulo the sites (no such placement in wan-normal50-dc), \
+         first: the coordinator's decision, last: the last participant's, msgs/cast: per transaction",
+        latency::nets()[0].every.as_millis(),
+        latency::nets()[1].every.as_millis(),
+        latency::CASTS,
+        latency::WARMUP.as_secs(),
+    );
+    println!("measured in {:.1} s", started.elapsed().as_secs_f64());
+    let json = out.join(format!("figure-xcast-latency-seed{seed}.json"));
+    write_json(&json, &rows)?;
+    eprintln!("wrote {}", json.display());
+    let svg = out.join(format!("figure-xcast-latency-seed{seed}.svg"));
+    latency::plot(&rows, &svg).map_err(anyhow::Error::msg)?;
+    eprintln!("wrote {}", svg.display());
+    Ok(())
+}
+
+/// Where the rows the simulations do not give plug in: throughput under load on the real
+/// runtime over loopback (`ensemble_xcast::real::run`, a table of its own: a header row, then
+/// one row per primitive), and any further latency [`Row`] (`latency::stated` and
+/// `latency::explain` know the primitive names).
+fn more_rows(_latency: &mut Vec<Row>, _throughput: &mut Vec<Vec<String>>) {}
+
+fn table(net: &latency::Net, rows: &[&Row]) -> String {
+    let mut t = vec![[
+        "primitive",
+        "groups",
+        "first Δ",
+        "last Δ",
+        "first ms",
+        "last ms",
+        "max ms",
+        "first at",
+        "msgs/cast",
+        "resent/cast",
+        "G-DUR §5.3",
+        "P-Store Table 1",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for r in rows {
+        let stated = latency::stated(&r.primitive, r.groups);
+        t.push(vec![
+            r.primitive.clone(),
+            r.groups.to_string(),
+            format!("{:.2}", r.first_delta),
+            format!("{:.2}", r.last_delta),
+            format!("{:.1}", r.first_ms),
+            format!("{:.1}", r.last_ms),
+            r.last_max_ms.map_or("-".into(), |v| format!("{v:.1}")),
+            r.first_at.clone(),
+            format!("{:.1}", r.messages_per_cast),
+            r.resent_per_cast.map_or("-".into(), |v| format!("{v:.1}")),
+            stated.gdur,
+            stated.pstore,
+        ]);
+    }
+    let mut text = format!("{} (Δ = {} ms): {}\n{}", net.name, fmt_ms(net.delta), net.describe, render(&t));
+    let mut seen: Vec<&str> = Vec::new();
+    for r in rows {
+        if !seen.contains(&r.primitive.as_str()) {
+            seen.push(&r.primitive);
+            text.push_str(&format!("  {}: {}\n", r.primitive, latency::explain(net.name, &r.primitive)));
+        }
+    }
+    text
+}
+
+fn fmt_ms(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms >= 1.0 {
+        format!("{ms:.0}")
+    } else {
+        format!("{ms}")
+    }
+}
