@@ -182,7 +182,8 @@ struct FigureArgs {
     cores: u32,
     #[arg(long)]
     sequential: bool,
-    /// Run every experiment of the figure as real processes over TCP instead of in the simulator.
+    /// Run every experiment of the figure as real processes over TCP instead of in the simulator
+    /// (xcast-latency: adds throughput under load on real processes over loopback).
     #[arg(long)]
     real: bool,
     /// gyro-fig4, wan-scaling: client counts to step through, comma-separated. Each series stops

@@ -2,11 +2,13 @@
 //! and `ensemble figure xcast-latency` (their latency and messages per cast beside the papers'),
 //! both over `ensemble_xcast`'s simulations.
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use clap::Args;
 use ensemble_bench::report::render;
 use ensemble_bench::write_json;
 use ensemble_xcast::latency::{self, Row};
+use ensemble_xcast::node::Kind;
+use ensemble_xcast::real::{self, RealRun};
 use ensemble_xcast::sweep::{self, Progress};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -95,14 +97,27 @@ fn progress_printer(name: &'static str, quiet: bool) -> impl FnMut(&Progress) {
 /// `ensemble figure xcast-latency`: measures every point, prints a table per network with the
 /// papers' costs and why ours differ, and writes the points (JSON) and the plot (SVG) to `out`.
 pub fn latency_figure(seed: u64, jobs: Option<usize>, real: bool, out: &Path) -> anyhow::Result<()> {
-    if real {
-        bail!("--real: figure xcast-latency simulates its latencies; its real-runtime throughput rows are not built yet");
-    }
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let started = Instant::now();
     let mut rows = latency::measure_all(seed, jobs).map_err(anyhow::Error::msg)?;
     let mut throughput = Vec::new();
     more_rows(&mut rows, &mut throughput);
+    let real_rows = if real { real_throughput(seed)? } else { Vec::new() };
+    if !real_rows.is_empty() {
+        let mut t = vec![["primitive", "offered casts/s", "casts/s", "p50 ms", "p99 ms", "deliveries", "check"].map(String::from).to_vec()];
+        for r in &real_rows {
+            t.push(vec![
+                r.primitive.clone(),
+                format!("{:.0}", r.offered),
+                format!("{:.1}", r.throughput),
+                format!("{:.1}", r.p50_ms),
+                format!("{:.1}", r.p99_ms),
+                r.deliveries.to_string(),
+                r.check.clone(),
+            ]);
+        }
+        throughput = t;
+    }
     for net in latency::nets() {
         let mine: Vec<&Row> = rows.iter().filter(|r| r.net == net.name).collect();
         println!("{}", table(&net, &mine));
@@ -125,6 +140,17 @@ pub fn latency_figure(seed: u64, jobs: Option<usize>, real: bool, out: &Path) ->
     let json = out.join(format!("figure-xcast-latency-seed{seed}.json"));
     write_json(&json, &rows)?;
     eprintln!("wrote {}", json.display());
+    if real {
+        println!(
+            "real runtime: {REAL_GROUPS} groups of 3 and {REAL_OUTSIDE} casters outside them, one OS process each over loopback (authenticated TCP, \
+             every delivery and cast fsync'd before the messages that depend on it), every caster casting {REAL_CASTS} times, one every {REAL_EVERY_MS} ms \
+             (offered: casters x 1000 / {REAL_EVERY_MS}); casts/s: casts completed (delivered by every destination) per second from the first cast to the last delivery; \
+             p50/p99: from a cast to its last destination's delivery; check: the delivery checker on every process's records (genuineness not counted for real)"
+        );
+        let path = out.join(format!("figure-xcast-throughput-real-seed{seed}.json"));
+        write_json(&path, &real_rows)?;
+        eprintln!("wrote {}", path.display());
+    }
     let svg = out.join(format!("figure-xcast-latency-seed{seed}.svg"));
     latency::plot(&rows, &svg).map_err(anyhow::Error::msg)?;
     eprintln!("wrote {}", svg.display());
@@ -136,6 +162,57 @@ pub fn latency_figure(seed: u64, jobs: Option<usize>, real: bool, out: &Path) ->
 /// one row per primitive), and any further latency [`Row`] (`latency::stated` and
 /// `latency::explain` know the primitive names).
 fn more_rows(_latency: &mut Vec<Row>, _throughput: &mut Vec<Vec<String>>) {}
+
+const REAL_GROUPS: u32 = 3;
+const REAL_OUTSIDE: u32 = 2;
+const REAL_CASTS: u64 = 400;
+const REAL_EVERY_MS: u64 = 5;
+
+/// One primitive under load on the real runtime.
+#[derive(serde::Serialize)]
+struct RealRow {
+    primitive: String,
+    offered: f64,
+    throughput: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    deliveries: usize,
+    check: String,
+}
+
+/// Throughput under load on the real runtime over loopback: every working primitive in turn,
+/// as OS processes (`ensemble xcast node`), checked.
+fn real_throughput(seed: u64) -> anyhow::Result<Vec<RealRow>> {
+    let exe = std::env::current_exe().context("finding the ensemble binary")?;
+    let exe = vec![exe.to_string_lossy().into_owned(), "xcast".into(), "node".into()];
+    let mut rows = Vec::new();
+    for kind in Kind::WORKING {
+        let run = RealRun {
+            kind,
+            groups: REAL_GROUPS,
+            outside_casters: REAL_OUTSIDE,
+            casts: REAL_CASTS,
+            every_ms: REAL_EVERY_MS,
+            dst_groups: None,
+            seed,
+            kill: false,
+        };
+        eprintln!("real runtime: {} ...", kind.name());
+        let out = real::run(&run, &exe, Duration::from_secs(300), &mut |line| eprintln!("{line}"))?;
+        let casters = f64::from(REAL_GROUPS + REAL_OUTSIDE);
+        rows.push(RealRow {
+            primitive: kind.name().to_string(),
+            offered: casters * 1000.0 / REAL_EVERY_MS as f64,
+            throughput: out.throughput(),
+            p50_ms: out.latency(0.5).as_secs_f64() * 1e3,
+            p99_ms: out.latency(0.99).as_secs_f64() * 1e3,
+            deliveries: out.deliveries,
+            check: if out.settled && out.report.ok() { "ok".into() } else { format!("FAILED: {}", out.report) },
+        });
+        anyhow::ensure!(out.settled && out.report.ok(), "{}: {}", kind.name(), out.report);
+    }
+    Ok(rows)
+}
 
 fn table(net: &latency::Net, rows: &[&Row]) -> String {
     let mut t = vec![[

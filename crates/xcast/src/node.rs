@@ -302,7 +302,13 @@ impl<S: Store> Node<S> {
             }
         }
         if now >= self.next_cast {
-            self.cast(now, out);
+            // Every cast due since the last tick, so that a caster casting faster than it ticks
+            // keeps its rate; one more than a tick behind (paused) resumes at its rate from
+            // now rather than in a burst.
+            if now.0.saturating_sub(self.next_cast.0) > self.ticker.interval().as_nanos() as u64 {
+                self.next_cast = now;
+            }
+            while now >= self.next_cast && self.cast(now, out) {}
         }
         match &mut self.component {
             Component::Rm(c) => {
@@ -326,15 +332,16 @@ impl<S: Store> Node<S> {
         }
     }
 
-    fn cast(&mut self, now: Time, out: &mut Vec<Effect<XCast>>) {
-        let Some(plan) = self.plan.clone() else { return };
+    /// Makes the cast due at `next_cast`, if any is left; says whether it did.
+    fn cast(&mut self, now: Time, out: &mut Vec<Effect<XCast>>) -> bool {
+        let Some(plan) = self.plan.clone() else { return false };
         let seq = match &self.component {
             Component::Rm(c) => c.next_seq(),
             Component::Ab(c) => c.next_seq(),
             Component::Gm(c) => c.next_seq(),
         };
         if seq >= plan.count {
-            return;
+            return false;
         }
         let dst = self.destinations(&plan, seq);
         let m = payload(CastId { caster: self.me, seq });
@@ -358,7 +365,8 @@ impl<S: Store> Node<S> {
         // Recorded (durably, in the real runtime) before the cast's messages leave.
         self.store.cast(id, &dst, now);
         self.emit(sends, ids, out);
-        self.next_cast = now + plan.every;
+        self.next_cast = self.next_cast + plan.every;
+        true
     }
 
     /// The groups cast `seq` goes to: drawn from the seed, the caster and the message, so the

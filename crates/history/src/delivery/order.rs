@@ -26,23 +26,40 @@ pub(super) fn prefix_order(ix: &Index, report: &mut DeliveryReport) {
     for p in 0..n {
         for q in p + 1..n {
             let both = |m: &&u32| ix.is_destination(p, **m) && ix.is_destination(q, **m);
-            let mut a = ix.sequence[p as usize].iter().filter(both);
-            let mut b = ix.sequence[q as usize].iter().filter(both);
-            while let (Some(&m), Some(&m_prime)) = (a.next(), b.next()) {
-                if m != m_prime {
-                    report.push(DeliveryViolation::PrefixOrder {
-                        p: ix.process_no(p),
-                        q: ix.process_no(q),
-                        m: ix.message_id(m),
-                        m_prime: ix.message_id(m_prime),
-                        p_delivered_m_prime_later: a.any(|&x| x == m_prime),
-                        q_delivered_m_later: b.any(|&x| x == m),
-                    });
-                    break;
-                }
+            let a = ix.sequence[p as usize].iter().filter(both);
+            let b = ix.sequence[q as usize].iter().filter(both);
+            if let Some(d) = first_divergence(a, b) {
+                report.push(DeliveryViolation::PrefixOrder {
+                    p: ix.process_no(p),
+                    q: ix.process_no(q),
+                    m: ix.message_id(d.m),
+                    m_prime: ix.message_id(d.m_prime),
+                    p_delivered_m_prime_later: d.a_later,
+                    q_delivered_m_later: d.b_later,
+                });
             }
         }
     }
+}
+
+/// Where two delivery sequences, each restricted to the messages compared, first differ: `m` in
+/// the first, `m_prime` in the second, and whether each delivers the other's message later.
+struct Divergence {
+    m: u32,
+    m_prime: u32,
+    a_later: bool,
+    b_later: bool,
+}
+
+fn first_divergence<'a>(mut a: impl Iterator<Item = &'a u32>, mut b: impl Iterator<Item = &'a u32>) -> Option<Divergence> {
+    while let (Some(&m), Some(&m_prime)) = (a.next(), b.next()) {
+        if m != m_prime {
+            let a_later = a.any(|&x| x == m_prime);
+            let b_later = b.any(|&x| x == m);
+            return Some(Divergence { m, m_prime, a_later, b_later });
+        }
+    }
+    None
 }
 
 /// Uniform prefix order within each group: prefix order (above) with "destinations of both"
@@ -58,21 +75,18 @@ pub(super) fn group_order(ix: &Index, report: &mut DeliveryReport) {
         for (i, &p) in members.iter().enumerate() {
             for &q in &members[i + 1..] {
                 let mine = |m: &&u32| ix.addresses(**m, g);
-                let mut a = ix.sequence[p as usize].iter().filter(mine);
-                let mut b = ix.sequence[q as usize].iter().filter(mine);
-                while let (Some(&m), Some(&m_prime)) = (a.next(), b.next()) {
-                    if m != m_prime {
-                        report.push(DeliveryViolation::GroupOrder {
-                            group,
-                            p: ix.process_no(p),
-                            q: ix.process_no(q),
-                            m: ix.message_id(m),
-                            m_prime: ix.message_id(m_prime),
-                            p_delivered_m_prime_later: a.any(|&x| x == m_prime),
-                            q_delivered_m_later: b.any(|&x| x == m),
-                        });
-                        break;
-                    }
+                let a = ix.sequence[p as usize].iter().filter(mine);
+                let b = ix.sequence[q as usize].iter().filter(mine);
+                if let Some(d) = first_divergence(a, b) {
+                    report.push(DeliveryViolation::GroupOrder {
+                        group,
+                        p: ix.process_no(p),
+                        q: ix.process_no(q),
+                        m: ix.message_id(d.m),
+                        m_prime: ix.message_id(d.m_prime),
+                        p_delivered_m_prime_later: d.a_later,
+                        q_delivered_m_later: d.b_later,
+                    });
                 }
             }
         }
@@ -95,22 +109,15 @@ pub(super) fn pairwise_order(ix: &Index, report: &mut DeliveryReport) {
             for &m in &ix.sequence[q as usize] {
                 in_q[m as usize] = q;
             }
-            let mut a = ix.sequence[p as usize]
-                .iter()
-                .filter(|&&m| in_q[m as usize] == q);
-            let mut b = ix.sequence[q as usize]
-                .iter()
-                .filter(|&&m| in_p[m as usize] == p);
-            while let (Some(&m), Some(&m_prime)) = (a.next(), b.next()) {
-                if m != m_prime {
-                    report.push(DeliveryViolation::PairwiseOrder {
-                        p: ix.process_no(p),
-                        q: ix.process_no(q),
-                        m: ix.message_id(m),
-                        m_prime: ix.message_id(m_prime),
-                    });
-                    break;
-                }
+            let a = ix.sequence[p as usize].iter().filter(|&&m| in_q[m as usize] == q);
+            let b = ix.sequence[q as usize].iter().filter(|&&m| in_p[m as usize] == p);
+            if let Some(d) = first_divergence(a, b) {
+                report.push(DeliveryViolation::PairwiseOrder {
+                    p: ix.process_no(p),
+                    q: ix.process_no(q),
+                    m: ix.message_id(d.m),
+                    m_prime: ix.message_id(d.m_prime),
+                });
             }
         }
     }
