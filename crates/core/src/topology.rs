@@ -21,6 +21,10 @@ pub struct Topology {
     /// How a message's delay varies around the mean.
     #[serde(default)]
     pub jitter: Jitter,
+    /// The jitter applies to messages between sites only (a WAN emulator on the inter-site
+    /// links, as P-Store's); messages within a site take the mean delay.
+    #[serde(default)]
+    pub jitter_between_sites_only: bool,
     /// Bandwidth of every inter-site link in bits per second; `None` means unlimited.
     #[serde(default)]
     pub bandwidth_bps: Option<f64>,
@@ -66,12 +70,36 @@ pub struct Cpu {
     /// Per-transaction-type service times in microseconds, overriding `execute_us`.
     #[serde(default)]
     pub execute_us_by_txn: BTreeMap<String, f64>,
+    /// Key-value protocols (the DUR family): reading one version from the store, for a
+    /// transaction's own read or to serve a remote one.
+    #[serde(default = "default_read_us")]
+    pub read_us: f64,
+    /// Key-value protocols: certifying one read key (comparing the version read with the
+    /// latest). Installing one written version costs `apply_change_us`.
+    #[serde(default = "default_certify_key_us")]
+    pub certify_key_us: f64,
+}
+
+fn default_read_us() -> f64 {
+    20.0
+}
+
+fn default_certify_key_us() -> f64 {
+    5.0
 }
 
 impl Default for Cpu {
     fn default() -> Self {
         // Two cores as in the papers' EC2 T2 Medium machines; a short OLTP transaction.
-        Cpu { cores: 2, message_us: 20.0, execute_us: 1_000.0, apply_change_us: 50.0, execute_us_by_txn: BTreeMap::new() }
+        Cpu {
+            cores: 2,
+            message_us: 20.0,
+            execute_us: 1_000.0,
+            apply_change_us: 50.0,
+            execute_us_by_txn: BTreeMap::new(),
+            read_us: default_read_us(),
+            certify_key_us: default_certify_key_us(),
+        }
     }
 }
 
@@ -84,6 +112,12 @@ impl Cpu {
     }
     pub fn message_time(&self) -> Duration {
         micros(self.message_us)
+    }
+    pub fn read_time(&self) -> Duration {
+        micros(self.read_us)
+    }
+    pub fn certify_time(&self, keys: usize) -> Duration {
+        micros(self.certify_key_us * keys as f64)
     }
 }
 
@@ -128,7 +162,7 @@ impl std::fmt::Display for Shown {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TopologyError {
-    #[error("unknown topology preset `{0}` (known: lan, wan5, wan-normal50)")]
+    #[error("unknown topology preset `{0}` (known: lan, wan5, wan-normal50, p-store)")]
     UnknownPreset(String),
     #[error("topology file {path}: {message}")]
     File { path: String, message: String },
@@ -144,6 +178,7 @@ impl Topology {
             sites: vec!["dc".into()],
             one_way_ms: vec![vec![0.1]],
             jitter: Jitter::None,
+            jitter_between_sites_only: false,
             bandwidth_bps: None,
             cpu: Cpu::default(),
             machine_local_ms: default_machine_local_ms(),
@@ -167,6 +202,7 @@ impl Topology {
             sites: ["germany", "japan", "us-east", "brazil", "australia"].map(String::from).to_vec(),
             one_way_ms: RTT.iter().map(|row| row.iter().map(|rtt| rtt / 2.0).collect()).collect(),
             jitter: Jitter::None,
+            jitter_between_sites_only: false,
             bandwidth_bps: None,
             cpu: Cpu::default(),
             machine_local_ms: default_machine_local_ms(),
@@ -183,10 +219,27 @@ impl Topology {
             sites: (0..sites).map(|s| format!("site{s}")).collect(),
             one_way_ms,
             jitter: Jitter::Normal { sd_ms: 5.0 },
+            jitter_between_sites_only: false,
             bandwidth_bps: None,
             cpu: Cpu::default(),
             machine_local_ms: default_machine_local_ms(),
         }
+    }
+
+    /// P-Store's cluster (its §7.1), one site per group (the paper's 2 to 8 groups): delays as
+    /// [`Topology::wan_normal50`] but with the jitter on the inter-site links only (the paper
+    /// emulates its WAN between the groups' clusters), 10 Mb/s between sites (the paper's
+    /// traffic shaping, "1.25Mbps (10 Mbps)"), and its machines' two dual-core Opterons: 4 cores. The CPU costs are our
+    /// choice, as the paper states none: 20 µs per message, 30 µs to read a version (BerkeleyDB
+    /// with its whole partition in cache), 5 µs to certify a read key, 30 µs to install a
+    /// version. They make a replica CPU-bound at peak, as the paper's were.
+    pub fn pstore(sites: usize) -> Topology {
+        let mut t = Topology::wan_normal50(sites);
+        t.name = "p-store".into();
+        t.bandwidth_bps = Some(10e6);
+        t.jitter_between_sites_only = true;
+        t.cpu = Cpu { cores: 4, message_us: 20.0, read_us: 30.0, certify_key_us: 5.0, apply_change_us: 30.0, ..Cpu::default() };
+        t
     }
 
     pub fn preset(name: &str) -> Result<Topology, TopologyError> {
@@ -194,6 +247,7 @@ impl Topology {
             "lan" => Ok(Topology::lan()),
             "wan5" => Ok(Topology::wan5()),
             "wan-normal50" => Ok(Topology::wan_normal50(8)),
+            "p-store" => Ok(Topology::pstore(8)),
             other => Err(TopologyError::UnknownPreset(other.into())),
         }
     }
@@ -263,6 +317,8 @@ impl Topology {
         in_range("cpu.message_us", cpu.message_us, 0.0, MAX_MS * 1e3)?;
         in_range("cpu.execute_us", cpu.execute_us, 0.0, MAX_MS * 1e3)?;
         in_range("cpu.apply_change_us", cpu.apply_change_us, 0.0, MAX_MS * 1e3)?;
+        in_range("cpu.read_us", cpu.read_us, 0.0, MAX_MS * 1e3)?;
+        in_range("cpu.certify_key_us", cpu.certify_key_us, 0.0, MAX_MS * 1e3)?;
         for (txn, us) in &cpu.execute_us_by_txn {
             in_range(&format!("cpu.execute_us_by_txn.{txn}"), *us, 0.0, MAX_MS * 1e3)?;
         }
@@ -299,6 +355,7 @@ impl Topology {
         let mean = self.one_way_ms[from_site][to_site];
         let ms = match &self.jitter {
             Jitter::None => mean,
+            _ if self.jitter_between_sites_only && from_site == to_site => mean,
             Jitter::Normal { sd_ms } => match Normal::new(mean, *sd_ms) {
                 Ok(n) => n.sample(rng),
                 Err(_) => mean,
@@ -336,6 +393,23 @@ mod tests {
                 assert_eq!(t.one_way_ms[a][b], t.one_way_ms[b][a]);
             }
         }
+    }
+
+    #[test]
+    fn p_stores_jitter_is_on_the_inter_site_links_only() {
+        let t = Topology::pstore(4);
+        t.validate().unwrap();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+        let within: Vec<Duration> = (0..50).map(|_| t.sample_delay(2, 2, 100, &mut rng)).collect();
+        assert!(within.iter().all(|d| *d == Duration::from_micros(50)), "a site's own messages take the mean: {within:?}");
+        let between: Vec<Duration> = (0..50).map(|_| t.sample_delay(0, 1, 0, &mut rng)).collect();
+        assert!(between.iter().any(|d| *d != between[0]), "inter-site delays vary");
+        let mean = between.iter().sum::<Duration>() / 50;
+        assert!(mean > Duration::from_millis(45) && mean < Duration::from_millis(55), "{mean:?}");
+        // 1 KB over the 10 Mb/s link adds 0.8 ms.
+        let mut t = t;
+        t.jitter = Jitter::None;
+        assert_eq!(t.sample_delay(0, 1, 1000, &mut rng), Duration::from_micros(50_800));
     }
 
     #[test]
