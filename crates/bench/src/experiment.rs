@@ -60,6 +60,9 @@ pub enum WorkloadSpec {
     /// Key-value transactions (`ensemble_app::apps::kv`): `reads` keys read and one written, of
     /// 1000 × scale keys.
     Kv { reads: u32 },
+    /// The DUR protocols' key-value workloads (`ensemble_kv::workload`): TPC-B as P-Store
+    /// modified it, YCSB A, B and C, interactive walks.
+    KeyValue { spec: ensemble_kv::workload::KvWorkloadSpec },
 }
 
 /// The RUBiS mix for a write share is found by a simulation of the transition table: compute
@@ -90,7 +93,13 @@ impl WorkloadSpec {
             "tpcw" => Ok(WorkloadSpec::Tpcw { write_share: None }),
             "rubis" => Ok(WorkloadSpec::Rubis { write_share: None, remote_items: 0.0 }),
             "kv" => Ok(WorkloadSpec::Kv { reads: 2 }),
-            other => Err(format!("no workload `{other}` (known: shop, micro, tpcw, rubis, kv)")),
+            other => match ensemble_kv::workload::KvWorkloadSpec::default_for(other) {
+                Some(spec) => Ok(WorkloadSpec::KeyValue { spec }),
+                None => Err(format!(
+                    "no workload `{other}` (known: shop, micro, tpcw, rubis, kv, {})",
+                    ensemble_kv::workload::KvKind::NAMES.join(", ")
+                )),
+            },
         }
     }
 
@@ -101,6 +110,7 @@ impl WorkloadSpec {
             WorkloadSpec::Tpcw { .. } => "tpcw",
             WorkloadSpec::Rubis { .. } => "rubis",
             WorkloadSpec::Kv { .. } => "kv",
+            WorkloadSpec::KeyValue { spec } => spec.name(),
         }
     }
 
@@ -121,6 +131,9 @@ impl WorkloadSpec {
                 Box::new(rubis::RubisWorkload::new(scale, rubis_mix(*write_share), *remote_items))
             }
             WorkloadSpec::Kv { reads } => Box::new(ensemble_app::apps::kv::KvWorkload { keys: 1000 * u64::from(scale.max(1)), reads: *reads }),
+            // The DUR harness builds its clients with their home partition; anyone else gets
+            // the workload over one partition.
+            WorkloadSpec::KeyValue { spec } => spec.client(&spec.key_space(1).expect("a validated workload has a key space"), 0),
         }
     }
 }
@@ -214,6 +227,35 @@ pub struct Experiment {
     /// measuring what authentication costs (`ensemble figure overhead`); never the default.
     #[serde(default)]
     pub plain_wire: bool,
+    /// The DUR family's deployment (other systems ignore it).
+    #[serde(default)]
+    pub dur: DurSettings,
+}
+
+/// How a DUR protocol is deployed: P-Store's groups, their size, how many groups replicate each
+/// partition, and its certifier pool.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DurSettings {
+    /// Groups; the key space has one partition per group.
+    pub groups: u32,
+    /// Processes per group (P-Store: 3).
+    pub group_size: u32,
+    /// Groups replicating each partition (P-Store Fig. 4's x; `groups` is full replication).
+    pub replication: u32,
+    /// Certifiers of a replica (P-Store §6's thread pool; 1 is sequential certification).
+    pub certifiers: u32,
+    /// An explicit placement, `partition=group,group; ...`, instead of `replication`.
+    #[serde(default)]
+    pub placement: Option<String>,
+}
+
+impl Default for DurSettings {
+    /// P-Store's Fig. 2 and 3(a) deployment: 4 groups of 3, each partition in one group, 100
+    /// certifiers.
+    fn default() -> Self {
+        DurSettings { groups: 4, group_size: 3, replication: 1, certifiers: 100, placement: None }
+    }
 }
 
 /// The hand-written plans shipped in `plans/`.
@@ -255,6 +297,7 @@ impl Experiment {
             history_file: None,
             record_access: false,
             plain_wire: false,
+            dur: DurSettings::default(),
         })
     }
 
@@ -337,6 +380,7 @@ impl Experiment {
                 }
             }
             WorkloadSpec::Kv { .. } => {}
+            WorkloadSpec::KeyValue { ref spec } => spec.validate().map_err(|e| e.to_string())?,
         }
         Ok(())
     }

@@ -15,7 +15,7 @@ pub mod report;
 pub mod sim_run;
 pub mod systems;
 
-pub use experiment::{Experiment, Runtime, System, WorkloadSpec};
+pub use experiment::{DurSettings, Experiment, Runtime, System, WorkloadSpec};
 pub use harness::{Classified, Harness, RunOutput, StorageFactory, Verdict};
 pub use metrics::{ClassSummary, Metrics, Summary, INTERACTION};
 pub use report::{print_table, write_json, RunResult};

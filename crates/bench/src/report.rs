@@ -68,7 +68,7 @@ pub fn print_table(results: &[RunResult], classes: &[&str]) -> String {
         header.push(format!("{k} mean"));
         header.push(format!("{k} p99"));
     }
-    header.extend(["aborted", "check"].map(String::from));
+    header.extend(["aborted", "abort %", "aborts by cause", "check"].map(String::from));
     let mut rows: Vec<Vec<String>> = vec![header];
     for r in results {
         let s = &r.summary;
@@ -95,8 +95,14 @@ pub fn print_table(results: &[RunResult], classes: &[&str]) -> String {
         }
         rows.push(row);
         let row = rows.last_mut().expect("just pushed");
+        // Of the transactions that ended in the window, the share that aborted.
+        let ended = s.classes.get("all").map_or(0, |x| x.count) + s.aborted;
+        let rate = if ended == 0 { "-".to_string() } else { format!("{:.1}", 100.0 * s.aborted as f64 / ended as f64) };
+        let causes: Vec<String> = s.aborts_by_cause.iter().map(|(cause, n)| format!("{cause} {n}")).collect();
         row.extend(vec![
             s.aborted.to_string(),
+            rate,
+            if causes.is_empty() { "-".into() } else { causes.join(", ") },
             match r.check_passed {
                 Some(true) => "serializable".into(),
                 Some(false) => "FAILED".into(),

@@ -28,7 +28,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run an application under one or more systems and print a comparison table.
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Regenerate a table or figure of the papers.
     Figure(FigureArgs),
     /// Derive an application's partition plan from its declared SQL (read/write sets, conflicts,
@@ -76,21 +76,24 @@ struct CheckArgs {
 
 #[derive(Args, Clone)]
 struct BenchArgs {
-    /// Workload: the applications shop, micro, tpcw, rubis; kv (key-value transactions).
+    /// Workload: the applications shop, micro, tpcw, rubis; kv (key-value transactions); the
+    /// DUR protocols' key-value workloads tpcb, ycsb-a, ycsb-b, ycsb-c, walk.
     #[arg(default_value = "shop")]
     app: String,
     /// Systems to compare, comma-separated: ensemble, centralized, read-only (the Conveyor Belt
-    /// and its baselines), primary-backup (a toy key-value protocol).
+    /// and its baselines), primary-backup (a toy key-value protocol), p-store, p-store-ge,
+    /// p-store-gdur, p-store-full (the G-DUR engine; workloads tpcb, ycsb-*, walk).
     #[arg(long, default_value = "ensemble,centralized", value_delimiter = ',')]
     system: Vec<String>,
     /// Instances for ensemble and read-only (centralized always has one); comma-separated for a
     /// sweep. 1 to 64 each.
     #[arg(long, default_value = "3", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=MAX_INSTANCES))]
     instances: Vec<u32>,
-    /// Topology preset (lan, wan5, wan-normal50) or a topology TOML file (a name with a `/` or
-    /// ending in `.toml` is always a file).
-    #[arg(long, default_value = "wan5", value_parser = topology)]
-    topology: String,
+    /// Topology preset (lan, wan5, wan-normal50, p-store) or a topology TOML file (a name with a
+    /// `/` or ending in `.toml` is always a file). Default: p-store for the G-DUR systems, wan5
+    /// for the others.
+    #[arg(long, value_parser = topology)]
+    topology: Option<String>,
     /// Closed-loop clients, spread evenly over the client sites; 1 to 100000.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=MAX_CLIENTS))]
     clients: u32,
@@ -144,7 +147,88 @@ struct BenchArgs {
     #[arg(long)]
     no_record_access: bool,
     #[command(flatten)]
+    dur: DurArgs,
+    #[command(flatten)]
     output: OutputArgs,
+}
+
+/// The G-DUR systems' deployment and key-value workload knobs.
+#[derive(Args, Clone, Default)]
+struct DurArgs {
+    /// G-DUR: groups (one partition each); 1 to 64. Default 4.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    groups: Option<u32>,
+    /// G-DUR: processes per group; 1 to 9. Default 3.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=9))]
+    group_size: Option<u32>,
+    /// G-DUR: groups replicating each partition (P-Store Fig. 4's factor); the number of groups
+    /// is full replication. Default 1.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    replication: Option<u32>,
+    /// G-DUR: an explicit placement instead of --replication: `partition=group,group; ...`.
+    #[arg(long)]
+    placement: Option<String>,
+    /// G-DUR: certifiers per replica (P-Store's thread pool; 1 is sequential certification);
+    /// 1 to 1000. Default 100.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    certifiers: Option<u32>,
+    /// Key-value workloads: share of global transactions (P-Store's p), 0 to 1.
+    #[arg(long, value_parser = fraction, allow_negative_numbers = true)]
+    global: Option<f64>,
+    /// Key-value workloads: share of read-only transactions, 0 to 1.
+    #[arg(long, value_parser = fraction, allow_negative_numbers = true)]
+    read_only: Option<f64>,
+    /// Key-value workloads: multiplies the key space (TPC-B's 3,600 branches, YCSB's 10^5
+    /// objects per partition); more than 0, at most 100.
+    #[arg(long, value_parser = key_scale, allow_negative_numbers = true)]
+    key_scale: Option<f64>,
+    /// Key-value workloads: a workload file (TOML: `workload = "tpcb"` and any field of the
+    /// workload to override); it replaces the positional workload.
+    #[arg(long, value_parser = existing_file)]
+    workload_file: Option<PathBuf>,
+}
+
+fn key_scale(s: &str) -> Result<f64, String> {
+    number(s, "", Min::Above(0.0), 100.0, "a key scale is more than 0, at most 100")
+}
+
+impl DurArgs {
+    fn any_dur(&self) -> bool {
+        self.groups.is_some() || self.group_size.is_some() || self.replication.is_some() || self.placement.is_some() || self.certifiers.is_some()
+    }
+
+    fn any_workload(&self) -> bool {
+        self.global.is_some() || self.read_only.is_some() || self.key_scale.is_some()
+    }
+
+    /// Applies the flags to `e`; the caller has checked that `e` is a G-DUR experiment or that
+    /// no deployment flag is set.
+    fn apply(&self, e: &mut Experiment) -> anyhow::Result<()> {
+        let d = &mut e.dur;
+        d.groups = self.groups.unwrap_or(d.groups);
+        d.group_size = self.group_size.unwrap_or(d.group_size);
+        d.replication = self.replication.unwrap_or(d.replication);
+        d.certifiers = self.certifiers.unwrap_or(d.certifiers);
+        if self.placement.is_some() {
+            d.placement = self.placement.clone();
+        }
+        if let Some(path) = &self.workload_file {
+            let text = std::fs::read_to_string(path).with_context(|| format!("--workload-file {}", path.display()))?;
+            let spec = ensemble_kv::workload::KvWorkloadSpec::from_toml(&text).map_err(|err| anyhow::anyhow!("--workload-file {}: {err}", path.display()))?;
+            e.workload = WorkloadSpec::KeyValue { spec };
+        }
+        match &mut e.workload {
+            WorkloadSpec::KeyValue { spec } => {
+                spec.global = self.global.unwrap_or(spec.global);
+                spec.read_only = self.read_only.unwrap_or(spec.read_only);
+                spec.scale = self.key_scale.unwrap_or(spec.scale);
+                spec.validate().map_err(|err| anyhow::anyhow!("{err}"))?;
+            }
+            _ if self.any_workload() => bail!("--global, --read-only and --key-scale are for the key-value workloads (tpcb, ycsb-a, ycsb-b, ycsb-c, walk)"),
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
 /// What every measuring command shares: checking, where results go, progress.
@@ -248,7 +332,7 @@ struct PlanArgs {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Bench(a) => bench(a),
+        Command::Bench(a) => bench(*a),
         Command::Figure(a) => figure(a),
         Command::Analyze(a) => analyze(a),
         Command::Plan(a) => plan(a),
@@ -368,7 +452,12 @@ fn writable_dir(flag: &str, dir: &Path) -> anyhow::Result<()> {
 }
 
 fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
-    let mut topology = Topology::load(&a.topology)?;
+    let dur_systems = a.system.iter().filter(|s| ensemble_gdur::harness::SYSTEMS.contains(&s.as_str())).count();
+    if a.dur.any_dur() && dur_systems == 0 {
+        bail!("--groups, --group-size, --replication, --placement and --certifiers are for the G-DUR systems ({})", ensemble_gdur::harness::SYSTEMS.join(", "));
+    }
+    let default_topology = if dur_systems == a.system.len() { "p-store" } else { "wan5" };
+    let mut topology = Topology::load(a.topology.as_deref().unwrap_or(default_topology))?;
     if let Some(bad) = a.client_sites.iter().flatten().find(|s| **s >= topology.sites.len()) {
         bail!("--client-sites: {bad} is not a site of topology `{}`, whose sites are 0 to {}", topology.name, topology.sites.len() - 1);
     }
@@ -425,7 +514,15 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                 // An idle token on loopback would otherwise spin a core.
                 e.idle_pause_us = 500;
             }
-            e.label = format!("{}-{}-{}{}", a.app, system, e.instances, if a.real { "-real" } else { "" });
+            a.dur.apply(&mut e)?;
+            let size = if ensemble_gdur::harness::SYSTEMS.contains(&system.as_str()) {
+                // A G-DUR run's processes are its groups' members, whatever --instances says.
+                e.instances = e.dur.groups * e.dur.group_size;
+                format!("{}x{}", e.dur.groups, e.dur.group_size)
+            } else {
+                e.instances.to_string()
+            };
+            e.label = format!("{}-{}-{}{}", e.workload.app(), system, size, if a.real { "-real" } else { "" });
             systems::dispatch(system, Validate(&e))?.map_err(anyhow::Error::msg)?;
             out.push(e);
         }

@@ -4,6 +4,7 @@
 
 use ensemble_bench::systems::belt::BeltHarness;
 use ensemble_bench::Harness;
+use ensemble_gdur::GDurHarness;
 use ensemble_primary_backup::PrimaryBackupHarness;
 
 /// Something to do with a harness, whatever its protocol (Rust has no generic closures).
@@ -16,6 +17,7 @@ pub trait WithHarness {
 pub fn names() -> Vec<&'static str> {
     let mut v = BeltHarness::new().names().to_vec();
     v.extend(PrimaryBackupHarness.names());
+    v.extend(GDurHarness.names());
     v
 }
 
@@ -28,6 +30,9 @@ pub fn dispatch<F: WithHarness>(system: &str, f: F) -> anyhow::Result<F::Out> {
     let pb = PrimaryBackupHarness;
     if pb.names().contains(&system) {
         return Ok(f.with(&pb));
+    }
+    if GDurHarness.names().contains(&system) {
+        return Ok(f.with(&GDurHarness));
     }
     anyhow::bail!("unknown system `{system}` (known: {})", names().join(", "))
 }

@@ -1,0 +1,741 @@
+//! A G-DUR process: a replica of its group's partitions and the proxy of the transactions its
+//! clients send it. One sans-IO state machine; the simulator and the real runtime drive it.
+//!
+//! * As a **proxy** (Algorithm 1, execution): it runs the transaction's [`Program`], reading its
+//!   own writes, its local store, or a replica of the key (`⟨REQ⟩`/`⟨REPLY⟩`, retried at the
+//!   next replica after `read_retry`), buffers writes, and at commit computes
+//!   `certifying_obj`: nothing to certify commits at once, otherwise the term is xcast to the
+//!   replicas of the certifying objects (Algorithm 2's `submit`). It then waits for the outcome:
+//!   a voting quorum of votes (it is always a vote recipient, G-DUR Algorithm 3), an outcome
+//!   from a write replica, or its own replica's decision; after `outcome_retry` it asks again.
+//! * As a **replica** (Algorithms 2 and 3): deliveries of the xcast go to its [`Termination`]
+//!   queue; votes it casts go out; commits are applied to its store in delivery order; write
+//!   replicas tell the proxy the outcome.
+//!
+//! What survives a crash is the [`Durable`] behind a shared handle: the store, the termination
+//! state, the multicast's logs and delivered ids, the transaction counter. A rebuilt process
+//! loses the transactions it was executing as a proxy (their clients never hear back; nothing
+//! of them was submitted, or what was submitted terminates without it).
+
+use crate::layout::Layout;
+use crate::msg::{Class, Evidence, Msg};
+use crate::realization::{Realization, Xcast};
+use crate::termination::{destination_groups, Action, Ctx, Termination};
+use crate::txn::{ReadRecord, Term};
+use ensemble_core::{
+    AbortCause, ClientId, Done, Effect, Event, Outcome, Process, ProcessId, Protocol, Reply, ReplyBody, Request, RequestError, Rows, Time,
+    TimerId, WorkId,
+};
+use ensemble_group::multicast::{AtomicBroadcast, BroadcastConfig, CastId, Delivery, Entry, GenuineConfig, GenuineMulticast, GmEntry};
+use ensemble_group::{tick_phase, GroupConfig, GroupId, MemoryLog, Ticker};
+use ensemble_kv::store::{MemoryStore, VersionStore};
+use ensemble_kv::workload::program::{Program, Step};
+use ensemble_kv::{Key, TxnId, Value};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The protocol's types, for the drivers.
+#[derive(Debug)]
+pub struct GDur;
+
+impl Protocol for GDur {
+    type Msg = Msg;
+    type Job = Installed;
+    type JobResult = ();
+    type Evidence = Evidence;
+}
+
+/// A committed transaction's writes as a replica installed them: recorded in the process's
+/// storage (the harness's install log) for the checker's per-replica install order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Installed {
+    pub stamp: u64,
+    pub txn: TxnId,
+    pub writes: Vec<(Key, Value)>,
+}
+
+/// Turns a request into a transaction program, or says what is wrong with it.
+pub type Programs = Arc<dyn Fn(&str, &[ensemble_core::Value]) -> Result<Box<dyn Program>, RequestError> + Send + Sync>;
+
+/// Timing of the protocol's retries and of the group communication under it.
+#[derive(Clone, Debug)]
+pub struct Timing {
+    /// The tick driving consensus, resends and retries.
+    pub tick: Duration,
+    /// OmniPaxos's `(election_ticks, resend_ticks)`.
+    pub consensus: (u64, u64),
+    /// Resends of casts, proposals and log entries not yet acknowledged.
+    pub resend: Duration,
+    /// A remote read unanswered for this long goes to the next replica (Algorithm 1's retry).
+    pub read_retry: Duration,
+    /// A proxy without an outcome, or a write replica without its votes, asks again after this.
+    pub outcome_retry: Duration,
+}
+
+impl Timing {
+    /// For groups inside one data centre (P-Store's setting) and WAN links between them.
+    pub fn data_centre_groups() -> Timing {
+        Timing {
+            tick: Duration::from_millis(5),
+            consensus: (10, 20),
+            resend: Duration::from_millis(500),
+            read_retry: Duration::from_millis(1000),
+            outcome_retry: Duration::from_millis(2000),
+        }
+    }
+
+    fn ticks(&self, d: Duration) -> u64 {
+        (d.as_nanos() / self.tick.as_nanos().max(1)).max(1) as u64
+    }
+}
+
+/// CPU costs of the protocol's work beyond handling a message (the simulator's CPU model).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Costs {
+    /// Reading one version from the store (a local read, or serving a remote one).
+    pub read: Duration,
+    /// Certifying one read key.
+    pub certify_key: Duration,
+    /// Installing one written version.
+    pub apply_write: Duration,
+}
+
+/// What every process of a run shares.
+#[derive(Clone)]
+pub struct Setup {
+    pub realization: Arc<dyn Realization>,
+    pub layout: Arc<Layout>,
+    pub programs: Programs,
+    /// The value every key starts with.
+    pub initial: Value,
+    pub timing: Timing,
+    pub costs: Costs,
+    /// The group whose log orders atomic broadcast (for `Xcast::Broadcast`).
+    pub sequencer: GroupId,
+    pub seed: u64,
+}
+
+/// What a process keeps across a crash. In the simulator it is a shared handle the harness
+/// keeps; see the module documentation.
+pub struct Durable {
+    pub store: Box<dyn VersionStore>,
+    pub termination: Termination,
+    /// The next transaction counter of this proxy: ids never repeat across incarnations.
+    pub next_txn: u64,
+    pub cast_seq: u64,
+    pub ab_next: u64,
+    pub delivered: BTreeSet<CastId>,
+    pub gm_log: MemoryLog<GmEntry<Term>>,
+    pub ab_log: MemoryLog<Entry<Term>>,
+    /// Every transaction this replica committed, in commit order, as delivered: for the
+    /// checker.
+    pub committed: Vec<Term>,
+}
+
+impl Durable {
+    pub fn new(initial: Value) -> Rc<RefCell<Durable>> {
+        Rc::new(RefCell::new(Durable {
+            store: Box::new(MemoryStore::new(initial)),
+            termination: Termination::default(),
+            next_txn: 1,
+            cast_seq: 0,
+            ab_next: 0,
+            delivered: BTreeSet::new(),
+            gm_log: MemoryLog::new(),
+            ab_log: MemoryLog::new(),
+            committed: Vec::new(),
+        }))
+    }
+}
+
+enum Multicast {
+    Genuine(Box<GenuineMulticast<Term>>),
+    Broadcast(Box<AtomicBroadcast<Term>>),
+}
+
+/// A remote read on its way.
+struct PendingRead {
+    key: Key,
+    attempt: u32,
+    sent_tick: u64,
+}
+
+/// A transaction executing at this proxy.
+struct Executing {
+    client: ClientId,
+    seq: u64,
+    arrived: Time,
+    program: Box<dyn Program>,
+    reads: Vec<ReadRecord>,
+    seen: BTreeMap<Key, Value>,
+    writes: BTreeMap<Key, Value>,
+    pending: Option<PendingRead>,
+    steps: u32,
+}
+
+/// A transaction submitted by this proxy, waiting for its outcome.
+struct Submitted {
+    client: ClientId,
+    seq: u64,
+    rows: Rows,
+    term: Term,
+    class: Class,
+    execution: Duration,
+    vote_keys: Vec<Key>,
+    votes: BTreeMap<GroupId, bool>,
+    asked_tick: u64,
+}
+
+/// A program that takes more steps than this is stopped (a program bug, not a protocol one).
+const MAX_STEPS: u32 = 100_000;
+const TICK: TimerId = TimerId(0);
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Counters {
+    committed: u64,
+    aborted: u64,
+    local_reads: u64,
+    remote_reads: u64,
+    read_retries: u64,
+    served_reads: u64,
+    votes_sent: u64,
+    outcome_asks: u64,
+    vote_asks: u64,
+    refused: u64,
+}
+
+pub struct Replica {
+    me: ProcessId,
+    group: GroupId,
+    setup: Setup,
+    durable: Rc<RefCell<Durable>>,
+    multicast: Multicast,
+    ticker: Ticker,
+    ticks: u64,
+    executing: BTreeMap<TxnId, Executing>,
+    submitted: BTreeMap<TxnId, Submitted>,
+    counters: Counters,
+    failure: Option<String>,
+}
+
+impl Replica {
+    /// Process `me`, a member of a group of `setup.layout`, over what it kept (`durable`; a
+    /// fresh one at first start).
+    pub fn new(setup: Setup, me: ProcessId, durable: Rc<RefCell<Durable>>) -> Result<Replica, String> {
+        let layout = setup.layout.clone();
+        let group = layout.group_of(me).ok_or_else(|| format!("{me} is a member of no group"))?;
+        let resend_ticks = setup.timing.ticks(setup.timing.resend);
+        let multicast = {
+            let d = durable.borrow();
+            match setup.realization.xcast() {
+                Xcast::Multicast => {
+                    let config = GenuineConfig::new(layout.directory().clone(), setup.timing.consensus, resend_ticks);
+                    let gm = GenuineMulticast::new(me, config, d.gm_log.clone(), d.cast_seq, d.delivered.clone())
+                        .map_err(|e| format!("{me}: {e}"))?;
+                    Multicast::Genuine(Box::new(gm))
+                }
+                Xcast::Broadcast => {
+                    let (e, r) = setup.timing.consensus;
+                    let members = layout.directory().members(setup.sequencer).to_vec();
+                    let config = BroadcastConfig {
+                        directory: layout.directory().clone(),
+                        sequencer: GroupConfig::new(setup.sequencer, members).timing(e, r),
+                        resend_ticks,
+                    };
+                    let ab = AtomicBroadcast::new(me, config, d.ab_log.clone(), d.cast_seq, d.ab_next, d.delivered.clone())
+                        .map_err(|e| format!("{me}: {e}"))?;
+                    Multicast::Broadcast(Box::new(ab))
+                }
+            }
+        };
+        Ok(Replica {
+            me,
+            group,
+            ticker: Ticker::new(setup.timing.tick),
+            setup,
+            durable,
+            multicast,
+            ticks: 0,
+            executing: BTreeMap::new(),
+            submitted: BTreeMap::new(),
+            counters: Counters::default(),
+            failure: None,
+        })
+    }
+
+    pub fn durable(&self) -> &Rc<RefCell<Durable>> {
+        &self.durable
+    }
+
+    fn cx<'a>(&'a self) -> Ctx<'a> {
+        Ctx { me: self.me, group: self.group, layout: &self.setup.layout, realization: &*self.setup.realization, now_ticks: self.ticks }
+    }
+
+    fn reply(&self, client: ClientId, seq: u64, body: ReplyBody<Evidence>, out: &mut Vec<Effect<GDur>>) {
+        out.push(Effect::Reply { to: client, reply: Reply { client, seq, body } });
+    }
+
+    // ----- proxy: Algorithm 1 -----
+
+    fn on_request(&mut self, now: Time, r: Request, out: &mut Vec<Effect<GDur>>, charge: &mut Duration) {
+        let program = match (self.setup.programs)(&r.txn, &r.params) {
+            Ok(p) => p,
+            Err(e) => return self.reply(r.client, r.seq, ReplyBody::Error(e), out),
+        };
+        let id = {
+            let mut d = self.durable.borrow_mut();
+            let id = TxnId::new(self.me, d.next_txn);
+            d.next_txn += 1;
+            id
+        };
+        let e = Executing {
+            client: r.client,
+            seq: r.seq,
+            arrived: now,
+            program,
+            reads: Vec::new(),
+            seen: BTreeMap::new(),
+            writes: BTreeMap::new(),
+            pending: None,
+            steps: 0,
+        };
+        self.executing.insert(id, e);
+        self.run(now, id, None, out, charge);
+    }
+
+    /// Runs `id`'s program until it waits for a remote read or ends.
+    fn run(&mut self, now: Time, id: TxnId, mut last: Option<(Key, Value)>, out: &mut Vec<Effect<GDur>>, charge: &mut Duration) {
+        loop {
+            let Some(e) = self.executing.get_mut(&id) else { return };
+            e.steps += 1;
+            if e.steps > MAX_STEPS {
+                let e = self.executing.remove(&id).expect("present");
+                let err = RequestError::Storage { txn: id.to_string(), message: format!("the program took more than {MAX_STEPS} steps") };
+                return self.reply(e.client, e.seq, ReplyBody::Error(err), out);
+            }
+            match e.program.step(last.take()) {
+                Step::Read(k) => {
+                    if let Some(v) = e.writes.get(&k).or_else(|| e.seen.get(&k)) {
+                        // Read your own writes; a key read twice gives the version read first.
+                        last = Some((k, *v));
+                        continue;
+                    }
+                    if self.setup.layout.groups_of(k).is_empty() {
+                        let e = self.executing.remove(&id).expect("present");
+                        let err = RequestError::Storage { txn: id.to_string(), message: format!("key {k} has no replica") };
+                        return self.reply(e.client, e.seq, ReplyBody::Error(err), out);
+                    }
+                    if self.setup.layout.replicates(self.me, k) {
+                        let version = self.durable.borrow().store.read(k, self.setup.realization.read_rule());
+                        *charge += self.setup.costs.read;
+                        self.counters.local_reads += 1;
+                        let Some(v) = version else {
+                            let e = self.executing.remove(&id).expect("present");
+                            return self.finish_abort(e, id, AbortCause::Conflict, format!("no version of key {k} is readable"), out);
+                        };
+                        let e = self.executing.get_mut(&id).expect("present");
+                        e.reads.push(ReadRecord { key: k, number: v.number, writer: v.writer });
+                        e.seen.insert(k, v.value);
+                        last = Some((k, v.value));
+                        continue;
+                    }
+                    e.pending = Some(PendingRead { key: k, attempt: 0, sent_tick: self.ticks });
+                    self.counters.remote_reads += 1;
+                    let to = self.read_target(id, k, 0);
+                    out.push(Effect::Send { to, msg: Msg::ReadReq { txn: id, key: k } });
+                    return;
+                }
+                Step::Write(k, v) => {
+                    e.writes.insert(k, v);
+                }
+                Step::Commit(rows) => {
+                    let e = self.executing.remove(&id).expect("present");
+                    return self.submit(now, id, e, rows, out, charge);
+                }
+                Step::Abort(reason) => {
+                    let e = self.executing.remove(&id).expect("present");
+                    return self.finish_abort(e, id, AbortCause::Body, reason, out);
+                }
+            }
+        }
+    }
+
+    fn finish_abort(&mut self, e: Executing, id: TxnId, cause: AbortCause, reason: String, out: &mut Vec<Effect<GDur>>) {
+        self.counters.aborted += 1;
+        let term = Term::new(id, e.reads, e.writes);
+        let evidence = Evidence {
+            txn: id,
+            class: Class { local: self.setup.layout.is_local(&term), read_only: term.read_only() },
+            certified: false,
+            reads: term.reads,
+            writes: term.writes,
+            execution: Duration::ZERO,
+        };
+        let done = Done { outcome: Outcome::Aborted { cause, reason }, evidence };
+        self.reply(e.client, e.seq, ReplyBody::Done(done), out);
+    }
+
+    /// The replica a remote read of `k` goes to at `attempt`: the groups replicating `k` and
+    /// their members in turn, starting at a place that spreads proxies over replicas.
+    fn read_target(&self, id: TxnId, k: Key, attempt: u32) -> ProcessId {
+        let groups = self.setup.layout.groups_of(k);
+        let all = self.setup.layout.directory().processes(groups);
+        let start = (self.me.0 as u64).wrapping_add(id.seq()) as usize;
+        all[(start + attempt as usize) % all.len()]
+    }
+
+    /// Algorithm 2's `submit`.
+    fn submit(&mut self, now: Time, id: TxnId, e: Executing, rows: Rows, out: &mut Vec<Effect<GDur>>, charge: &mut Duration) {
+        let term = Term::new(id, e.reads, e.writes);
+        let layout = self.setup.layout.clone();
+        let local = layout.is_local(&term);
+        let class = Class { local, read_only: term.read_only() };
+        let execution = now.saturating_sub(e.arrived);
+        let objects = self.setup.realization.certifying_obj(&term, local);
+        let dst = destination_groups(&layout, &term, objects);
+        if dst.is_empty() {
+            // certifying_obj = ∅: commit at once.
+            self.counters.committed += 1;
+            let evidence = Evidence { txn: id, class, certified: false, reads: term.reads, writes: term.writes, execution };
+            let done = Done { outcome: Outcome::Committed(rows), evidence };
+            return self.reply(e.client, e.seq, ReplyBody::Done(done), out);
+        }
+        let vote_keys = self.setup.realization.vote_snd_obj(&term, local).keys(&term);
+        self.submitted.insert(
+            id,
+            Submitted { client: e.client, seq: e.seq, rows, term: term.clone(), class, execution, vote_keys, votes: BTreeMap::new(), asked_tick: self.ticks },
+        );
+        let (sends, delivered) = match &mut self.multicast {
+            Multicast::Genuine(gm) => {
+                let (_, o) = gm.cast(term, dst);
+                (o.sends.into_iter().map(|(to, m)| (to, Msg::Gm(m))).collect::<Vec<_>>(), o.delivered)
+            }
+            Multicast::Broadcast(ab) => {
+                let (_, o) = ab.cast(term);
+                (o.sends.into_iter().map(|(to, m)| (to, Msg::Ab(m))).collect(), o.delivered)
+            }
+        };
+        self.durable.borrow_mut().cast_seq = self.cast_seq();
+        self.absorb(sends, delivered, out, charge);
+    }
+
+    fn cast_seq(&self) -> u64 {
+        match &self.multicast {
+            Multicast::Genuine(gm) => gm.next_seq(),
+            Multicast::Broadcast(ab) => ab.next_seq(),
+        }
+    }
+
+    /// The proxy learns how `id` ended.
+    fn decided_at_proxy(&mut self, id: TxnId, commit: bool, out: &mut Vec<Effect<GDur>>) {
+        let Some(s) = self.submitted.remove(&id) else { return };
+        let outcome = if commit {
+            self.counters.committed += 1;
+            Outcome::Committed(s.rows)
+        } else {
+            self.counters.aborted += 1;
+            Outcome::Aborted { cause: AbortCause::Certification, reason: format!("{id} failed certification") }
+        };
+        let evidence = Evidence { txn: id, class: s.class, certified: true, reads: s.term.reads, writes: s.term.writes, execution: s.execution };
+        self.reply(s.client, s.seq, ReplyBody::Done(Done { outcome, evidence }), out);
+    }
+
+    fn proxy_vote(&mut self, id: TxnId, group: GroupId, vote: bool, out: &mut Vec<Effect<GDur>>) {
+        let Some(s) = self.submitted.get_mut(&id) else { return };
+        s.votes.insert(group, vote);
+        if let Some(commit) = Termination::evaluate(&self.setup.layout, &s.vote_keys, Some(&s.votes)) {
+            self.decided_at_proxy(id, commit, out);
+        }
+    }
+
+    // ----- replica: Algorithms 2 and 3 -----
+
+    /// Sends the multicast's messages, then hands its deliveries to the termination queue and
+    /// acts on what that decides.
+    fn absorb(&mut self, sends: Vec<(ProcessId, Msg)>, delivered: Vec<Delivery<Term>>, out: &mut Vec<Effect<GDur>>, charge: &mut Duration) {
+        {
+            let mut d = self.durable.borrow_mut();
+            let cx = self.cx();
+            for del in &delivered {
+                d.delivered.insert(del.id);
+                d.termination.deliver(&cx, del.payload.clone());
+            }
+            if let Multicast::Broadcast(ab) = &self.multicast {
+                d.ab_next = ab.next();
+            }
+        }
+        for (to, msg) in sends {
+            out.push(Effect::Send { to, msg });
+        }
+        if !delivered.is_empty() {
+            self.progress(out, charge);
+        }
+    }
+
+    fn progress(&mut self, out: &mut Vec<Effect<GDur>>, charge: &mut Duration) {
+        let actions = {
+            let mut d = self.durable.borrow_mut();
+            let d = &mut *d;
+            let cx = self.cx();
+            d.termination.progress(&cx, &mut *d.store)
+        };
+        for a in actions {
+            match a {
+                Action::Certified { keys } => *charge += self.setup.costs.certify_key * keys as u32,
+                Action::Vote { txn, vote, to } => {
+                    self.counters.votes_sent += to.len() as u64;
+                    for p in to {
+                        out.push(Effect::Send { to: p, msg: Msg::Vote { txn, group: self.group, vote } });
+                    }
+                    // The proxy here takes its own replica's vote too.
+                    self.proxy_vote(txn, self.group, vote, out);
+                }
+                Action::Committed { term, applied, stamp } => {
+                    *charge += self.setup.costs.apply_write * applied.len() as u32;
+                    let txn = term.id;
+                    out.push(Effect::Storage { work: WorkId(stamp), job: Installed { stamp, txn, writes: applied }, cost: Duration::ZERO });
+                    self.durable.borrow_mut().committed.push(term);
+                    self.tell_proxy(txn, true, out);
+                }
+                Action::Aborted { txn } => self.tell_proxy(txn, false, out),
+            }
+        }
+    }
+
+    /// A write replica's decision goes to the proxy (P-Store: "if s ∈ WReplicas(T), send the
+    /// outcome to Proxy(T)").
+    fn tell_proxy(&mut self, txn: TxnId, commit: bool, out: &mut Vec<Effect<GDur>>) {
+        if txn.proxy() == self.me {
+            self.decided_at_proxy(txn, commit, out);
+        } else {
+            out.push(Effect::Send { to: txn.proxy(), msg: Msg::Outcome { txn, commit } });
+        }
+    }
+
+    fn on_message(&mut self, now: Time, from: ProcessId, msg: Msg, out: &mut Vec<Effect<GDur>>, charge: &mut Duration) {
+        let layout = self.setup.layout.clone();
+        match msg {
+            Msg::ReadReq { txn, key } => {
+                if !layout.replicates(self.me, key) {
+                    return self.refuse(from, format!("ReadReq for key {key} of {txn}: {} does not replicate it", self.me), out);
+                }
+                let version = self.durable.borrow().store.read(key, self.setup.realization.read_rule());
+                *charge += self.setup.costs.read;
+                self.counters.served_reads += 1;
+                // A rule that finds no version (GC'd snapshot) leaves the proxy to retry and
+                // abort; P-Store's choose_last always finds one.
+                if let Some(version) = version {
+                    out.push(Effect::Send { to: from, msg: Msg::ReadReply { txn, key, version } });
+                }
+            }
+            Msg::ReadReply { txn, key, version } => {
+                let Some(e) = self.executing.get_mut(&txn) else { return };
+                if e.pending.as_ref().map(|p| p.key) != Some(key) {
+                    return; // a late answer to an earlier attempt
+                }
+                if !layout.groups_of(key).iter().any(|g| layout.directory().members(*g).contains(&from)) {
+                    return self.refuse(from, format!("ReadReply for key {key} of {txn} from a process that does not replicate it"), out);
+                }
+                e.pending = None;
+                e.reads.push(ReadRecord { key, number: version.number, writer: version.writer });
+                e.seen.insert(key, version.value);
+                self.run(now, txn, Some((key, version.value)), out, charge);
+            }
+            Msg::Vote { txn, group, vote } => {
+                if layout.group_of(from) != Some(group) {
+                    return self.refuse(from, format!("Vote on {txn} for group {} from {from}, not one of its members", group.0), out);
+                }
+                self.durable.borrow_mut().termination.vote(txn, group, vote);
+                self.proxy_vote(txn, group, vote, out);
+                self.progress(out, charge);
+            }
+            Msg::VoteReq { txn } => {
+                if let Some(vote) = self.durable.borrow().termination.my_vote(txn) {
+                    out.push(Effect::Send { to: from, msg: Msg::Vote { txn, group: self.group, vote } });
+                }
+            }
+            Msg::Outcome { txn, commit } => {
+                if txn.proxy() != self.me {
+                    return self.refuse(from, format!("Outcome of {txn} sent to {}, not its proxy", self.me), out);
+                }
+                self.decided_at_proxy(txn, commit, out);
+            }
+            Msg::OutcomeReq { txn } => {
+                let d = self.durable.borrow();
+                if let Some(commit) = d.termination.outcome(txn) {
+                    out.push(Effect::Send { to: from, msg: Msg::Outcome { txn, commit } });
+                } else if let Some(vote) = d.termination.my_vote(txn) {
+                    out.push(Effect::Send { to: from, msg: Msg::Vote { txn, group: self.group, vote } });
+                }
+            }
+            Msg::Gm(m) => {
+                let Multicast::Genuine(gm) = &mut self.multicast else {
+                    return self.refuse(from, "a genuine-multicast message in a run that broadcasts".into(), out);
+                };
+                match gm.on_message(from, m) {
+                    Ok(o) => {
+                        let sends = o.sends.into_iter().map(|(to, m)| (to, Msg::Gm(m))).collect();
+                        self.absorb(sends, o.delivered, out, charge);
+                    }
+                    Err(e) => self.refuse(from, e.to_string(), out),
+                }
+            }
+            Msg::Ab(m) => {
+                let Multicast::Broadcast(ab) = &mut self.multicast else {
+                    return self.refuse(from, "an atomic-broadcast message in a run that multicasts".into(), out);
+                };
+                match ab.on_message(from, m) {
+                    Ok(o) => {
+                        let sends = o.sends.into_iter().map(|(to, m)| (to, Msg::Ab(m))).collect();
+                        self.absorb(sends, o.delivered, out, charge);
+                    }
+                    Err(e) => self.refuse(from, e.to_string(), out),
+                }
+            }
+        }
+    }
+
+    fn refuse(&mut self, from: ProcessId, what: String, out: &mut Vec<Effect<GDur>>) {
+        self.counters.refused += 1;
+        out.push(Effect::Refuse { from, what });
+    }
+
+    fn tick(&mut self, now: Time, out: &mut Vec<Effect<GDur>>) {
+        self.ticks += 1;
+        let (sends, delivered) = match &mut self.multicast {
+            Multicast::Genuine(gm) => {
+                let o = gm.tick();
+                (o.sends.into_iter().map(|(to, m)| (to, Msg::Gm(m))).collect::<Vec<_>>(), o.delivered)
+            }
+            Multicast::Broadcast(ab) => {
+                let o = ab.tick();
+                (o.sends.into_iter().map(|(to, m)| (to, Msg::Ab(m))).collect(), o.delivered)
+            }
+        };
+        let mut charge = Duration::ZERO; // timers run without a core in the simulator
+        self.absorb(sends, delivered, out, &mut charge);
+        let timing = self.setup.timing.clone();
+        // Reads unanswered: the next replica (Algorithm 1: "retry at another replica").
+        let read_retry = timing.ticks(timing.read_retry);
+        let mut resend = Vec::new();
+        for (id, e) in self.executing.iter_mut() {
+            if let Some(p) = e.pending.as_mut() {
+                if self.ticks - p.sent_tick >= read_retry {
+                    p.attempt += 1;
+                    p.sent_tick = self.ticks;
+                    resend.push((*id, p.key, p.attempt));
+                }
+            }
+        }
+        for (id, key, attempt) in resend {
+            self.counters.read_retries += 1;
+            let to = self.read_target(id, key, attempt);
+            out.push(Effect::Send { to, msg: Msg::ReadReq { txn: id, key } });
+        }
+        // Outcomes not heard: ask the write replicas (or, for a query, the voters) again.
+        let outcome_retry = timing.ticks(timing.outcome_retry);
+        let layout = self.setup.layout.clone();
+        for (id, s) in self.submitted.iter_mut() {
+            if self.ticks - s.asked_tick < outcome_retry {
+                continue;
+            }
+            s.asked_tick = self.ticks;
+            self.counters.outcome_asks += 1;
+            let targets = if s.term.read_only() {
+                layout.directory().processes(&layout.groups_of_keys(s.vote_keys.iter().copied()))
+            } else {
+                layout.write_replicas(&s.term)
+            };
+            for p in targets.into_iter().filter(|&p| p != self.me) {
+                out.push(Effect::Send { to: p, msg: Msg::OutcomeReq { txn: *id } });
+            }
+        }
+        // Votes not heard by a write replica: ask the missing groups again.
+        let missing = {
+            let mut d = self.durable.borrow_mut();
+            let cx = self.cx();
+            d.termination.missing_votes(&cx, self.ticks.saturating_sub(outcome_retry))
+        };
+        for (txn, groups) in missing {
+            self.counters.vote_asks += 1;
+            for p in layout.directory().processes(&groups) {
+                out.push(Effect::Send { to: p, msg: Msg::VoteReq { txn } });
+            }
+        }
+        let _ = now;
+    }
+
+    /// Persisted multicast state after a handler: the cast counter.
+    fn persist(&mut self) {
+        let seq = self.cast_seq();
+        self.durable.borrow_mut().cast_seq = seq;
+    }
+}
+
+impl Process<GDur> for Replica {
+    fn id(&self) -> ProcessId {
+        self.me
+    }
+
+    fn start(&mut self, now: Time, out: &mut Vec<Effect<GDur>>) {
+        let first = self.ticker.start(now, tick_phase(self.setup.seed, self.me, self.setup.timing.tick));
+        out.push(Effect::SetTimer { id: TICK, after: first });
+    }
+
+    fn on_event(&mut self, now: Time, event: Event<GDur>, out: &mut Vec<Effect<GDur>>) {
+        let mut charge = Duration::ZERO;
+        match event {
+            Event::Request(r) => self.on_request(now, r, out, &mut charge),
+            Event::Message { from, msg } => self.on_message(now, from, msg, out, &mut charge),
+            Event::Timer(TICK) => {
+                let next = self.ticker.fired(now);
+                out.push(Effect::SetTimer { id: TICK, after: next });
+                self.tick(now, out);
+            }
+            Event::Timer(_) => {}
+            Event::StorageDone { .. } => {}
+        }
+        self.persist();
+        if charge > Duration::ZERO {
+            out.push(Effect::Charge(charge));
+        }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = self.counters;
+        let d = self.durable.borrow();
+        vec![
+            ("committed", c.committed),
+            ("aborted", c.aborted),
+            ("local_reads", c.local_reads),
+            ("remote_reads", c.remote_reads),
+            ("read_retries", c.read_retries),
+            ("served_reads", c.served_reads),
+            ("votes_sent", c.votes_sent),
+            ("outcome_asks", c.outcome_asks),
+            ("vote_asks", c.vote_asks),
+            ("refused", c.refused),
+            ("queued", d.termination.queued() as u64),
+            ("waited_for_certifier", d.termination.waited_for_certifier),
+            ("waited_for_conflict", d.termination.waited_for_conflict),
+        ]
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure.clone().or_else(|| match &self.multicast {
+            Multicast::Genuine(gm) => gm.failure(),
+            Multicast::Broadcast(ab) => ab.failure(),
+        })
+    }
+
+    fn quiescent(&self) -> bool {
+        let casting = match &self.multicast {
+            Multicast::Genuine(gm) => gm.casting(),
+            Multicast::Broadcast(ab) => ab.casting(),
+        };
+        self.executing.is_empty() && self.submitted.is_empty() && casting == 0 && self.durable.borrow().termination.queued() == 0
+    }
+}
