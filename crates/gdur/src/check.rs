@@ -20,18 +20,39 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 /// A replica's record of what it installed, in install order: the process's storage in the
-/// drivers (the simulator keeps it across the run; a real node's workers share one).
+/// drivers (the simulator keeps it across the run; a real node's workers share one, and write
+/// each install as a JSON line to a file the harness reads back after the run).
 #[derive(Clone, Debug, Default)]
-pub struct InstallLog(Arc<Mutex<Vec<Installed>>>);
+pub struct InstallLog {
+    entries: Arc<Mutex<Vec<Installed>>>,
+    file: Option<Arc<Mutex<std::fs::File>>>,
+}
 
 impl InstallLog {
     pub fn new() -> InstallLog {
         InstallLog::default()
     }
 
+    /// A log that also appends every install to `path` (created, or truncated).
+    pub fn to_file(path: &std::path::Path) -> std::io::Result<InstallLog> {
+        let file = std::fs::File::create(path)?;
+        Ok(InstallLog { entries: Default::default(), file: Some(Arc::new(Mutex::new(file))) })
+    }
+
+    /// The log a real node wrote to `path`; an error names the file and the line that is wrong.
+    pub fn read_file(path: &std::path::Path) -> Result<InstallLog, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("install log {}: {e}", path.display()))?;
+        let mut entries = Vec::new();
+        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let entry = serde_json::from_str(line).map_err(|e| format!("install log {} line {}: {e}", path.display(), i + 1))?;
+            entries.push(entry);
+        }
+        Ok(InstallLog { entries: Arc::new(Mutex::new(entries)), file: None })
+    }
+
     /// What was installed, in stamp order (real workers may record out of order).
     pub fn installed(&self) -> Vec<Installed> {
-        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut v = self.entries.lock().unwrap_or_else(|e| e.into_inner()).clone();
         v.sort_by_key(|i| i.stamp);
         v
     }
@@ -41,7 +62,15 @@ impl ensemble_core::Storage for InstallLog {
     type Job = Installed;
     type Result = ();
     fn run(&mut self, job: &Installed) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(job.clone());
+        if let Some(file) = &self.file {
+            use std::io::Write;
+            let mut line = serde_json::to_vec(job).expect("an install serializes");
+            line.push(b'\n');
+            // One write per install: a node stopped at the end of the run loses nothing the OS
+            // was handed. A log that cannot be written fails the process loudly.
+            file.lock().unwrap_or_else(|e| e.into_inner()).write_all(&line).expect("the install log is writable");
+        }
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).push(job.clone());
     }
 }
 

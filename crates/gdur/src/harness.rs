@@ -130,15 +130,20 @@ impl Harness for GDurHarness {
         Ok(Some(InstallLog::new()))
     }
 
-    /// In memory, shared by the node's workers; `dir` is not used.
-    fn real_storage(&self, _exp: &Experiment, _id: ProcessId, _dir: &Path) -> anyhow::Result<Option<StorageFactory<InstallLog>>> {
-        let log = InstallLog::new();
+    /// Shared by the node's workers, and written to `dir/installs-<id>.jsonl` for the check.
+    fn real_storage(&self, _exp: &Experiment, id: ProcessId, dir: &Path) -> anyhow::Result<Option<StorageFactory<InstallLog>>> {
+        let path = dir.join(format!("installs-{}.jsonl", id.0));
+        let log = InstallLog::to_file(&path).map_err(|e| anyhow::anyhow!("install log {}: {e}", path.display()))?;
         Ok(Some(Arc::new(move |_| log.clone())))
     }
 
-    /// A real node's install log is gone with it: a real run is checked on its history alone.
-    fn reopen_storage(&self, _exp: &Experiment, _id: ProcessId, _dir: &Path) -> anyhow::Result<Option<InstallLog>> {
-        Ok(None)
+    /// The install log a real node wrote, for the check's version order and replica agreement.
+    fn reopen_storage(&self, _exp: &Experiment, id: ProcessId, dir: &Path) -> anyhow::Result<Option<InstallLog>> {
+        let path = dir.join(format!("installs-{}.jsonl", id.0));
+        if !path.exists() {
+            return Ok(None);
+        }
+        InstallLog::read_file(&path).map(Some).map_err(anyhow::Error::msg)
     }
 
     fn client(&self, exp: &Experiment, c: u32, stop_at: Time) -> (Box<dyn Client<Evidence>>, usize) {

@@ -50,7 +50,7 @@ impl Protocol for GDur {
 
 /// A committed transaction's writes as a replica installed them: recorded in the process's
 /// storage (the harness's install log) for the checker's per-replica install order.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Installed {
     pub stamp: u64,
     pub txn: TxnId,
