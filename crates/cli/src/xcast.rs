@@ -9,7 +9,7 @@ use ensemble_bench::write_json;
 use ensemble_xcast::latency::{self, Row};
 use ensemble_xcast::node::Kind;
 use ensemble_xcast::real::{self, RealRun};
-use ensemble_xcast::sweep::{self, Progress};
+use ensemble_xcast::sweep::{self, Progress, Subject, Verdict};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -19,8 +19,9 @@ const MAX_RUNS: u64 = 1_000_000_000;
 
 #[derive(Args)]
 pub struct SweepArgs {
-    /// A primitive (reliable, broadcast, genuine, streams; commit: two-phase commit), or all of
-    /// them in turn.
+    /// A primitive (reliable, broadcast, genuine, streams; commit: two-phase commit), a G-DUR
+    /// system (p-store, p-store-ge, p-store-gdur, p-store-full: fault runs of the whole engine),
+    /// or all of them in turn.
     #[arg(long, default_value = "all", value_parser = primitive)]
     primitive: String,
     /// Seeded runs per primitive; 1 to 1000000000.
@@ -41,14 +42,39 @@ pub struct SweepArgs {
 }
 
 fn primitive(s: &str) -> Result<String, String> {
-    sweep::select(s).map(|_| s.to_owned())
+    sweep::select_among(subjects(), s).map(|_| s.to_owned())
+}
+
+/// The group-communication primitives, then the G-DUR systems (`ensemble_gdur::sweep`).
+fn subjects() -> Vec<Subject> {
+    let mut all = sweep::subjects();
+    all.extend([
+        Subject::plain("p-store", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store", seed))),
+        Subject::plain("p-store-ge", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store-ge", seed))),
+        Subject::plain("p-store-gdur", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store-gdur", seed))),
+        Subject::plain("p-store-full", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store-full", seed))),
+    ]);
+    all
+}
+
+/// A G-DUR fault run as the sweep tallies it: a check that failed (serializability, agreement,
+/// lost commits) is a violation; no quiescence or no commit after the heal is no progress.
+fn dur_verdict(r: &ensemble_gdur::sweep::FaultRun) -> Verdict {
+    Verdict {
+        violations: usize::from(!r.checked.report.ok()) + r.checked.lost.len(),
+        unsettled: !r.settled || r.committed_after_heal == 0,
+        refusals: r.refusals.len(),
+        failures: r.checked.failures.len(),
+        simulated: Some(r.ended.as_duration()),
+        detail: r.to_string(),
+    }
 }
 
 pub fn sweep(a: SweepArgs) -> anyhow::Result<()> {
     if a.from.checked_add(a.runs - 1).is_none() {
         bail!("--from {} --runs {}: the last seed would pass {}", a.from, a.runs, u64::MAX);
     }
-    let subjects = sweep::select(&a.primitive).map_err(|e| anyhow::anyhow!("--primitive: {e}"))?;
+    let subjects = sweep::select_among(subjects(), &a.primitive).map_err(|e| anyhow::anyhow!("--primitive: {e}"))?;
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut summaries = Vec::new();
     for subject in &subjects {

@@ -93,6 +93,30 @@ pub fn history(completions: &[Completion<Evidence>], logs: &[Option<Vec<Installe
         }
         h.add_transaction(t);
     }
+    // Committed transactions no client heard of (their proxy crashed after submitting them):
+    // their reads and, over every replica's log, their writes.
+    let answered: BTreeSet<u64> = completions
+        .iter()
+        .filter_map(|c| match &c.result {
+            CompletionResult::Done(d) => Some(d.evidence.txn.0),
+            _ => None,
+        })
+        .collect();
+    let mut orphans: BTreeMap<TxnId, (Vec<crate::txn::ReadRecord>, BTreeMap<Key, Value>)> = BTreeMap::new();
+    for i in logs.iter().flatten().flatten().filter(|i| !answered.contains(&i.txn.0)) {
+        let entry = orphans.entry(i.txn).or_insert_with(|| (i.reads.clone(), BTreeMap::new()));
+        entry.1.extend(i.writes.iter().copied());
+    }
+    for (txn, (reads, writes)) in orphans {
+        let mut t = Transaction::committed(txn.0);
+        for r in &reads {
+            t = t.read(&r.key.to_string(), r.writer.map(|w| w.0));
+        }
+        for (k, v) in &writes {
+            t = t.write(&k.to_string(), &v.to_string());
+        }
+        h.add_transaction(t);
+    }
     for (p, log) in logs.iter().enumerate() {
         let Some(log) = log else { continue };
         let replica = ProcessId(p as u32).to_string();

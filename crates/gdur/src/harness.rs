@@ -10,8 +10,8 @@
 //! a client's home partition is its proxy's group's own (TPC-B: "each client is placed in its
 //! teller's group").
 
-use crate::protocols::{PStore, PStoreFull};
-use crate::{check, history, Class, Costs, Durable, Evidence, GDur, InstallLog, Layout, Realization, Replica, Setup, Timing};
+pub use crate::protocols::{realization, SYSTEMS};
+use crate::{check, history, Class, Costs, Durable, Evidence, GDur, InstallLog, Layout, Replica, Setup, Timing};
 use ensemble_bench::{Classified, Experiment, Harness, RunOutput, StorageFactory, Verdict, WorkloadSpec};
 use ensemble_core::{Client, ClientId, Completion, CompletionResult, Deployment, Group, Outcome, Process, ProcessId, Time};
 use ensemble_group::multicast::Directory;
@@ -23,20 +23,6 @@ use std::sync::Arc;
 /// One harness for every G-DUR system; the system name picks the realization.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GDurHarness;
-
-pub const SYSTEMS: [&str; 4] = ["p-store", "p-store-ge", "p-store-gdur", "p-store-full"];
-
-/// The realization `system` names, with the experiment's certifier pool.
-pub fn realization(system: &str, certifiers: u32) -> Result<Arc<dyn Realization>, String> {
-    let c = certifiers.max(1) as usize;
-    Ok(match system {
-        "p-store" => Arc::new(PStore::a_ge_star(c)),
-        "p-store-ge" => Arc::new(PStore::a_ge()),
-        "p-store-gdur" => Arc::new(PStore::gdur(c)),
-        "p-store-full" => Arc::new(PStoreFull { certifiers: c }),
-        other => return Err(format!("`{other}` is not a G-DUR system ({})", SYSTEMS.join(", "))),
-    })
-}
 
 fn kv_spec(exp: &Experiment) -> Result<&KvWorkloadSpec, String> {
     match &exp.workload {

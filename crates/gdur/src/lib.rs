@@ -24,6 +24,7 @@ pub mod msg;
 pub mod protocols;
 pub mod realization;
 pub mod replica;
+pub mod sweep;
 pub mod termination;
 pub mod txn;
 

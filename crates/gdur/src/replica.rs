@@ -49,11 +49,14 @@ impl Protocol for GDur {
 }
 
 /// A committed transaction's writes as a replica installed them: recorded in the process's
-/// storage (the harness's install log) for the checker's per-replica install order.
+/// storage (the harness's install log) for the checker's per-replica install order. It carries
+/// the transaction's reads too, so that a transaction whose proxy crashed before answering its
+/// client is still in the checked history.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Installed {
     pub stamp: u64,
     pub txn: TxnId,
+    pub reads: Vec<ReadRecord>,
     pub writes: Vec<(Key, Value)>,
 }
 
@@ -192,6 +195,11 @@ struct Submitted {
 /// A program that takes more steps than this is stopped (a program bug, not a protocol one).
 const MAX_STEPS: u32 = 100_000;
 const TICK: TimerId = TimerId(0);
+/// Moved forward about once a second, so they fire only if ticks stopped: a process paused
+/// (the simulator's pause-style crash) loses the timers that fell in its pause, the tick among
+/// them, and one that then receives nothing would never notice through [`Ticker::lost`]. Two,
+/// as overlapping crash windows may keep a process down longer than one window.
+const WATCHDOGS: [(TimerId, Duration); 2] = [(TimerId(1), Duration::from_millis(2500)), (TimerId(2), Duration::from_secs(9))];
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Counters {
@@ -217,6 +225,8 @@ pub struct Replica {
     ticks: u64,
     executing: BTreeMap<TxnId, Executing>,
     submitted: BTreeMap<TxnId, Submitted>,
+    /// Per client, the last request taken.
+    last_request: BTreeMap<ClientId, u64>,
     counters: Counters,
     failure: Option<String>,
 }
@@ -261,6 +271,7 @@ impl Replica {
             ticks: 0,
             executing: BTreeMap::new(),
             submitted: BTreeMap::new(),
+            last_request: BTreeMap::new(),
             counters: Counters::default(),
             failure: None,
         })
@@ -281,6 +292,12 @@ impl Replica {
     // ----- proxy: Algorithm 1 -----
 
     fn on_request(&mut self, now: Time, r: Request, out: &mut Vec<Effect<GDur>>, charge: &mut Duration) {
+        // A duplicated request is not a second transaction (a client has one request out at a
+        // time, numbered upwards).
+        if self.last_request.get(&r.client).is_some_and(|&last| r.seq <= last) {
+            return;
+        }
+        self.last_request.insert(r.client, r.seq);
         let program = match (self.setup.programs)(&r.txn, &r.params) {
             Ok(p) => p,
             Err(e) => return self.reply(r.client, r.seq, ReplyBody::Error(e), out),
@@ -496,7 +513,8 @@ impl Replica {
                 Action::Committed { term, applied, stamp } => {
                     *charge += self.setup.costs.apply_write * applied.len() as u32;
                     let txn = term.id;
-                    out.push(Effect::Storage { work: WorkId(stamp), job: Installed { stamp, txn, writes: applied }, cost: Duration::ZERO });
+                    let job = Installed { stamp, txn, reads: term.reads.clone(), writes: applied };
+                    out.push(Effect::Storage { work: WorkId(stamp), job, cost: Duration::ZERO });
                     self.durable.borrow_mut().committed.push(term);
                     self.tell_proxy(txn, true, out);
                 }
@@ -605,6 +623,12 @@ impl Replica {
 
     fn tick(&mut self, now: Time, out: &mut Vec<Effect<GDur>>) {
         self.ticks += 1;
+        // Re-armed about once a second, not at every tick: each setting is an event.
+        if self.ticks.is_multiple_of(self.setup.timing.ticks(Duration::from_secs(1))) {
+            for (id, after) in WATCHDOGS {
+                out.push(Effect::SetTimer { id, after });
+            }
+        }
         let (sends, delivered) = match &mut self.multicast {
             Multicast::Genuine(gm) => {
                 let o = gm.tick();
@@ -683,10 +707,17 @@ impl Process<GDur> for Replica {
     fn start(&mut self, now: Time, out: &mut Vec<Effect<GDur>>) {
         let first = self.ticker.start(now, tick_phase(self.setup.seed, self.me, self.setup.timing.tick));
         out.push(Effect::SetTimer { id: TICK, after: first });
+        for (id, after) in WATCHDOGS {
+            out.push(Effect::SetTimer { id, after });
+        }
     }
 
     fn on_event(&mut self, now: Time, event: Event<GDur>, out: &mut Vec<Effect<GDur>>) {
         let mut charge = Duration::ZERO;
+        if !matches!(event, Event::Timer(TICK)) && self.ticker.lost(now) {
+            out.push(Effect::SetTimer { id: TICK, after: self.ticker.fired(now) });
+            self.tick(now, out);
+        }
         match event {
             Event::Request(r) => self.on_request(now, r, out, &mut charge),
             Event::Message { from, msg } => self.on_message(now, from, msg, out, &mut charge),

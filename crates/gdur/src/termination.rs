@@ -133,6 +133,22 @@ impl Termination {
         self.entries.get(&txn).map(|e| &e.term)
     }
 
+    /// What the head of `Q` waits for, if anything is queued: for a report on a stalled run.
+    pub fn head(&self) -> Option<String> {
+        let id = self.q.front()?;
+        let e = &self.entries[id];
+        let votes: Vec<String> = self.votes.get(id).into_iter().flatten().map(|(g, v)| format!("g{}={v}", g.0)).collect();
+        Some(format!(
+            "{} queued, head {id}: admitted {}, certified {}, voter {}, writes here {}, votes [{}]",
+            self.q.len(),
+            e.admitted,
+            e.certified,
+            e.voter,
+            e.writes_here,
+            votes.join(" ")
+        ))
+    }
+
     /// Transactions in `Q`.
     pub fn queued(&self) -> usize {
         self.q.len()

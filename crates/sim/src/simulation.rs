@@ -393,6 +393,12 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             .collect()
     }
 
+    /// Whether every live process says it is quiescent ([`Process::quiescent`]): nothing of its
+    /// own in flight. A crashed process that has not restarted is not asked.
+    pub fn quiescent(&self) -> bool {
+        self.procs.iter().flatten().filter_map(|p| p.process.as_ref()).all(|p| p.quiescent())
+    }
+
     /// The storages, by ascending process id (`None` for a process without one): after a run,
     /// to compare replicas.
     pub fn into_storages(self) -> Vec<Option<S>> {

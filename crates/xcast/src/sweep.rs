@@ -137,7 +137,11 @@ pub fn subjects() -> Vec<Subject> {
 
 /// The subjects `name` stands for: one primitive, or `all`.
 pub fn select(name: &str) -> Result<Vec<Subject>, String> {
-    let all = subjects();
+    select_among(subjects(), name)
+}
+
+/// The subjects of `all` that `name` stands for: one of them, or `all`.
+pub fn select_among(all: Vec<Subject>, name: &str) -> Result<Vec<Subject>, String> {
     if name == "all" {
         return Ok(all);
     }

@@ -3,3 +3,21 @@
 pub mod pstore;
 
 pub use pstore::{PStore, PStoreFull, PStoreVariant};
+
+use crate::realization::Realization;
+use std::sync::Arc;
+
+/// Every G-DUR system, by its `--system` name.
+pub const SYSTEMS: [&str; 4] = ["p-store", "p-store-ge", "p-store-gdur", "p-store-full"];
+
+/// The realization `system` names, with a pool of `certifiers`.
+pub fn realization(system: &str, certifiers: u32) -> Result<Arc<dyn Realization>, String> {
+    let c = certifiers.max(1) as usize;
+    Ok(match system {
+        "p-store" => Arc::new(PStore::a_ge_star(c)),
+        "p-store-ge" => Arc::new(PStore::a_ge()),
+        "p-store-gdur" => Arc::new(PStore::gdur(c)),
+        "p-store-full" => Arc::new(PStoreFull { certifiers: c }),
+        other => return Err(format!("`{other}` is not a G-DUR system ({})", SYSTEMS.join(", "))),
+    })
+}
