@@ -25,7 +25,10 @@ pub struct Topology {
     /// links, as P-Store's); messages within a site take the mean delay.
     #[serde(default)]
     pub jitter_between_sites_only: bool,
-    /// Bandwidth of every inter-site link in bits per second; `None` means unlimited.
+    /// Bandwidth of each site's outgoing inter-site link in bits per second (a site's traffic
+    /// to all other sites shares it, as traffic shaped on a group's interface does): a message
+    /// waits for the ones sent before it, then takes its size over this to go out. `None`
+    /// means unlimited.
     #[serde(default)]
     pub bandwidth_bps: Option<f64>,
     /// The machine every instance runs on.
@@ -350,7 +353,17 @@ impl Topology {
         Duration::from_nanos((self.one_way_ms[from_site][to_site] * 1e6).round() as u64)
     }
 
-    /// Draws the delay of one message of `bytes` bytes from `from_site` to `to_site`.
+    /// How long `bytes` take to go out on an inter-site link (zero within a site or without a
+    /// bandwidth).
+    pub fn transfer_time(&self, from_site: usize, to_site: usize, bytes: usize) -> Duration {
+        match self.bandwidth_bps {
+            Some(bps) if from_site != to_site && bps > 0.0 => Duration::from_nanos((bytes as f64 * 8.0 / bps * 1e9).round() as u64),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Draws the delay of one message of `bytes` bytes from `from_site` to `to_site`, on an
+    /// idle link (the simulator adds the wait behind earlier messages).
     pub fn sample_delay<R: Rng + ?Sized>(&self, from_site: usize, to_site: usize, bytes: usize, rng: &mut R) -> Duration {
         let mean = self.one_way_ms[from_site][to_site];
         let ms = match &self.jitter {

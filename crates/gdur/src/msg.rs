@@ -28,6 +28,29 @@ pub enum Msg {
     Ab(AbMsg<Term>),
 }
 
+impl Msg {
+    /// The message's kind, for the per-kind counters of messages sent.
+    pub fn kind(&self) -> &'static str {
+        use ensemble_group::multicast::GmMsg as G;
+        match self {
+            Msg::ReadReq { .. } => "sent.read_req",
+            Msg::ReadReply { .. } => "sent.read_reply",
+            Msg::Vote { .. } => "sent.vote",
+            Msg::VoteReq { .. } => "sent.vote_req",
+            Msg::Outcome { .. } => "sent.outcome",
+            Msg::OutcomeReq { .. } => "sent.outcome_req",
+            Msg::Gm(G::Cast { .. }) => "sent.gm_cast",
+            Msg::Gm(G::Ordered { .. }) => "sent.gm_ordered",
+            Msg::Gm(G::Proposal { .. }) => "sent.gm_proposal",
+            Msg::Gm(G::Settled { .. }) => "sent.gm_settled",
+            Msg::Gm(G::Decided { .. }) => "sent.gm_decided",
+            Msg::Gm(G::Ack { .. }) => "sent.gm_ack",
+            Msg::Gm(G::Group(_)) => "sent.gm_consensus",
+            Msg::Ab(_) => "sent.ab",
+        }
+    }
+}
+
 /// Where a transaction ran, in P-Store's terms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Class {

@@ -225,6 +225,8 @@ pub struct Replica {
     ticks: u64,
     executing: BTreeMap<TxnId, Executing>,
     submitted: BTreeMap<TxnId, Submitted>,
+    /// Messages sent, by kind.
+    sent: BTreeMap<&'static str, u64>,
     /// Per client, the last request taken.
     last_request: BTreeMap<ClientId, u64>,
     counters: Counters,
@@ -242,7 +244,7 @@ impl Replica {
             let d = durable.borrow();
             match setup.realization.xcast() {
                 Xcast::Multicast => {
-                    let config = GenuineConfig::new(layout.directory().clone(), setup.timing.consensus, resend_ticks);
+                    let config = GenuineConfig::new(layout.directory().clone(), setup.timing.consensus, resend_ticks).frugal();
                     let gm = GenuineMulticast::new(me, config, d.gm_log.clone(), d.cast_seq, d.delivered.clone())
                         .map_err(|e| format!("{me}: {e}"))?;
                     Multicast::Genuine(Box::new(gm))
@@ -272,6 +274,7 @@ impl Replica {
             executing: BTreeMap::new(),
             submitted: BTreeMap::new(),
             last_request: BTreeMap::new(),
+            sent: BTreeMap::new(),
             counters: Counters::default(),
             failure: None,
         })
@@ -714,6 +717,7 @@ impl Process<GDur> for Replica {
 
     fn on_event(&mut self, now: Time, event: Event<GDur>, out: &mut Vec<Effect<GDur>>) {
         let mut charge = Duration::ZERO;
+        let before = out.len();
         if !matches!(event, Event::Timer(TICK)) && self.ticker.lost(now) {
             out.push(Effect::SetTimer { id: TICK, after: self.ticker.fired(now) });
             self.tick(now, out);
@@ -730,6 +734,11 @@ impl Process<GDur> for Replica {
             Event::StorageDone { .. } => {}
         }
         self.persist();
+        for e in &out[before..] {
+            if let Effect::Send { msg, .. } = e {
+                *self.sent.entry(msg.kind()).or_default() += 1;
+            }
+        }
         if charge > Duration::ZERO {
             out.push(Effect::Charge(charge));
         }
@@ -738,7 +747,7 @@ impl Process<GDur> for Replica {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = self.counters;
         let d = self.durable.borrow();
-        vec![
+        let mut counters = vec![
             ("committed", c.committed),
             ("aborted", c.aborted),
             ("local_reads", c.local_reads),
@@ -752,7 +761,9 @@ impl Process<GDur> for Replica {
             ("queued", d.termination.queued() as u64),
             ("waited_for_certifier", d.termination.waited_for_certifier),
             ("waited_for_conflict", d.termination.waited_for_conflict),
-        ]
+        ];
+        counters.extend(self.sent.iter().map(|(k, n)| (*k, *n)));
+        counters
     }
 
     fn failure(&self) -> Option<String> {

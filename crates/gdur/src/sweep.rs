@@ -25,7 +25,7 @@
 
 use crate::check::{check, Checked};
 use crate::protocols::realization;
-use crate::{Costs, Durable, Evidence, GDur, Installed, InstallLog, Layout, Replica, Setup, Timing};
+use crate::{Costs, Durable, Evidence, GDur, Installed, Layout, Replica, Setup, Timing};
 use ensemble_app::{ClientCtx, ClosedLoopClient, InstanceId, ThinkTime};
 use ensemble_core::topology::Topology;
 use ensemble_core::{ClientId, Completion, CompletionResult, Deployment, Group, ProcessId, Storage, Time};
@@ -40,18 +40,16 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A process's storage in a fault run: what survives its crashes, and its install log.
+/// A process's storage in a fault run: what survives its crashes. The installs the check reads
+/// come from it too, not from storage jobs (which a crash loses while queued).
 pub struct Slot {
     pub durable: Rc<RefCell<Durable>>,
-    pub log: InstallLog,
 }
 
 impl Storage for Slot {
     type Job = Installed;
     type Result = ();
-    fn run(&mut self, job: &Installed) {
-        self.log.run(job);
-    }
+    fn run(&mut self, _job: &Installed) {}
 }
 
 const GROUP_SIZE: u32 = 3;
@@ -146,7 +144,7 @@ pub fn run(system: &str, seed: u64) -> FaultRun {
     for p in 0..n {
         let durable = Durable::new(setup.initial);
         let replica = Replica::new(setup.clone(), ProcessId(p), durable.clone()).expect("a member");
-        sim.add_process(Box::new(replica), Some(Slot { durable, log: InstallLog::new() })).expect("a new process");
+        sim.add_process(Box::new(replica), Some(Slot { durable })).expect("a new process");
     }
     {
         let setup = setup.clone();
@@ -195,9 +193,30 @@ pub fn run(system: &str, seed: u64) -> FaultRun {
         .count();
     let failures: Vec<String> = sim.process_reports().into_iter().filter_map(|(id, _, f)| f.map(|f| format!("{id}: {f}"))).collect();
     let refusals: Vec<String> = sim.stats().processes.iter().filter_map(|p| p.first_refusal.clone()).collect();
-    let logs: Vec<Option<Vec<Installed>>> = sim.into_storages().into_iter().map(|s| s.map(|s| s.log.installed())).collect();
+    // The installs as each replica's durable state has them: its install log is written by
+    // storage jobs, and a crash loses the jobs still queued on its cores.
+    let logs: Vec<Option<Vec<Installed>>> = sim
+        .into_storages()
+        .into_iter()
+        .enumerate()
+        .map(|(p, slot)| slot.map(|slot| installs(&slot.durable.borrow(), &layout, ProcessId(p as u32))))
+        .collect();
     let checked = check(&completions, &logs, &move |p, k| layout.replicates(p, k), failures);
     FaultRun { checked, settled, committed_after_heal, refusals, ended, scenario, stuck }
+}
+
+/// What replica `p` installed, in order, from the transactions its durable state committed.
+fn installs(d: &Durable, layout: &Layout, p: ProcessId) -> Vec<Installed> {
+    d.committed
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Installed {
+            stamp: i as u64 + 1,
+            txn: t.id,
+            reads: t.reads.clone(),
+            writes: t.writes.iter().filter(|(k, _)| layout.replicates(p, *k)).copied().collect(),
+        })
+        .collect()
 }
 
 /// Message rules and a partition between replicas, and one crash with restart per group.

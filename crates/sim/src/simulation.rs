@@ -145,6 +145,8 @@ pub struct Simulation<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResul
     clients: Vec<ClientSlot<P::Evidence>>,
     client_index: BTreeMap<ClientId, u32>,
     network_rng: ChaCha8Rng,
+    /// Per site, when its outgoing inter-site link is free again (see `Topology::bandwidth_bps`).
+    uplink_free: Vec<Time>,
     fault_rng: ChaCha8Rng,
     faults: FaultPlan,
     /// How many of `faults.crashes()` have been turned into events.
@@ -186,6 +188,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             }
         }
         let n = deployment.processes.len();
+        let sites = topology.sites.len();
         let mut stats = SimStats::default();
         stats.processes.resize_with(n, ProcessStats::default);
         let mut procs = Vec::with_capacity(n);
@@ -210,6 +213,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             clients: Vec::new(),
             client_index: BTreeMap::new(),
             network_rng: stream(STREAM_NETWORK),
+            uplink_free: vec![Time::ZERO; sites],
             fault_rng: stream(STREAM_FAULTS),
             faults: FaultPlan::new(),
             crashes_scheduled: 0,
@@ -699,7 +703,20 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
     fn transit(&mut self, from: Endpoint, to: Endpoint, route: Route, bytes: usize, link: LinkRef) -> Arrivals {
         let delay = match route {
             Route::SameMachine => self.local_delay,
-            Route::Sites(a, b) => self.topology.sample_delay(a, b, bytes, &mut self.network_rng),
+            Route::Sites(a, b) => {
+                // A site's outgoing link sends one message at a time: this one waits for those
+                // handed to it before.
+                let transfer = self.topology.transfer_time(a, b, bytes);
+                let mut wait = Duration::ZERO;
+                if transfer > Duration::ZERO {
+                    let free = &mut self.uplink_free[a];
+                    let start = (*free).max(self.now);
+                    wait = start.saturating_sub(self.now);
+                    *free = start + transfer;
+                    self.stats.uplink_wait += wait;
+                }
+                wait + self.topology.sample_delay(a, b, bytes, &mut self.network_rng)
+            }
         };
         let mut arrival = self.now + delay;
         let mut copy = None;

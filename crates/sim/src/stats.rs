@@ -77,6 +77,8 @@ pub struct SimStats {
     pub timers_fired: u64,
     /// Process timers that fired while their process was paused.
     pub timers_discarded: u64,
+    /// Time messages spent waiting for their site's outgoing link, all added up.
+    pub uplink_wait: std::time::Duration,
     /// Longest the event queue got.
     pub max_queue_len: usize,
     /// Indexed by process id.

@@ -275,6 +275,21 @@ fn bandwidth_adds_the_transfer_time_of_the_postcard_size() {
 }
 
 #[test]
+fn a_sites_outgoing_link_sends_one_message_at_a_time() {
+    // Three 2-byte pings 1 ms apart over 8 kbit/s: each takes 2 ms to go out, so the second and
+    // third wait for the link and arrive 2 ms apart, not 1.
+    let mut topology = Topology::wan5();
+    topology.cpu.message_us = 0.0;
+    topology.bandwidth_bps = Some(8_000.0);
+    let nodes = vec![ToyNode::new(p(0)).pinging(vec![p(1)], Duration::from_millis(1), 3), ToyNode::new(p(1)).recording()];
+    let (mut sim, nodes) = sim_with(topology, 1, nodes);
+    run(&mut sim, ms(1_000.0));
+    let at: Vec<Time> = nodes[1].pings().iter().map(|(t, _, _)| *t).collect();
+    assert_eq!(at, vec![ms(128.5), ms(130.5), ms(132.5)]);
+    assert_eq!(sim.stats().uplink_wait, Duration::from_millis(1 + 2));
+}
+
+#[test]
 fn links_stay_fifo_under_jitter() {
     // Pings every 0.1 ms over a link whose delay varies by +-40 ms: without FIFO links most would
     // overtake each other. With two cores handling them, order must still hold end to end.

@@ -15,7 +15,7 @@
 //!   written objects vote too (`vote_snd_obj = ws ∪ rs`); both are safe, this one waits on more
 //!   votes (spec note, G-DUR E.7, E.10).
 //! * **A_full** (`p-store-full`, §7.3, [`PStoreFull`]): full replication; every update is
-//!   atomically broadcast to every site, every transaction is local so no site waits for
+//!   atomically multicast to every group, every transaction is local so no site waits for
 //!   votes, read-only transactions commit at once; the certifier pool of A_ge\*.
 //!
 //! The certification test is P-Store's `Certify(T)`: every version `T` read of an object this
@@ -113,7 +113,10 @@ impl Realization for PStore {
     }
 }
 
-/// A_full: full replication, updates atomically broadcast, no votes (P-Store §7.3).
+/// A_full: full replication, no votes (P-Store §7.3). "T is atomically multicast to all
+/// sites": with the same genuine multicast as A_ge\*, addressed to every group, not a
+/// sequencer's broadcast, whose sequencer group would commit its own clients' transactions a
+/// WAN round trip before everybody else's.
 #[derive(Clone, Copy, Debug)]
 pub struct PStoreFull {
     pub certifiers: usize,
@@ -125,7 +128,7 @@ impl Realization for PStoreFull {
     }
 
     fn xcast(&self) -> Xcast {
-        Xcast::Broadcast
+        Xcast::Multicast
     }
 
     fn certifying_obj(&self, t: &Term, _local: bool) -> Objects {

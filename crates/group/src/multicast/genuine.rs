@@ -267,12 +267,26 @@ pub struct GenuineConfig {
     /// yet acknowledged by a peer).
     pub resend_ticks: u64,
     pub ordering: Ordering,
+    /// Who relays a group's proposal to the members of the other destination groups the first
+    /// time: every member (`false`, the default) or only the member that believes it leads
+    /// (`true`). Resends, the path of faults, go from every member either way, so a frugal
+    /// relay changes the cost of the fault-free path (|g|·|h| messages carrying `m` per pair of
+    /// groups become |h|), not what is delivered; a crashed or deposed leader delays the
+    /// exchange by a resend period. (Sending to one member of each group instead is not
+    /// enough: a follower holding the proposals waits a resend period before proposing
+    /// `Final`, so that a group usually orders one.)
+    pub frugal_relay: bool,
 }
 
 impl GenuineConfig {
     /// Genuine atomic multicast ([`Ordering::Skeen`]).
     pub fn new(directory: Directory, consensus_timing: (u64, u64), resend_ticks: u64) -> GenuineConfig {
-        GenuineConfig { directory, consensus_timing, resend_ticks, ordering: Ordering::Skeen }
+        GenuineConfig { directory, consensus_timing, resend_ticks, ordering: Ordering::Skeen, frugal_relay: false }
+    }
+
+    /// The same with the frugal relay of proposals (see [`GenuineConfig::frugal_relay`]).
+    pub fn frugal(self) -> GenuineConfig {
+        GenuineConfig { frugal_relay: true, ..self }
     }
 
     /// P-DUR's per-partition streams ([`Ordering::PerGroup`]).
@@ -785,7 +799,10 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
                 if !single {
                     let others: BTreeSet<GroupId> = dst.iter().copied().filter(|&g| g != s.group).collect();
                     if news {
-                        for g in &others {
+                        // Frugal: only the member that believes it leads relays at once.
+                        let frugal = self.config.frugal_relay;
+                        let leads = s.member.leader().is_none_or(|l| l == self.me);
+                        for g in others.iter().filter(|_| leads || !frugal) {
                             for &q in self.config.directory.members(*g) {
                                 out.sends.push((
                                     q,
