@@ -838,6 +838,18 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
                 }
                 s.clock = s.clock.max(ts);
                 s.heard.remove(&id);
+                // Frugal: the leader tells every member of the other destination groups at once
+                // that this group is settled, so that their followers, which did not relay
+                // their group's proposal, do not resend it.
+                if self.config.frugal_relay && news && s.member.leader().is_none_or(|l| l == self.me) {
+                    let mine = s.group;
+                    let others: Vec<GroupId> = o.dst.iter().copied().filter(|&g| g != mine).collect();
+                    for g in others {
+                        for &q in self.config.directory.members(g) {
+                            out.sends.push((q, GmMsg::Settled { id, group: mine }));
+                        }
+                    }
+                }
             }
         }
         self.deliver_ready(out);
