@@ -261,7 +261,7 @@ fn sweep_to_latency_limit(
 /// Runs `series(item, progress)` for every item, `o.jobs` at a time, and returns the results in
 /// the items' order. With more than one job the per-run progress bars would overwrite each
 /// other, so each series gets `progress = false` and reports its steps in lines instead.
-fn run_series<T: Sync, R: Send>(
+pub fn run_series<T: Sync, R: Send>(
     o: &FigureOpts,
     items: &[T],
     series: impl Fn(&T, bool) -> anyhow::Result<R> + Sync,

@@ -247,7 +247,7 @@ struct OutputArgs {
 
 #[derive(Args)]
 struct FigureArgs {
-    /// gyro-fig3, gyro-fig4, table3, wan-scaling, overhead, xcast-latency
+    /// gyro-fig3, gyro-fig4, table3, wan-scaling, overhead, xcast-latency; P-Store (G-DUR engine): pstore-fig2, pstore-fig3a, pstore-fig3b, pstore-fig4, pstore-table1
     #[arg(value_parser = FIGURES)]
     name: String,
     /// Application, for table3 and wan-scaling.
@@ -355,7 +355,8 @@ const MAX_CLIENTS: i64 = 100_000;
 const MAX_INSTANCES: i64 = 64;
 /// The most threads `figure --jobs` and `--threads` start.
 const MAX_THREADS: i64 = 256;
-const FIGURES: [&str; 6] = ["gyro-fig3", "gyro-fig4", "table3", "wan-scaling", "overhead", "xcast-latency"];
+const FIGURES: [&str; 11] =
+    ["gyro-fig3", "gyro-fig4", "table3", "wan-scaling", "overhead", "xcast-latency", "pstore-fig2", "pstore-fig3a", "pstore-fig3b", "pstore-fig4", "pstore-table1"];
 
 /// The lower end of a flag's range.
 enum Min {
@@ -744,7 +745,12 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
             return Ok(());
         }
         "xcast-latency" => return xcast::latency_figure(a.seed, a.jobs, a.real, &a.output.out),
-        other => bail!("unknown figure `{other}` (known: gyro-fig3, gyro-fig4, table3, wan-scaling, overhead, xcast-latency)"),
+        "pstore-fig2" => ensemble_gdur::figures::fig2(&o, &a.output.out)?,
+        "pstore-fig3a" => ensemble_gdur::figures::fig3a(&o, &a.output.out)?,
+        "pstore-fig3b" => ensemble_gdur::figures::fig3b(&o, &a.output.out)?,
+        "pstore-fig4" => ensemble_gdur::figures::fig4(&o, &a.output.out)?,
+        "pstore-table1" => ensemble_gdur::figures::table1(&o)?,
+        other => bail!("unknown figure `{other}` (known: {})", FIGURES.join(", ")),
     };
     let stem = match (a.name.as_str(), a.write_share) {
         ("table3" | "wan-scaling", None) => format!("{}-{}", a.name, a.app),
@@ -760,7 +766,9 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     if let Some(s) = a.write_share {
         println!("mix steered to {:.0}% writing transactions (--write-share {s})", s * 100.0);
     }
-    if a.real {
+    if a.name.starts_with("pstore") {
+        println!("simulated: warm-up {} s, window {} s, seed {}, the p-store topology (4 cores per machine, 10 Mb/s per group)", a.warmup, a.measure, a.seed);
+    } else if a.real {
         println!("real processes on this machine: warm-up {} s (longer where a table says so), window {} s, seed {}, {:?} global execution", a.warmup, a.measure, a.seed, o.global_execution);
     } else {
         println!("simulated: warm-up {} s (longer where a table says so), window {} s, seed {}, {} cores per instance, {:?} global execution", a.warmup, a.measure, a.seed, a.cores, o.global_execution);

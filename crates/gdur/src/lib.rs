@@ -18,6 +18,8 @@
 
 pub mod check;
 #[cfg(feature = "harness")]
+pub mod figures;
+#[cfg(feature = "harness")]
 pub mod harness;
 pub mod layout;
 pub mod msg;

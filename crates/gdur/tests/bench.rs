@@ -1,0 +1,109 @@
+//! The G-DUR systems through `ensemble bench`'s generic simulated run, and what they refuse.
+#![cfg(feature = "harness")]
+
+use ensemble_bench::sim_run::simulate;
+use ensemble_bench::{Experiment, Harness, WorkloadSpec};
+use ensemble_core::topology::Topology;
+use ensemble_core::{ClientId, Effect, Event, Process, ProcessId, ReplyBody, Request, RequestError, Time, Value};
+use ensemble_gdur::{GDur, GDurHarness};
+use ensemble_kv::workload::{KeySpace, KvKind, KvWorkloadSpec, Table};
+
+const H: GDurHarness = GDurHarness;
+
+fn experiment(system: &str, workload: KvKind) -> Experiment {
+    let mut e = Experiment::for_system(workload.name(), system, 12, Topology::pstore(4)).unwrap();
+    let WorkloadSpec::KeyValue { spec } = &mut e.workload else { panic!("a key-value workload") };
+    spec.scale = 0.05;
+    e.clients = 24;
+    e.warmup_s = 1.0;
+    e.measure_s = 3.0;
+    e
+}
+
+#[test]
+fn tpcb_runs_measured_by_class_and_checked_on_every_system() {
+    for system in ensemble_gdur::harness::SYSTEMS {
+        let exp = experiment(system, KvKind::Tpcb);
+        H.validate(&exp).unwrap();
+        let s = simulate(&H, &exp, false).unwrap();
+        let r = s.check(&H, &exp).unwrap();
+        let check = r.check.clone().unwrap();
+        assert_eq!(r.check_passed, Some(true), "{check}");
+        assert!(check.contains("SER: serializable") && check.contains("no lost commit"), "{check}");
+        let classes = &r.summary.classes;
+        assert!(classes.get("local-update").is_some_and(|c| c.count > 50), "{system}: {:?}", classes.keys());
+        if system != "p-store-full" {
+            // 15 % of TPC-B's transactions have their account in another group.
+            assert!(classes.get("global-update").is_some_and(|c| c.count > 5), "{system}: {:?}", classes.keys());
+        }
+        assert_eq!(r.summary.errors, 0);
+    }
+}
+
+#[test]
+fn ycsb_and_walks_run_checked() {
+    for kind in [KvKind::YcsbA, KvKind::YcsbB, KvKind::YcsbC, KvKind::Walk] {
+        let mut exp = experiment("p-store", kind);
+        exp.dur.groups = 2;
+        let s = simulate(&H, &exp, false).unwrap();
+        let r = s.check(&H, &exp).unwrap();
+        assert_eq!(r.check_passed, Some(true), "{kind:?}: {}", r.check.unwrap());
+        assert!(r.summary.throughput > 10.0, "{kind:?}: {}", r.summary.throughput);
+    }
+}
+
+#[test]
+fn a_placement_that_leaves_a_partition_without_a_group_is_refused_before_anything_runs() {
+    let mut exp = experiment("p-store", KvKind::Tpcb);
+    exp.dur.placement = Some("0=0; 1=1; 3=3".into());
+    let err = H.validate(&exp).unwrap_err();
+    assert!(err.contains("partition 2 is not placed"), "{err}");
+    exp.dur.placement = Some("0=0; 1=1; 2=; 3=3".into());
+    assert!(H.validate(&exp).unwrap_err().contains("partition 2 has no group"));
+    exp.dur.placement = None;
+    exp.dur.replication = 5;
+    assert!(H.validate(&exp).unwrap_err().contains("--replication"));
+}
+
+#[test]
+fn a_workload_with_nonsense_shares_is_refused() {
+    let mut exp = experiment("p-store", KvKind::Tpcb);
+    let WorkloadSpec::KeyValue { spec } = &mut exp.workload else { unreachable!() };
+    spec.global = 1.5;
+    let err = H.validate(&exp).unwrap_err();
+    assert!(err.contains("global") && err.contains("1.5"), "{err}");
+    let exp = Experiment::for_system("shop", "p-store", 12, Topology::pstore(4)).unwrap();
+    assert!(H.validate(&exp).unwrap_err().contains("key-value workloads"));
+}
+
+#[test]
+fn a_request_on_a_key_outside_the_key_space_is_refused_and_the_replica_goes_on() {
+    let exp = experiment("p-store", KvKind::Tpcb);
+    let mut replica: Box<dyn Process<GDur>> = H.process(&exp, ProcessId(0)).unwrap();
+    let mut out = Vec::new();
+    replica.start(Time::ZERO, &mut out);
+    let space = KvWorkloadSpec { scale: 0.05, ..KvWorkloadSpec::preset(KvKind::Tpcb) }.key_space(4).unwrap();
+    let key = |t, r| Value::Int(KeySpace::tpcb_key(t, r) as i64);
+    let request = |seq, account| Request {
+        client: ClientId(1),
+        seq,
+        txn: "tpcb".into(),
+        params: vec![account, key(Table::Teller, 0), key(Table::Branch, 0), Value::Int(5)],
+    };
+    let reply = |replica: &mut Box<dyn Process<GDur>>, r: Request| {
+        let mut out = Vec::new();
+        replica.on_event(Time::ZERO, Event::Request(r), &mut out);
+        out.into_iter().find_map(|e| match e {
+            Effect::Reply { reply, .. } => Some(reply.body),
+            _ => None,
+        })
+    };
+    // Account 10^9 does not exist.
+    let body = reply(&mut replica, request(1, key(Table::Account, 1_000_000_000)));
+    let Some(ReplyBody::Error(RequestError::ParamType { param, expected, .. })) = body else { panic!("{body:?}") };
+    assert_eq!(param, "account");
+    assert!(expected.contains("outside the key space") && expected.contains(&space.describe()), "{expected}");
+    // A good request afterwards is taken: a local transaction of group 0 is multicast, not refused.
+    assert!(reply(&mut replica, request(2, key(Table::Account, 0))).is_none(), "the good request waits for termination");
+    assert!(replica.failure().is_none());
+}
