@@ -53,6 +53,14 @@ impl Outcome {
     pub fn committed(&self) -> bool {
         matches!(self, Outcome::Committed(_))
     }
+
+    /// Why it aborted; `None` if it committed.
+    pub fn abort_cause(&self) -> Option<AbortCause> {
+        match self {
+            Outcome::Aborted { cause, .. } => Some(*cause),
+            Outcome::Committed(_) => None,
+        }
+    }
 }
 
 /// The answer to one request.

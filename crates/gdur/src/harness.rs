@@ -13,7 +13,7 @@
 pub use crate::protocols::{realization, SYSTEMS};
 use crate::{check, history, Class, Costs, Durable, Evidence, GDur, InstallLog, Layout, Replica, Setup, Timing};
 use ensemble_bench::{Classified, Experiment, Harness, RunOutput, StorageFactory, Verdict, WorkloadSpec};
-use ensemble_core::{Client, ClientId, Completion, CompletionResult, Deployment, Group, Outcome, Process, ProcessId, Time};
+use ensemble_core::{Client, ClientId, Completion, CompletionResult, Deployment, Group, Process, ProcessId, Time};
 use ensemble_group::multicast::Directory;
 use ensemble_group::GroupId;
 use ensemble_kv::workload::{KeySpace, KvWorkloadSpec, Placement};
@@ -147,10 +147,7 @@ impl Harness for GDurHarness {
 
     fn classify(&self, c: &Completion<Evidence>) -> Classified {
         let CompletionResult::Done(done) = &c.result else { return Classified { class: "error", abort: None, phases: Vec::new() } };
-        let abort = match &done.outcome {
-            Outcome::Aborted { cause, .. } => Some(*cause),
-            Outcome::Committed(_) => None,
-        };
+        let abort = done.outcome.abort_cause();
         let e = &done.evidence;
         let total = c.completed.saturating_sub(c.issued);
         let phases = vec![("execution", e.execution), ("termination", total.saturating_sub(e.execution))];

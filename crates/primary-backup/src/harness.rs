@@ -5,7 +5,7 @@
 
 use crate::{check, history, Evidence, KvLog, KvStorage, PrimaryBackup};
 use ensemble_bench::{Classified, Experiment, Harness, RunOutput, StorageFactory, Verdict, WorkloadSpec};
-use ensemble_core::{Client, Completion, CompletionResult, Deployment, Outcome, Process, ProcessId, Time};
+use ensemble_core::{Client, Completion, CompletionResult, Deployment, Process, ProcessId, Time};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -68,10 +68,7 @@ impl Harness for PrimaryBackupHarness {
     /// "read-only" for a transaction that wrote nothing, else "update": every `rw` writes.
     fn classify(&self, c: &Completion<Evidence>) -> Classified {
         let CompletionResult::Done(done) = &c.result else { return Classified { class: "error", abort: None, phases: Vec::new() } };
-        let abort = match &done.outcome {
-            Outcome::Aborted { cause, .. } => Some(*cause),
-            Outcome::Committed(_) => None,
-        };
+        let abort = done.outcome.abort_cause();
         Classified { class: "update", abort, phases: Vec::new() }
     }
 
