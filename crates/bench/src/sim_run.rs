@@ -9,8 +9,9 @@ use ensemble_sim::Simulation;
 use std::time::Duration;
 
 /// After the measurement window clients stop issuing; the run goes on until no completion has
-/// arrived for this long (longer than any round trip of the shipped topologies), so that every
-/// request has its reply and every process has seen every update.
+/// arrived for this long (longer than any round trip of the shipped topologies) and every
+/// process is quiescent, so that every request has its reply and every process has seen every
+/// update.
 const QUIET: Duration = Duration::from_secs(3);
 /// A run that has not drained after this long is reported as such by the check.
 const MAX_DRAIN: Duration = Duration::from_secs(600);
@@ -92,7 +93,10 @@ pub fn simulate<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
     loop {
         let next = sim.now() + Duration::from_secs(1);
         sim.run_until(next, &mut record);
-        if next.saturating_sub(last_completion.get().max(end)) >= QUIET || next.saturating_sub(end) >= MAX_DRAIN {
+        // Quiet, and every process done with what it had in flight (an overloaded replica may
+        // still be applying commits its clients heard of long ago).
+        let quiet = next.saturating_sub(last_completion.get().max(end)) >= QUIET;
+        if (quiet && sim.quiescent()) || next.saturating_sub(end) >= MAX_DRAIN {
             break;
         }
     }
