@@ -280,10 +280,6 @@ impl Replica {
         })
     }
 
-    pub fn durable(&self) -> &Rc<RefCell<Durable>> {
-        &self.durable
-    }
-
     fn cx<'a>(&'a self) -> Ctx<'a> {
         Ctx { me: self.me, group: self.group, layout: &self.setup.layout, realization: &*self.setup.realization, now_ticks: self.ticks }
     }

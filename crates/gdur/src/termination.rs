@@ -129,10 +129,6 @@ impl Termination {
         self.decided.get(&txn).copied()
     }
 
-    pub fn term(&self, txn: TxnId) -> Option<&Term> {
-        self.entries.get(&txn).map(|e| &e.term)
-    }
-
     /// What the head of `Q` waits for, if anything is queued: for a report on a stalled run.
     pub fn head(&self) -> Option<String> {
         let id = self.q.front()?;

@@ -255,3 +255,40 @@ fn the_checker_catches_a_protocol_that_skips_certification() {
     assert!(!v.passed(), "lost updates went unnoticed: {}", v.summary("p-store-uncertified"));
     assert!(v.summary("p-store-uncertified").contains("cycle") || v.summary("p-store-uncertified").contains("not serializable"), "{}", v.summary("x"));
 }
+
+/// A_full's choices over atomic broadcast (G-DUR's AB-Cast) instead of genuine multicast: the
+/// engine's other xcast, which no shipped protocol uses, kept working.
+#[derive(Debug)]
+struct Broadcasting(PStoreFull);
+
+impl Realization for Broadcasting {
+    fn name(&self) -> &'static str {
+        "p-store-full-broadcast"
+    }
+    fn xcast(&self) -> ensemble_gdur::Xcast {
+        ensemble_gdur::Xcast::Broadcast
+    }
+    fn certifying_obj(&self, t: &ensemble_gdur::Term, local: bool) -> ensemble_gdur::Objects {
+        self.0.certifying_obj(t, local)
+    }
+    fn vote_snd_obj(&self, t: &ensemble_gdur::Term, local: bool) -> ensemble_gdur::Objects {
+        self.0.vote_snd_obj(t, local)
+    }
+    fn certify(&self, t: &ensemble_gdur::Term, store: &dyn ensemble_kv::store::VersionStore, local: &dyn Fn(Key) -> bool) -> bool {
+        self.0.certify(t, store, local)
+    }
+    fn certifiers(&self) -> usize {
+        self.0.certifiers()
+    }
+}
+
+#[test]
+fn full_replication_over_atomic_broadcast_is_serializable() {
+    let bank = Bank2 { groups: 2, full: true, transfers: 6, think: Duration::from_millis(1500), auditors: 2, seconds: 30, seed: 4 };
+    let r = run(Arc::new(Broadcasting(PStoreFull { certifiers: PStore::CERTIFIERS })), bank);
+    let v = verdict(&r);
+    assert!(v.passed(), "{}", v.summary("p-store-full-broadcast"));
+    let (transfers, audits) = (committed(&r, "transfer").len(), committed(&r, "audit").len());
+    assert!(transfers > 50 && audits > 5, "only {transfers} transfers and {audits} audits committed");
+    audits_balance(&r);
+}
