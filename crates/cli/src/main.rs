@@ -82,7 +82,7 @@ struct BenchArgs {
     app: String,
     /// Systems to compare, comma-separated: ensemble, centralized, read-only (the Conveyor Belt
     /// and its baselines), primary-backup (a toy key-value protocol), p-store, p-store-ge,
-    /// p-store-gdur, p-store-full (the G-DUR engine; workloads tpcb, ycsb-*, walk).
+    /// p-store-gdur, p-store-2pc, p-store-full (the G-DUR engine; workloads tpcb, ycsb-*, walk).
     #[arg(long, default_value = "ensemble,centralized", value_delimiter = ',')]
     system: Vec<String>,
     /// Instances for ensemble and read-only (centralized always has one); comma-separated for a

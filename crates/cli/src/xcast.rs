@@ -20,8 +20,8 @@ const MAX_RUNS: u64 = 1_000_000_000;
 #[derive(Args)]
 pub struct SweepArgs {
     /// A primitive (reliable, broadcast, genuine, streams; commit: two-phase commit), a G-DUR
-    /// system (p-store, p-store-ge, p-store-gdur, p-store-full: fault runs of the whole engine),
-    /// or all of them in turn.
+    /// system (p-store, p-store-ge, p-store-gdur, p-store-2pc, p-store-full: fault runs of the
+    /// whole engine), or all of them in turn.
     #[arg(long, default_value = "all", value_parser = primitive)]
     primitive: String,
     /// Seeded runs per primitive; 1 to 1000000000.
@@ -52,6 +52,7 @@ fn subjects() -> Vec<Subject> {
         Subject::plain("p-store", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store", seed))),
         Subject::plain("p-store-ge", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store-ge", seed))),
         Subject::plain("p-store-gdur", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store-gdur", seed))),
+        Subject::plain("p-store-2pc", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store-2pc", seed))),
         Subject::plain("p-store-full", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store-full", seed))),
     ]);
     all

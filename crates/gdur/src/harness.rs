@@ -1,5 +1,6 @@
 //! The G-DUR protocols as `ensemble bench` systems: `p-store` (A_ge\*), `p-store-ge` (A_ge),
-//! `p-store-gdur` (G-DUR's realization) and `p-store-full` (A_full), over the key-value
+//! `p-store-gdur` (G-DUR's realization), `p-store-2pc` (the same with atomic commitment by 2PC)
+//! and `p-store-full` (A_full), over the key-value
 //! workloads (`tpcb`, `ycsb-a`, `ycsb-b`, `ycsb-c`).
 //!
 //! Deployment (P-Store §7.1): `groups` groups of `group_size` processes, group `g` on its own

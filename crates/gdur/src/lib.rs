@@ -6,15 +6,18 @@
 //! * [`layout`]: which partition a key is in and which groups replicate it.
 //! * [`realization`]: the realization points, one trait ([`Realization`]).
 //! * [`protocols`]: each protocol a small file of choices: [`protocols::PStore`] (A_ge\*, A_ge,
-//!   G-DUR's P-Store) and [`protocols::PStoreFull`] (A_full).
+//!   G-DUR's P-Store, P-Store-2PC) and [`protocols::PStoreFull`] (A_full).
 //! * [`termination`]: Algorithms 2 and 3 at a replica (the queue, votes, voting quorums,
 //!   commit at the head of the queue), pure state.
 //! * [`replica`]: the process: Algorithm 1 as a proxy, the termination as a replica, over the
 //!   group-communication components of `ensemble-group` (genuine atomic multicast, atomic
 //!   broadcast).
 //!
-//! Not built yet: atomic commitment by two-phase commit (Algorithm 4), other protocols than
-//! P-Store's, versioning mechanisms other than per-key timestamps.
+//! Atomic commitment is by group communication (Algorithm 3, [`termination`]) or by two-phase
+//! commit (Algorithm 4, `ensemble_group::commit` embedded by [`replica`]).
+//!
+//! Not built yet: other protocols than P-Store's, versioning mechanisms other than per-key
+//! timestamps.
 
 pub mod check;
 #[cfg(feature = "harness")]
@@ -35,6 +38,6 @@ pub use harness::GDurHarness;
 pub use check::{check, history, Checked, InstallLog};
 pub use layout::Layout;
 pub use msg::{Class, Evidence, Msg};
-pub use realization::{Objects, Realization, Xcast};
+pub use realization::{Commitment, Objects, Realization, Xcast};
 pub use replica::{Costs, Durable, GDur, Installed, Programs, Replica, Setup, Timing};
 pub use txn::{ReadRecord, Term};

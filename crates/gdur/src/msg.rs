@@ -1,6 +1,7 @@
 //! What G-DUR processes send each other, and what a reply carries.
 
 use crate::txn::{ReadRecord, Term};
+use ensemble_group::commit::CommitMsg;
 use ensemble_group::multicast::{AbMsg, GmMsg};
 use ensemble_group::GroupId;
 use ensemble_kv::store::Version;
@@ -26,6 +27,8 @@ pub enum Msg {
     Gm(GmMsg<Term>),
     /// Atomic broadcast (AB-Cast) of terms.
     Ab(AbMsg<Term>),
+    /// Atomic commitment by two-phase commit (Algorithm 4): PREPARE carries the term.
+    Tpc(CommitMsg<Term>),
 }
 
 impl Msg {
@@ -47,6 +50,10 @@ impl Msg {
             Msg::Gm(G::Ack { .. }) => "sent.gm_ack",
             Msg::Gm(G::Group(_)) => "sent.gm_consensus",
             Msg::Ab(_) => "sent.ab",
+            Msg::Tpc(CommitMsg::Prepare { .. }) => "sent.2pc_prepare",
+            Msg::Tpc(CommitMsg::Vote { .. }) => "sent.2pc_vote",
+            Msg::Tpc(CommitMsg::Decision { .. }) => "sent.2pc_decision",
+            Msg::Tpc(CommitMsg::Ack { .. }) => "sent.2pc_ack",
         }
     }
 }

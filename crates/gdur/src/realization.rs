@@ -41,8 +41,21 @@ pub enum Xcast {
     Broadcast,
 }
 
-/// A DUR protocol as G-DUR's plug-ins. Atomic commitment is by group communication
-/// (Algorithm 3: votes, voting quorums, commit at the head of the queue).
+/// How a replica learns whether a transaction commits (G-DUR's `AC` plug-in, §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Commitment {
+    /// Algorithm 3: the xcast orders conflicting transactions, replicas certify in that order
+    /// and exchange votes, a voting quorum decides, commits wait for the head of the queue.
+    GroupCommunication,
+    /// Algorithm 4: the proxy is `coord(Ti)`, the term goes by plain multicast (2PC's PREPARE)
+    /// to every replica of `certifying_obj`, a replica votes *no* at once if an undecided
+    /// transaction it voted *yes* on does not commute with `Ti` (preemptive abort), the proxy
+    /// decides on every replica's vote; no order, no head-of-queue wait
+    /// (`ensemble_group::commit`). `xcast` is not consulted.
+    TwoPhaseCommit,
+}
+
+/// A DUR protocol as G-DUR's plug-ins.
 pub trait Realization: std::fmt::Debug + Send + Sync {
     /// The system name (`--system`).
     fn name(&self) -> &'static str;
@@ -54,6 +67,11 @@ pub trait Realization: std::fmt::Debug + Send + Sync {
 
     fn xcast(&self) -> Xcast;
 
+    /// `AC`: atomic commitment by group communication (the default) or by 2PC.
+    fn commitment(&self) -> Commitment {
+        Commitment::GroupCommunication
+    }
+
     /// `certifying_obj(Ti)` (Algorithm 2): the objects whose replicas must certify `t`;
     /// `Nothing` commits `t` at once, without synchronization. `local`: P-Store's "every replica
     /// of `t` replicates every item of `t`".
@@ -63,8 +81,11 @@ pub trait Realization: std::fmt::Debug + Send + Sync {
     /// of this set must be covered by a yes from one of its replicas).
     fn vote_snd_obj(&self, t: &Term, local: bool) -> Objects;
 
-    /// `commute(Ti, Tj)`: `a` may be certified while `b`, ahead of it in the queue, is not
-    /// decided.
+    /// `commute(Ti, Tj)` under group communication: `a` may be certified while `b`, ahead of it
+    /// in the queue, is not decided. (Under 2PC the preemption test is `Term`'s
+    /// [`ensemble_group::commit::Commute`], which adds write-write conflicts: without an order
+    /// from the xcast, two undecided writers of one key could be applied in different orders at
+    /// its replicas.)
     fn commute(&self, a: &Term, b: &Term) -> bool {
         !a.conflicts(b)
     }

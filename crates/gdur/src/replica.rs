@@ -11,28 +11,36 @@
 //! * As a **replica** (Algorithms 2 and 3): deliveries of the xcast go to its [`Termination`]
 //!   queue; votes it casts go out; commits are applied to its store in delivery order; write
 //!   replicas tell the proxy the outcome.
+//! * Under atomic commitment by **2PC** (Algorithm 4, [`Commitment::TwoPhaseCommit`]) the
+//!   proxy is the coordinator and the replicas of the certifying objects the participants of
+//!   one `ensemble_group::commit::TwoPhaseCommit` component per process: the proxy begins the
+//!   term's 2PC instead of xcasting it; a replica certifies on PREPARE (unless the component
+//!   preempts it), keeps a term it voted *yes* on until the decision, and applies it on commit;
+//!   the proxy answers its client on the coordinator's decision.
 //!
 //! What survives a crash is the [`Durable`] behind a shared handle: the store, the termination
-//! state, the multicast's logs and delivered ids, the transaction counter. A rebuilt process
+//! state, the multicast's logs and delivered ids, the 2PC log and prepared terms, the
+//! transaction counter. A rebuilt process
 //! loses the transactions it was executing as a proxy (their clients never hear back; nothing
 //! of them was submitted, or what was submitted terminates without it).
 
 use crate::layout::Layout;
 use crate::msg::{Class, Evidence, Msg};
-use crate::realization::{Realization, Xcast};
+use crate::realization::{Commitment, Realization, Xcast};
 use crate::termination::{destination_groups, Action, Ctx, Termination};
 use crate::txn::{ReadRecord, Term};
 use ensemble_core::{
     AbortCause, ClientId, Done, Effect, Event, Outcome, Process, ProcessId, Protocol, Reply, ReplyBody, Request, RequestError, Rows, Time,
     TimerId, WorkId,
 };
+use ensemble_group::commit::{CommitConfig, CommitError, CommitOutput, Decided, MemoryCommitLog, Role, TwoPhaseCommit, TxnId as CommitTxn};
 use ensemble_group::multicast::{AtomicBroadcast, BroadcastConfig, CastId, Delivery, Entry, GenuineConfig, GenuineMulticast, GmEntry};
 use ensemble_group::{tick_phase, GroupConfig, GroupId, MemoryLog, Ticker};
-use ensemble_kv::store::{MemoryStore, VersionStore};
+use ensemble_kv::store::{MemoryStore, ReadRule, VersionStore};
 use ensemble_kv::workload::program::{Program, Step};
 use ensemble_kv::{Key, TxnId, Value};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,6 +144,10 @@ pub struct Durable {
     /// Every transaction this replica committed, in commit order, as delivered: for the
     /// checker.
     pub committed: Vec<Term>,
+    /// Under 2PC: the component's log (votes, decisions, begun transactions) and the terms
+    /// this replica voted *yes* on and has not seen decided.
+    pub commit_log: MemoryCommitLog<Term>,
+    pub prepared: BTreeMap<CommitTxn, Term>,
 }
 
 impl Durable {
@@ -150,13 +162,18 @@ impl Durable {
             gm_log: MemoryLog::new(),
             ab_log: MemoryLog::new(),
             committed: Vec::new(),
+            commit_log: MemoryCommitLog::new(),
+            prepared: BTreeMap::new(),
         }))
     }
 }
 
+/// How a submitted term reaches its replicas: an xcast (atomic commitment by group
+/// communication), or 2PC's PREPARE.
 enum Multicast {
     Genuine(Box<GenuineMulticast<Term>>),
     Broadcast(Box<AtomicBroadcast<Term>>),
+    TwoPhase(Box<TwoPhaseCommit<Term, MemoryCommitLog<Term>>>),
 }
 
 /// A remote read on its way.
@@ -210,6 +227,9 @@ struct Counters {
     read_retries: u64,
     served_reads: u64,
     votes_sent: u64,
+    versions_collected: u64,
+    /// 2PC: PREPAREs this replica certified (a preempted one is not certified).
+    certified_on_prepare: u64,
     outcome_asks: u64,
     vote_asks: u64,
     refused: u64,
@@ -225,6 +245,10 @@ pub struct Replica {
     ticks: u64,
     executing: BTreeMap<TxnId, Executing>,
     submitted: BTreeMap<TxnId, Submitted>,
+    /// 2PC: the transactions this proxy coordinates, by their commit id.
+    coordinated: BTreeMap<CommitTxn, TxnId>,
+    /// 2PC: what the component resumed with after a crash, acted on at start.
+    recovered: Option<CommitOutput<Term>>,
     /// Messages sent, by kind.
     sent: BTreeMap<&'static str, u64>,
     /// Per client, the last request taken.
@@ -240,16 +264,23 @@ impl Replica {
         let layout = setup.layout.clone();
         let group = layout.group_of(me).ok_or_else(|| format!("{me} is a member of no group"))?;
         let resend_ticks = setup.timing.ticks(setup.timing.resend);
+        let mut recovered = None;
         let multicast = {
             let d = durable.borrow();
-            match setup.realization.xcast() {
-                Xcast::Multicast => {
+            match (setup.realization.commitment(), setup.realization.xcast()) {
+                (Commitment::TwoPhaseCommit, _) => {
+                    let (tpc, resumed) = TwoPhaseCommit::open(me, CommitConfig::new(resend_ticks), d.commit_log.clone())
+                        .map_err(|e| format!("{me}: {e}"))?;
+                    recovered = Some(resumed);
+                    Multicast::TwoPhase(Box::new(tpc))
+                }
+                (Commitment::GroupCommunication, Xcast::Multicast) => {
                     let config = GenuineConfig::new(layout.directory().clone(), setup.timing.consensus, resend_ticks).frugal();
                     let gm = GenuineMulticast::new(me, config, d.gm_log.clone(), d.cast_seq, d.delivered.clone())
                         .map_err(|e| format!("{me}: {e}"))?;
                     Multicast::Genuine(Box::new(gm))
                 }
-                Xcast::Broadcast => {
+                (Commitment::GroupCommunication, Xcast::Broadcast) => {
                     let (e, r) = setup.timing.consensus;
                     let members = layout.directory().members(setup.sequencer).to_vec();
                     let config = BroadcastConfig {
@@ -273,6 +304,8 @@ impl Replica {
             ticks: 0,
             executing: BTreeMap::new(),
             submitted: BTreeMap::new(),
+            coordinated: BTreeMap::new(),
+            recovered,
             last_request: BTreeMap::new(),
             sent: BTreeMap::new(),
             counters: Counters::default(),
@@ -433,6 +466,19 @@ impl Replica {
                 let (_, o) = ab.cast(term);
                 (o.sends.into_iter().map(|(to, m)| (to, Msg::Ab(m))).collect(), o.delivered)
             }
+            Multicast::TwoPhase(tpc) => {
+                // G-DUR Algorithm 4: the plain multicast of the term to
+                // `replicas(certifying_obj)` is the PREPARE.
+                let began = tpc.begin(term, layout.directory().processes(&dst));
+                match began {
+                    Ok((ctxn, o)) => {
+                        self.coordinated.insert(ctxn, id);
+                        self.absorb_commit(o, out, charge);
+                    }
+                    Err(e) => self.commit_failed(e, self.me, out),
+                }
+                return;
+            }
         };
         self.durable.borrow_mut().cast_seq = self.cast_seq();
         self.absorb(sends, delivered, out, charge);
@@ -442,6 +488,7 @@ impl Replica {
         match &self.multicast {
             Multicast::Genuine(gm) => gm.next_seq(),
             Multicast::Broadcast(ab) => ab.next_seq(),
+            Multicast::TwoPhase(tpc) => tpc.next_seq(),
         }
     }
 
@@ -510,15 +557,87 @@ impl Replica {
                     self.proxy_vote(txn, self.group, vote, out);
                 }
                 Action::Committed { term, applied, stamp } => {
-                    *charge += self.setup.costs.apply_write * applied.len() as u32;
                     let txn = term.id;
-                    let job = Installed { stamp, txn, reads: term.reads.clone(), writes: applied };
-                    out.push(Effect::Storage { work: WorkId(stamp), job, cost: Duration::ZERO });
-                    self.durable.borrow_mut().committed.push(term);
+                    self.installed(term, applied, stamp, out, charge);
                     self.tell_proxy(txn, true, out);
                 }
                 Action::Aborted { txn } => self.tell_proxy(txn, false, out),
             }
+        }
+    }
+
+    /// Records `term`'s writes `applied` to this replica's store at `stamp`: the install log's
+    /// entry and the checker's list of commits.
+    fn installed(&mut self, term: Term, applied: Vec<(Key, Value)>, stamp: u64, out: &mut Vec<Effect<GDur>>, charge: &mut Duration) {
+        *charge += self.setup.costs.apply_write * applied.len() as u32;
+        let job = Installed { stamp, txn: term.id, reads: term.reads.clone(), writes: applied };
+        out.push(Effect::Storage { work: WorkId(stamp), job, cost: Duration::ZERO });
+        self.durable.borrow_mut().committed.push(term);
+    }
+
+    // ----- atomic commitment by 2PC: Algorithm 4 -----
+
+    /// Acts on what the 2PC component produced: decisions (a participant applies a commit, a
+    /// coordinator answers its client), certification on PREPARE (whose vote may produce more),
+    /// messages.
+    fn absorb_commit(&mut self, first: CommitOutput<Term>, out: &mut Vec<Effect<GDur>>, charge: &mut Duration) {
+        let mut outputs = VecDeque::from([first]);
+        while let Some(o) = outputs.pop_front() {
+            for d in o.decided {
+                self.commit_decided(d, out, charge);
+            }
+            for r in o.vote_requests {
+                let local = |k: Key| self.setup.layout.group_replicates(self.group, k);
+                let yes = self.setup.realization.certify(&r.payload, &*self.durable.borrow().store, &local);
+                *charge += self.setup.costs.certify_key * r.payload.read_keys().filter(|&k| local(k)).count() as u32;
+                self.counters.certified_on_prepare += 1;
+                if yes {
+                    self.durable.borrow_mut().prepared.insert(r.txn, r.payload);
+                }
+                let Multicast::TwoPhase(tpc) = &mut self.multicast else { unreachable!("vote requests come from 2PC") };
+                match tpc.vote(r.txn, yes) {
+                    Ok(more) => outputs.push_back(more),
+                    Err(e) => self.commit_failed(e, self.me, out),
+                }
+            }
+            for (to, m) in o.sends {
+                out.push(Effect::Send { to, msg: Msg::Tpc(m) });
+            }
+        }
+    }
+
+    fn commit_decided(&mut self, d: Decided, out: &mut Vec<Effect<GDur>>, charge: &mut Duration) {
+        match d.role {
+            Role::Participant => {
+                let term = self.durable.borrow_mut().prepared.remove(&d.txn);
+                if !d.commit {
+                    return;
+                }
+                let Some(term) = term else {
+                    self.failure = Some(format!("{}: 2PC committed {} but no term was prepared for it", self.me, d.txn));
+                    return;
+                };
+                let writes: Vec<(Key, Value)> =
+                    term.writes.iter().filter(|(k, _)| self.setup.layout.group_replicates(self.group, *k)).cloned().collect();
+                let stamp = self.durable.borrow_mut().store.apply(term.id, &writes);
+                self.installed(term, writes, stamp, out, charge);
+            }
+            // A coordinator rebuilt after a crash aborts what it had begun (presumed abort);
+            // those transactions' clients are gone with its volatile state.
+            Role::Coordinator => {
+                if let Some(id) = self.coordinated.remove(&d.txn) {
+                    self.decided_at_proxy(id, d.commit, out);
+                }
+            }
+        }
+    }
+
+    /// A 2PC call failed: a refused message is reported and changes nothing; a failed log stops
+    /// the process.
+    fn commit_failed(&mut self, e: CommitError, from: ProcessId, out: &mut Vec<Effect<GDur>>) {
+        match e {
+            CommitError::Refused(r) => self.refuse(from, r.to_string(), out),
+            other => self.failure = Some(format!("{}: {other}", self.me)),
         }
     }
 
@@ -590,7 +709,7 @@ impl Replica {
             }
             Msg::Gm(m) => {
                 let Multicast::Genuine(gm) = &mut self.multicast else {
-                    return self.refuse(from, "a genuine-multicast message in a run that broadcasts".into(), out);
+                    return self.refuse(from, "a genuine-multicast message in a run that does not multicast".into(), out);
                 };
                 match gm.on_message(from, m) {
                     Ok(o) => {
@@ -600,9 +719,18 @@ impl Replica {
                     Err(e) => self.refuse(from, e.to_string(), out),
                 }
             }
+            Msg::Tpc(m) => {
+                let Multicast::TwoPhase(tpc) = &mut self.multicast else {
+                    return self.refuse(from, "a 2PC message in a run whose atomic commitment is by group communication".into(), out);
+                };
+                match tpc.on_message(from, m) {
+                    Ok(o) => self.absorb_commit(o, out, charge),
+                    Err(e) => self.commit_failed(e, from, out),
+                }
+            }
             Msg::Ab(m) => {
                 let Multicast::Broadcast(ab) = &mut self.multicast else {
-                    return self.refuse(from, "an atomic-broadcast message in a run that multicasts".into(), out);
+                    return self.refuse(from, "an atomic-broadcast message in a run that does not broadcast".into(), out);
                 };
                 match ab.on_message(from, m) {
                     Ok(o) => {
@@ -627,6 +755,7 @@ impl Replica {
             for (id, after) in WATCHDOGS {
                 out.push(Effect::SetTimer { id, after });
             }
+            self.collect_garbage();
         }
         let (sends, delivered) = match &mut self.multicast {
             Multicast::Genuine(gm) => {
@@ -637,27 +766,22 @@ impl Replica {
                 let o = ab.tick();
                 (o.sends.into_iter().map(|(to, m)| (to, Msg::Ab(m))).collect(), o.delivered)
             }
+            Multicast::TwoPhase(tpc) => {
+                // The component resends PREPAREs, decisions and blocked participants' votes; a
+                // proxy's outcome is its own decision, so nothing else here needs asking.
+                let ticked = tpc.tick();
+                let mut charge = Duration::ZERO;
+                match ticked {
+                    Ok(o) => self.absorb_commit(o, out, &mut charge),
+                    Err(e) => self.commit_failed(e, self.me, out),
+                }
+                return self.retry_reads(out);
+            }
         };
         let mut charge = Duration::ZERO; // timers run without a core in the simulator
         self.absorb(sends, delivered, out, &mut charge);
+        self.retry_reads(out);
         let timing = self.setup.timing.clone();
-        // Reads unanswered: the next replica (Algorithm 1: "retry at another replica").
-        let read_retry = timing.ticks(timing.read_retry);
-        let mut resend = Vec::new();
-        for (id, e) in self.executing.iter_mut() {
-            if let Some(p) = e.pending.as_mut() {
-                if self.ticks - p.sent_tick >= read_retry {
-                    p.attempt += 1;
-                    p.sent_tick = self.ticks;
-                    resend.push((*id, p.key, p.attempt));
-                }
-            }
-        }
-        for (id, key, attempt) in resend {
-            self.counters.read_retries += 1;
-            let to = self.read_target(id, key, attempt);
-            out.push(Effect::Send { to, msg: Msg::ReadReq { txn: id, key } });
-        }
         // Outcomes not heard: ask the write replicas (or, for a query, the voters) again.
         let outcome_retry = timing.ticks(timing.outcome_retry);
         let layout = self.setup.layout.clone();
@@ -691,6 +815,39 @@ impl Replica {
         let _ = now;
     }
 
+    /// Drops the versions no read can return any more. Under `choose_last` (every protocol
+    /// here) a read, local or remote, returns the latest version and certification compares
+    /// with the latest, so everything older than each key's latest is garbage. The per-key
+    /// install order the checker reads is kept.
+    fn collect_garbage(&mut self) {
+        if self.setup.realization.read_rule() != ReadRule::Latest {
+            return;
+        }
+        let mut d = self.durable.borrow_mut();
+        let horizon = d.store.stamp();
+        self.counters.versions_collected += d.store.collect_garbage(horizon) as u64;
+    }
+
+    /// Reads unanswered: the next replica (Algorithm 1: "retry at another replica").
+    fn retry_reads(&mut self, out: &mut Vec<Effect<GDur>>) {
+        let read_retry = self.setup.timing.ticks(self.setup.timing.read_retry);
+        let mut resend = Vec::new();
+        for (id, e) in self.executing.iter_mut() {
+            if let Some(p) = e.pending.as_mut() {
+                if self.ticks - p.sent_tick >= read_retry {
+                    p.attempt += 1;
+                    p.sent_tick = self.ticks;
+                    resend.push((*id, p.key, p.attempt));
+                }
+            }
+        }
+        for (id, key, attempt) in resend {
+            self.counters.read_retries += 1;
+            let to = self.read_target(id, key, attempt);
+            out.push(Effect::Send { to, msg: Msg::ReadReq { txn: id, key } });
+        }
+    }
+
     /// Persisted multicast state after a handler: the cast counter.
     fn persist(&mut self) {
         let seq = self.cast_seq();
@@ -708,6 +865,10 @@ impl Process<GDur> for Replica {
         out.push(Effect::SetTimer { id: TICK, after: first });
         for (id, after) in WATCHDOGS {
             out.push(Effect::SetTimer { id, after });
+        }
+        if let Some(resumed) = self.recovered.take() {
+            let mut charge = Duration::ZERO;
+            self.absorb_commit(resumed, out, &mut charge);
         }
     }
 
@@ -754,10 +915,22 @@ impl Process<GDur> for Replica {
             ("outcome_asks", c.outcome_asks),
             ("vote_asks", c.vote_asks),
             ("refused", c.refused),
+            ("versions_collected", c.versions_collected),
             ("queued", d.termination.queued() as u64),
             ("waited_for_certifier", d.termination.waited_for_certifier),
             ("waited_for_conflict", d.termination.waited_for_conflict),
         ];
+        if let Multicast::TwoPhase(tpc) = &self.multicast {
+            let t = tpc.counters();
+            counters.extend([
+                ("certified_on_prepare", c.certified_on_prepare),
+                ("preemptive_aborts", t.preemptive_aborts),
+                ("prepares_resent", t.prepares_resent),
+                ("decisions_resent", t.decisions_resent),
+                ("votes_resent", t.votes_resent),
+                ("recovery_aborts", t.recovery_aborts),
+            ]);
+        }
         counters.extend(self.sent.iter().map(|(k, n)| (*k, *n)));
         counters
     }
@@ -766,6 +939,7 @@ impl Process<GDur> for Replica {
         self.failure.clone().or_else(|| match &self.multicast {
             Multicast::Genuine(gm) => gm.failure(),
             Multicast::Broadcast(ab) => ab.failure(),
+            Multicast::TwoPhase(tpc) => tpc.failure(),
         })
     }
 
@@ -773,6 +947,7 @@ impl Process<GDur> for Replica {
         let casting = match &self.multicast {
             Multicast::Genuine(gm) => gm.casting(),
             Multicast::Broadcast(ab) => ab.casting(),
+            Multicast::TwoPhase(tpc) => tpc.pending(),
         };
         self.executing.is_empty() && self.submitted.is_empty() && casting == 0 && self.durable.borrow().termination.queued() == 0
     }

@@ -182,7 +182,11 @@ pub fn run(system: &str, seed: u64) -> FaultRun {
     let stuck: Vec<String> = (0..n)
         .filter_map(|p| {
             let slot = sim.storage(ProcessId(p))?;
-            let head = slot.durable.borrow().termination.head()?;
+            let d = slot.durable.borrow();
+            let head = d.termination.head().or_else(|| {
+                let first = d.prepared.keys().next()?;
+                Some(format!("{} terms voted yes under 2PC and undecided, the first {first}", d.prepared.len()))
+            })?;
             Some(format!("p{p}: {head}"))
         })
         .collect();

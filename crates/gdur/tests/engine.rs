@@ -204,10 +204,11 @@ fn p_store_keeps_the_bank_serializable_across_two_groups() {
 }
 
 #[test]
-fn sequential_certification_and_gdurs_realization_and_full_replication_are_serializable_too() {
+fn sequential_certification_gdurs_realization_two_phase_commit_and_full_replication_are_serializable_too() {
     for (name, realization, full) in [
         ("p-store-ge", Arc::new(PStore::a_ge()) as Arc<dyn Realization>, false),
         ("p-store-gdur", Arc::new(PStore::gdur(PStore::CERTIFIERS)), false),
+        ("p-store-2pc", Arc::new(PStore::two_phase()), false),
         ("p-store-full", Arc::new(PStoreFull { certifiers: PStore::CERTIFIERS }), true),
     ] {
         let bank = Bank2 { groups: 2, full, transfers: 6, think: Duration::from_millis(1500), auditors: 2, seconds: 30, seed: 2 };
@@ -233,6 +234,9 @@ impl Realization for Uncertified {
     fn xcast(&self) -> ensemble_gdur::Xcast {
         self.0.xcast()
     }
+    fn commitment(&self) -> ensemble_gdur::Commitment {
+        self.0.commitment()
+    }
     fn certifying_obj(&self, t: &ensemble_gdur::Term, local: bool) -> ensemble_gdur::Objects {
         self.0.certifying_obj(t, local)
     }
@@ -247,13 +251,18 @@ impl Realization for Uncertified {
     }
 }
 
+/// Under group communication and under 2PC (whose preemptive abort alone keeps only
+/// concurrent conflicting transactions apart, not a stale read from a later commit).
 #[test]
 fn the_checker_catches_a_protocol_that_skips_certification() {
-    let bank = Bank2 { groups: 2, full: false, transfers: 8, think: Duration::from_millis(50), auditors: 0, seconds: 10, seed: 3 };
-    let r = run(Arc::new(Uncertified(PStore::a_ge_star(PStore::CERTIFIERS))), bank);
-    let v = verdict(&r);
-    assert!(!v.passed(), "lost updates went unnoticed: {}", v.summary("p-store-uncertified"));
-    assert!(v.summary("p-store-uncertified").contains("cycle") || v.summary("p-store-uncertified").contains("not serializable"), "{}", v.summary("x"));
+    for base in [PStore::a_ge_star(PStore::CERTIFIERS), PStore::two_phase()] {
+        let bank = Bank2 { groups: 2, full: false, transfers: 8, think: Duration::from_millis(50), auditors: 0, seconds: 10, seed: 3 };
+        let r = run(Arc::new(Uncertified(base)), bank);
+        let v = verdict(&r);
+        let summary = v.summary("p-store-uncertified");
+        assert!(!v.passed(), "{base:?}: lost updates went unnoticed: {summary}");
+        assert!(summary.contains("cycle") || summary.contains("not serializable"), "{base:?}: {summary}");
+    }
 }
 
 /// A_full's choices over atomic broadcast (G-DUR's AB-Cast) instead of genuine multicast: the

@@ -18,7 +18,7 @@
 
 use crate::{Key, TxnId, Value};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One committed version of a key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,13 +83,16 @@ pub struct MemoryStore {
     /// Oldest first; never empty for a key present.
     chains: BTreeMap<Key, Vec<Version>>,
     installs: BTreeMap<Key, Vec<TxnId>>,
+    /// Keys holding more than one version: all that garbage collection needs to look at, so
+    /// that a collection costs what was written since the last one, not the key space.
+    dirty: BTreeSet<Key>,
     stamp: u64,
 }
 
 impl MemoryStore {
     /// A store in which every key holds `initial` until written.
     pub fn new(initial: Value) -> MemoryStore {
-        MemoryStore { initial, chains: BTreeMap::new(), installs: BTreeMap::new(), stamp: 0 }
+        MemoryStore { initial, chains: BTreeMap::new(), installs: BTreeMap::new(), dirty: BTreeSet::new(), stamp: 0 }
     }
 
     /// How many versions the store holds (initial values not counted).
@@ -130,6 +133,7 @@ impl VersionStore for MemoryStore {
             let chain = self.chains.entry(key).or_insert_with(|| vec![Version::initial(initial)]);
             let number = chain.last().map_or(0, |v| v.number) + 1;
             chain.push(Version { number, stamp, writer: Some(writer), value });
+            self.dirty.insert(key);
             self.installs.entry(key).or_default().push(writer);
         }
         stamp
@@ -141,13 +145,16 @@ impl VersionStore for MemoryStore {
 
     fn collect_garbage(&mut self, horizon: u64) -> usize {
         let mut dropped = 0;
-        for chain in self.chains.values_mut() {
+        let chains = &mut self.chains;
+        self.dirty.retain(|key| {
+            let chain = chains.get_mut(key).expect("a dirty key has a chain");
             // The newest version at or before the horizon stays; everything older goes.
             if let Some(keep) = chain.iter().rposition(|v| v.stamp <= horizon) {
                 dropped += keep;
                 chain.drain(..keep);
             }
-        }
+            chain.len() > 1
+        });
         dropped
     }
 
@@ -325,6 +332,10 @@ mod tests {
         assert_eq!(s.read(9, ReadRule::Latest).unwrap().number, 5);
         assert_eq!(s.install_order()[0].1.len(), 5, "the install order is never collected");
         assert_eq!(s.collect_garbage(3), 0);
+        s.apply(t(6), &[(8, Value::int(1))]);
+        assert_eq!(s.collect_garbage(6), 3, "a key written since is collected, and one still dirty: 8's initial, 9's 3 and 4");
+        assert_eq!(s.versions(), 2);
+        assert_eq!(s.collect_garbage(6), 0);
     }
 
     #[test]

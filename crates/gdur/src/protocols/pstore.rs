@@ -14,6 +14,13 @@
 //!   queries included, is certified (`certifying_obj = ws ∪ rs` always), and the replicas of
 //!   written objects vote too (`vote_snd_obj = ws ∪ rs`); both are safe, this one waits on more
 //!   votes (spec note, G-DUR E.7, E.10).
+//! * **P-Store-2PC** (`p-store-2pc`, G-DUR §8.5, Fig. 6): G-DUR's realization with atomic
+//!   commitment by two-phase commit (Algorithm 4) in place of the multicast and votes: the
+//!   proxy coordinates, every replica of what `T` reads or writes takes part, a replica that
+//!   holds a conflicting transaction voted *yes* and undecided votes *no* at once (preemptive
+//!   abort). Every transaction is certified, local queries included: without the multicast's
+//!   order, replicas apply non-conflicting updates in different orders, and an uncertified
+//!   query at each of two replicas could see two such updates in opposite orders.
 //! * **A_full** (`p-store-full`, §7.3, [`PStoreFull`]): full replication; every update is
 //!   atomically multicast to every group, every transaction is local so no site waits for
 //!   votes, read-only transactions commit at once; the certifier pool of A_ge\*.
@@ -33,7 +40,7 @@
 //! * votes go to the write replicas outside the voter's group and to the proxy; members of one
 //!   group compute the same vote, so a site's own vote covers its group (E.3).
 
-use crate::realization::{Objects, Realization, Xcast};
+use crate::realization::{Commitment, Objects, Realization, Xcast};
 use crate::txn::Term;
 use ensemble_kv::store::VersionStore;
 use ensemble_kv::Key;
@@ -52,11 +59,13 @@ pub enum PStoreVariant {
     GDur,
 }
 
-/// A_ge\* (`certifiers` > 1), A_ge (`certifiers` = 1), or G-DUR's realization.
+/// A_ge\* (`certifiers` > 1), A_ge (`certifiers` = 1), or G-DUR's realization, with atomic
+/// commitment by group communication or 2PC.
 #[derive(Clone, Copy, Debug)]
 pub struct PStore {
     pub variant: PStoreVariant,
     pub certifiers: usize,
+    pub commitment: Commitment,
 }
 
 impl PStore {
@@ -65,21 +74,28 @@ impl PStore {
     pub const CERTIFIERS: usize = 100;
 
     pub fn a_ge_star(certifiers: usize) -> PStore {
-        PStore { variant: PStoreVariant::Original, certifiers: certifiers.max(1) }
+        PStore { variant: PStoreVariant::Original, certifiers: certifiers.max(1), commitment: Commitment::GroupCommunication }
     }
 
     pub fn a_ge() -> PStore {
-        PStore { variant: PStoreVariant::Original, certifiers: 1 }
+        PStore::a_ge_star(1)
     }
 
     pub fn gdur(certifiers: usize) -> PStore {
-        PStore { variant: PStoreVariant::GDur, certifiers: certifiers.max(1) }
+        PStore { variant: PStoreVariant::GDur, certifiers: certifiers.max(1), commitment: Commitment::GroupCommunication }
+    }
+
+    /// P-Store-2PC. A replica certifies a transaction when its PREPARE arrives, with no queue
+    /// to wait in, so there is no certifier pool.
+    pub fn two_phase() -> PStore {
+        PStore { variant: PStoreVariant::GDur, certifiers: 1, commitment: Commitment::TwoPhaseCommit }
     }
 }
 
 impl Realization for PStore {
     fn name(&self) -> &'static str {
         match (self.variant, self.certifiers) {
+            _ if self.commitment == Commitment::TwoPhaseCommit => "p-store-2pc",
             (PStoreVariant::GDur, _) => "p-store-gdur",
             (PStoreVariant::Original, 1) => "p-store-ge",
             (PStoreVariant::Original, _) => "p-store",
@@ -88,6 +104,10 @@ impl Realization for PStore {
 
     fn xcast(&self) -> Xcast {
         Xcast::Multicast
+    }
+
+    fn commitment(&self) -> Commitment {
+        self.commitment
     }
 
     fn certifying_obj(&self, t: &Term, local: bool) -> Objects {
