@@ -21,7 +21,8 @@ const MAX_RUNS: u64 = 1_000_000_000;
 pub struct SweepArgs {
     /// A primitive (reliable, broadcast, genuine, streams; commit: two-phase commit), a G-DUR
     /// system (p-store, p-store-ge, p-store-gdur, p-store-2pc, p-store-full: fault runs of the
-    /// whole engine), or all of them in turn.
+    /// whole engine), or in turn: all primitives (`primitives`), all G-DUR systems (`g-dur`),
+    /// everything (`all`).
     #[arg(long, default_value = "all", value_parser = primitive)]
     primitive: String,
     /// Seeded runs per primitive; 1 to 1000000000.
@@ -42,20 +43,34 @@ pub struct SweepArgs {
 }
 
 fn primitive(s: &str) -> Result<String, String> {
-    sweep::select_among(subjects(), s).map(|_| s.to_owned())
+    select(s).map(|_| s.to_owned())
 }
 
-/// The group-communication primitives, then the G-DUR systems (`ensemble_gdur::sweep`).
+/// What `--primitive` names: one subject, or a set of them.
+fn select(name: &str) -> Result<Vec<Subject>, String> {
+    match name {
+        "primitives" => Ok(sweep::subjects()),
+        "g-dur" => Ok(gdur_subjects()),
+        _ => sweep::select_among(subjects(), name).map_err(|e| format!("{e}, primitives, g-dur")),
+    }
+}
+
+/// The group-communication primitives, then the G-DUR systems.
 fn subjects() -> Vec<Subject> {
     let mut all = sweep::subjects();
-    all.extend([
+    all.extend(gdur_subjects());
+    all
+}
+
+/// The G-DUR systems' fault runs (`ensemble_gdur::sweep`).
+fn gdur_subjects() -> Vec<Subject> {
+    Vec::from([
         Subject::plain("p-store", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store", seed))),
         Subject::plain("p-store-ge", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store-ge", seed))),
         Subject::plain("p-store-gdur", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store-gdur", seed))),
         Subject::plain("p-store-2pc", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store-2pc", seed))),
         Subject::plain("p-store-full", |seed| dur_verdict(&ensemble_gdur::sweep::run("p-store-full", seed))),
-    ]);
-    all
+    ])
 }
 
 /// A G-DUR fault run as the sweep tallies it: a check that failed (serializability, agreement,
@@ -75,7 +90,7 @@ pub fn sweep(a: SweepArgs) -> anyhow::Result<()> {
     if a.from.checked_add(a.runs - 1).is_none() {
         bail!("--from {} --runs {}: the last seed would pass {}", a.from, a.runs, u64::MAX);
     }
-    let subjects = sweep::select_among(subjects(), &a.primitive).map_err(|e| anyhow::anyhow!("--primitive: {e}"))?;
+    let subjects = select(&a.primitive).map_err(|e| anyhow::anyhow!("--primitive: {e}"))?;
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut summaries = Vec::new();
     for subject in &subjects {
