@@ -248,13 +248,17 @@ pub struct DurSettings {
     /// An explicit placement, `partition=group,group; ...`, instead of `replication`.
     #[serde(default)]
     pub placement: Option<String>,
+    /// Where each process keeps its versions durably (`store-<process>.sqlite`, SQLite,
+    /// synchronous=FULL); `None`: in memory.
+    #[serde(default)]
+    pub store_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for DurSettings {
     /// P-Store's Fig. 2 and 3(a) deployment: 4 groups of 3, each partition in one group, 100
     /// certifiers.
     fn default() -> Self {
-        DurSettings { groups: 4, group_size: 3, replication: 1, certifiers: 100, placement: None }
+        DurSettings { groups: 4, group_size: 3, replication: 1, certifiers: 100, placement: None, store_dir: None }
     }
 }
 

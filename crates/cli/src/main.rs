@@ -172,6 +172,11 @@ struct DurArgs {
     /// 1 to 1000. Default 100.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     certifiers: Option<u32>,
+    /// G-DUR: keep each process's versions durably in DIR/store-<process>.sqlite (SQLite, every
+    /// install one synchronous transaction) instead of in memory. DIR must exist and hold no
+    /// store of an earlier run.
+    #[arg(long, value_name = "DIR", value_parser = existing_dir)]
+    store_dir: Option<PathBuf>,
     /// Key-value workloads: share of global transactions (P-Store's p), 0 to 1.
     #[arg(long, value_parser = fraction, allow_negative_numbers = true)]
     global: Option<f64>,
@@ -194,7 +199,12 @@ fn key_scale(s: &str) -> Result<f64, String> {
 
 impl DurArgs {
     fn any_dur(&self) -> bool {
-        self.groups.is_some() || self.group_size.is_some() || self.replication.is_some() || self.placement.is_some() || self.certifiers.is_some()
+        self.groups.is_some()
+            || self.group_size.is_some()
+            || self.replication.is_some()
+            || self.placement.is_some()
+            || self.certifiers.is_some()
+            || self.store_dir.is_some()
     }
 
     fn any_workload(&self) -> bool {
@@ -211,6 +221,10 @@ impl DurArgs {
         d.certifiers = self.certifiers.unwrap_or(d.certifiers);
         if self.placement.is_some() {
             d.placement = self.placement.clone();
+        }
+        if let Some(dir) = &self.store_dir {
+            // Absolute, so that nodes started elsewhere find it.
+            d.store_dir = Some(dir.canonicalize().with_context(|| format!("--store-dir {}", dir.display()))?);
         }
         if let Some(path) = &self.workload_file {
             let text = std::fs::read_to_string(path).with_context(|| format!("--workload-file {}", path.display()))?;
@@ -420,6 +434,17 @@ fn existing_file(s: &str) -> Result<PathBuf, String> {
     }
 }
 
+fn existing_dir(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if p.is_dir() {
+        Ok(p)
+    } else if p.exists() {
+        Err("not a directory".into())
+    } else {
+        Err("no such directory".into())
+    }
+}
+
 /// A file the command writes, at the end: its directory must exist now.
 fn file_to_write(s: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(s);
@@ -455,7 +480,7 @@ fn writable_dir(flag: &str, dir: &Path) -> anyhow::Result<()> {
 fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
     let dur_systems = a.system.iter().filter(|s| ensemble_gdur::harness::SYSTEMS.contains(&s.as_str())).count();
     if a.dur.any_dur() && dur_systems == 0 {
-        bail!("--groups, --group-size, --replication, --placement and --certifiers are for the G-DUR systems ({})", ensemble_gdur::harness::SYSTEMS.join(", "));
+        bail!("--groups, --group-size, --replication, --placement, --certifiers and --store-dir are for the G-DUR systems ({})", ensemble_gdur::harness::SYSTEMS.join(", "));
     }
     let default_topology = if dur_systems == a.system.len() { "p-store" } else { "wan5" };
     let mut topology = Topology::load(a.topology.as_deref().unwrap_or(default_topology))?;

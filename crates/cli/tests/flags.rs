@@ -48,6 +48,8 @@ fn every_bad_input_is_refused_up_front_naming_flag_or_file_and_value() {
     // (arguments, what stderr must contain: the flag or file, the value, the reason)
     let rows: Vec<(Vec<&str>, Vec<&str>)> = vec![
         // ensemble bench: numbers
+        (vec!["bench", "tpcb", "--system", "p-store", "--store-dir", "/no/such/dir"], vec!["'--store-dir <DIR>'", "no such directory"]),
+        (vec!["bench", "--store-dir", "."], vec!["--store-dir are for the G-DUR systems"]),
         (vec!["bench", "--measure", "NaN"], vec!["'--measure <MEASURE>'", "NaN is not a finite number of seconds"]),
         (vec!["bench", "--measure", "inf"], vec!["'--measure <MEASURE>'", "inf is not a finite number of seconds"]),
         (vec!["bench", "--measure", "1e300"], vec!["'--measure <MEASURE>'", "1e300 is out of range: a window is more than 0 and at most 86400 seconds"]),
@@ -101,7 +103,7 @@ fn every_bad_input_is_refused_up_front_naming_flag_or_file_and_value() {
         (vec!["sweep", "--runs", "0"], vec!["'--runs <RUNS>'", "0 is not in 1..=1000000000"]),
         (vec!["sweep", "--runs", "ten"], vec!["'--runs <RUNS>'", "ten"]),
         (vec!["sweep", "--runs", "1000000001"], vec!["'--runs <RUNS>'", "1000000001 is not in 1..=1000000000"]),
-        (vec!["sweep", "--runs", "1", "--primitive", "gossip"], vec!["'--primitive <PRIMITIVE>'", "`gossip` is not a primitive the sweep runs (known: reliable, broadcast, genuine"]),
+        (vec!["sweep", "--runs", "1", "--primitive", "gossip"], vec!["'--primitive <PRIMITIVE>'", "`gossip` is not a primitive the sweep runs (known: reliable, broadcast, genuine", "p-store-2pc", "primitives, g-dur"]),
         (vec!["sweep", "--runs", "1", "--jobs", "0"], vec!["'--jobs <JOBS>'", "0 is not in 1..=256"]),
         (vec!["sweep", "--runs", "1", "--from=-1"], vec!["'--from <FROM>'", "-1"]),
         (vec!["sweep", "--runs", "2", "--from", "18446744073709551615"], vec!["--from 18446744073709551615 --runs 2: the last seed would pass 18446744073709551615"]),

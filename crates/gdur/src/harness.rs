@@ -10,6 +10,11 @@
 //! (closed loop) are spread over the processes, each the proxy of its client's transactions;
 //! a client's home partition is its proxy's group's own (TPC-B: "each client is placed in its
 //! teller's group").
+//!
+//! Stores are in memory unless the run asks for durability (`--store-dir`, `dur.store_dir`):
+//! then each process keeps its versions in its own SQLite file ([`store_path`]), simulated or
+//! real. Only the store is durable: the rest of a replica's [`Durable`] (its queue, votes and
+//! multicast logs) stays in memory, so a killed real node does not come back.
 
 pub use crate::protocols::{realization, SYSTEMS};
 use crate::{check, history, Class, Costs, Durable, Evidence, GDur, InstallLog, Layout, Replica, Setup, Timing};
@@ -17,9 +22,15 @@ use ensemble_bench::{Classified, Experiment, Harness, RunOutput, StorageFactory,
 use ensemble_core::{Client, ClientId, Completion, CompletionResult, Deployment, Group, Process, ProcessId, Time};
 use ensemble_group::multicast::Directory;
 use ensemble_group::GroupId;
+use ensemble_kv::store::SqliteStore;
 use ensemble_kv::workload::{KeySpace, KvWorkloadSpec, Placement};
 use std::path::Path;
 use std::sync::Arc;
+
+/// Where process `id` keeps its versions under `--store-dir`.
+pub fn store_path(dir: &Path, id: ProcessId) -> std::path::PathBuf {
+    dir.join(format!("store-{}.sqlite", id.0))
+}
 
 /// One harness for every G-DUR system; the system name picks the realization.
 #[derive(Clone, Copy, Debug, Default)]
@@ -110,7 +121,18 @@ impl Harness for GDurHarness {
     fn process(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<Box<dyn Process<GDur>>> {
         let d = derive(exp).map_err(anyhow::Error::msg)?;
         let initial = d.setup.initial;
-        Ok(Box::new(Replica::new(d.setup, id, Durable::new(initial)).map_err(anyhow::Error::msg)?))
+        let durable = match &exp.dur.store_dir {
+            None => Durable::new(initial),
+            Some(dir) => {
+                // A store of an earlier run would hand this one versions nobody in it wrote.
+                let path = store_path(dir, id);
+                if path.exists() {
+                    anyhow::bail!("--store-dir: {} exists, from an earlier run; remove it or choose another directory", path.display());
+                }
+                Durable::over(Box::new(SqliteStore::open(&path, initial)?))
+            }
+        };
+        Ok(Box::new(Replica::new(d.setup, id, durable).map_err(anyhow::Error::msg)?))
     }
 
     fn sim_storage(&self, _exp: &Experiment, _id: ProcessId) -> anyhow::Result<Option<InstallLog>> {

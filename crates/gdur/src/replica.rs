@@ -151,9 +151,15 @@ pub struct Durable {
 }
 
 impl Durable {
+    /// Over an in-memory store.
     pub fn new(initial: Value) -> Rc<RefCell<Durable>> {
+        Durable::over(Box::new(MemoryStore::new(initial)))
+    }
+
+    /// Over `store` (a durable one where a run asks for durability).
+    pub fn over(store: Box<dyn VersionStore>) -> Rc<RefCell<Durable>> {
         Rc::new(RefCell::new(Durable {
-            store: Box::new(MemoryStore::new(initial)),
+            store,
             termination: Termination::default(),
             next_txn: 1,
             cast_seq: 0,

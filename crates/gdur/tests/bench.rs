@@ -107,3 +107,36 @@ fn a_request_on_a_key_outside_the_key_space_is_refused_and_the_replica_goes_on()
     assert!(reply(&mut replica, request(2, key(Table::Account, 0))).is_none(), "the good request waits for termination");
     assert!(replica.failure().is_none());
 }
+
+/// `--store-dir`: every process keeps its versions in its own SQLite file; the run is checked as
+/// any other, and what the files hold afterwards is what the replicas installed.
+#[test]
+fn a_run_that_asks_for_durability_leaves_each_replicas_versions_on_disk() {
+    use ensemble_kv::store::{SqliteStore, VersionStore};
+    let dir = tempfile::tempdir().unwrap();
+    let mut exp = experiment("p-store", KvKind::Tpcb);
+    exp.dur.groups = 2;
+    exp.dur.store_dir = Some(dir.path().to_path_buf());
+    let s = simulate(&H, &exp, false).unwrap();
+    let r = s.check(&H, &exp).unwrap();
+    assert_eq!(r.check_passed, Some(true), "{}", r.check.unwrap());
+    let initial = exp_initial(&exp);
+    let latest = |p: u32| {
+        let path = ensemble_gdur::harness::store_path(dir.path(), ProcessId(p));
+        SqliteStore::open(&path, initial).unwrap().latest_versions()
+    };
+    // Group 0 is processes 0, 1 and 2: one partition, the same installs at each.
+    let first = latest(0);
+    assert!(first.len() > 20, "only {} keys written", first.len());
+    assert_eq!(latest(1), first);
+    assert_eq!(latest(2), first);
+    assert_ne!(latest(3), first, "group 1 replicates the other partition");
+    // A second run into the same directory would start from the first one's versions.
+    let err = simulate(&H, &exp, false).err().expect("refused").to_string();
+    assert!(err.contains("store-0.sqlite") && err.contains("earlier run"), "{err}");
+}
+
+fn exp_initial(exp: &Experiment) -> ensemble_kv::Value {
+    let WorkloadSpec::KeyValue { spec } = &exp.workload else { panic!("a key-value workload") };
+    spec.key_space(exp.dur.groups).unwrap().initial_value()
+}
