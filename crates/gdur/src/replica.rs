@@ -215,6 +215,11 @@ struct Submitted {
     asked_tick: u64,
 }
 
+/// A component's sends as the replica's messages.
+fn as_msgs<M>(sends: Vec<(ProcessId, M)>, wrap: fn(M) -> Msg) -> Vec<(ProcessId, Msg)> {
+    sends.into_iter().map(|(to, m)| (to, wrap(m))).collect()
+}
+
 /// A program that takes more steps than this is stopped (a program bug, not a protocol one).
 const MAX_STEPS: u32 = 100_000;
 const TICK: TimerId = TimerId(0);
@@ -466,11 +471,11 @@ impl Replica {
         let (sends, delivered) = match &mut self.multicast {
             Multicast::Genuine(gm) => {
                 let (_, o) = gm.cast(term, dst);
-                (o.sends.into_iter().map(|(to, m)| (to, Msg::Gm(m))).collect::<Vec<_>>(), o.delivered)
+                (as_msgs(o.sends, Msg::Gm), o.delivered)
             }
             Multicast::Broadcast(ab) => {
                 let (_, o) = ab.cast(term);
-                (o.sends.into_iter().map(|(to, m)| (to, Msg::Ab(m))).collect(), o.delivered)
+                (as_msgs(o.sends, Msg::Ab), o.delivered)
             }
             Multicast::TwoPhase(tpc) => {
                 // G-DUR Algorithm 4: the plain multicast of the term to
@@ -719,7 +724,7 @@ impl Replica {
                 };
                 match gm.on_message(from, m) {
                     Ok(o) => {
-                        let sends = o.sends.into_iter().map(|(to, m)| (to, Msg::Gm(m))).collect();
+                        let sends = as_msgs(o.sends, Msg::Gm);
                         self.absorb(sends, o.delivered, out, charge);
                     }
                     Err(e) => self.refuse(from, e.to_string(), out),
@@ -740,7 +745,7 @@ impl Replica {
                 };
                 match ab.on_message(from, m) {
                     Ok(o) => {
-                        let sends = o.sends.into_iter().map(|(to, m)| (to, Msg::Ab(m))).collect();
+                        let sends = as_msgs(o.sends, Msg::Ab);
                         self.absorb(sends, o.delivered, out, charge);
                     }
                     Err(e) => self.refuse(from, e.to_string(), out),
@@ -766,11 +771,11 @@ impl Replica {
         let (sends, delivered) = match &mut self.multicast {
             Multicast::Genuine(gm) => {
                 let o = gm.tick();
-                (o.sends.into_iter().map(|(to, m)| (to, Msg::Gm(m))).collect::<Vec<_>>(), o.delivered)
+                (as_msgs(o.sends, Msg::Gm), o.delivered)
             }
             Multicast::Broadcast(ab) => {
                 let o = ab.tick();
-                (o.sends.into_iter().map(|(to, m)| (to, Msg::Ab(m))).collect(), o.delivered)
+                (as_msgs(o.sends, Msg::Ab), o.delivered)
             }
             Multicast::TwoPhase(tpc) => {
                 // The component resends PREPAREs, decisions and blocked participants' votes; a
