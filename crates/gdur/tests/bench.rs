@@ -108,6 +108,51 @@ fn a_request_on_a_key_outside_the_key_space_is_refused_and_the_replica_goes_on()
     assert!(replica.failure().is_none());
 }
 
+/// Forged or misdirected two-phase-commit messages are refused by name; the replica keeps serving.
+#[test]
+fn forged_two_phase_commit_messages_are_refused_and_the_replica_goes_on() {
+    use ensemble_gdur::Msg;
+    use ensemble_group::commit::{CommitMsg, TxnId as CommitTxn};
+    let exp = experiment("p-store-2pc", KvKind::Tpcb);
+    let mut replica: Box<dyn Process<GDur>> = H.process(&exp, ProcessId(0)).unwrap();
+    let mut out = Vec::new();
+    replica.start(Time::ZERO, &mut out);
+    let refusal = |replica: &mut Box<dyn Process<GDur>>, from: u32, msg: Msg| {
+        let mut out = Vec::new();
+        replica.on_event(Time::ZERO, Event::Message { from: ProcessId(from), msg }, &mut out);
+        out.into_iter().find_map(|e| match e {
+            Effect::Refuse { what, .. } => Some(what),
+            _ => None,
+        })
+    };
+    let txn = CommitTxn { coordinator: ProcessId(5), seq: 0 };
+    let participants = vec![ProcessId(0), ProcessId(1), ProcessId(2)];
+    // A decision from a process that is not the transaction's coordinator.
+    let what = refusal(&mut replica, 7, Msg::Tpc(CommitMsg::Decision { txn, participants: participants.clone(), commit: true }));
+    assert!(what.as_deref().is_some_and(|w| w.contains("not its coordinator")), "{what:?}");
+    // A commit from the coordinator of a transaction this replica never voted yes on.
+    let what = refusal(&mut replica, 5, Msg::Tpc(CommitMsg::Decision { txn, participants, commit: true }));
+    assert!(what.as_deref().is_some_and(|w| w.contains("did not vote yes")), "{what:?}");
+    // A 2PC message to a replica whose atomic commitment is by group communication.
+    let mut gc: Box<dyn Process<GDur>> = H.process(&experiment("p-store", KvKind::Tpcb), ProcessId(0)).unwrap();
+    gc.start(Time::ZERO, &mut Vec::new());
+    let what = refusal(&mut gc, 5, Msg::Tpc(CommitMsg::Ack { txn }));
+    assert!(what.as_deref().is_some_and(|w| w.contains("a 2PC message")), "{what:?}");
+    // The 2PC replica still takes a transaction: it begins its 2PC, sending PREPAREs.
+    let key = |t, r| Value::Int(KeySpace::tpcb_key(t, r) as i64);
+    let request = Request {
+        client: ClientId(1),
+        seq: 1,
+        txn: "tpcb".into(),
+        params: vec![key(Table::Account, 0), key(Table::Teller, 0), key(Table::Branch, 0), Value::Int(5)],
+    };
+    let mut out = Vec::new();
+    replica.on_event(Time::ZERO, Event::Request(request), &mut out);
+    let prepares = out.iter().filter(|e| matches!(e, Effect::Send { msg: Msg::Tpc(CommitMsg::Prepare { .. }), .. })).count();
+    assert_eq!(prepares, 3, "one PREPARE per member of group 0: {out:?}");
+    assert!(replica.failure().is_none());
+}
+
 /// `--store-dir`: every process keeps its versions in its own SQLite file; the run is checked as
 /// any other, and what the files hold afterwards is what the replicas installed.
 #[test]
