@@ -172,9 +172,9 @@ struct DurArgs {
     /// 1 to 1000. Default 100.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     certifiers: Option<u32>,
-    /// G-DUR: keep each process's versions durably in DIR/store-<process>.sqlite (SQLite, every
-    /// install one synchronous transaction) instead of in memory. DIR must exist and hold no
-    /// store of an earlier run.
+    /// G-DUR: keep each process's versions durably in DIR/<run>-store-<process>.sqlite (SQLite,
+    /// every install one synchronous transaction) instead of in memory. DIR must exist and hold
+    /// no store of an earlier run of the same name.
     #[arg(long, value_name = "DIR", value_parser = existing_dir)]
     store_dir: Option<PathBuf>,
     /// Key-value workloads: share of global transactions (P-Store's p), 0 to 1.

@@ -27,9 +27,11 @@ use ensemble_kv::workload::{KeySpace, KvWorkloadSpec, Placement};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Where process `id` keeps its versions under `--store-dir`.
-pub fn store_path(dir: &Path, id: ProcessId) -> std::path::PathBuf {
-    dir.join(format!("store-{}.sqlite", id.0))
+/// Where process `id` of the run labelled `label` keeps its versions under `--store-dir` (one
+/// directory serves every run of a bench).
+pub fn store_path(dir: &Path, label: &str, id: ProcessId) -> std::path::PathBuf {
+    let label = if label.is_empty() { "run" } else { label };
+    dir.join(format!("{label}-store-{}.sqlite", id.0))
 }
 
 /// One harness for every G-DUR system; the system name picks the realization.
@@ -125,7 +127,7 @@ impl Harness for GDurHarness {
             None => Durable::new(initial),
             Some(dir) => {
                 // A store of an earlier run would hand this one versions nobody in it wrote.
-                let path = store_path(dir, id);
+                let path = store_path(dir, &exp.label, id);
                 if path.exists() {
                     anyhow::bail!("--store-dir: {} exists, from an earlier run; remove it or choose another directory", path.display());
                 }

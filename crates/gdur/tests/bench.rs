@@ -167,7 +167,7 @@ fn a_run_that_asks_for_durability_leaves_each_replicas_versions_on_disk() {
     assert_eq!(r.check_passed, Some(true), "{}", r.check.unwrap());
     let initial = exp_initial(&exp);
     let latest = |p: u32| {
-        let path = ensemble_gdur::harness::store_path(dir.path(), ProcessId(p));
+        let path = ensemble_gdur::harness::store_path(dir.path(), &exp.label, ProcessId(p));
         SqliteStore::open(&path, initial).unwrap().latest_versions()
     };
     // Group 0 is processes 0, 1 and 2: one partition, the same installs at each.
@@ -178,7 +178,7 @@ fn a_run_that_asks_for_durability_leaves_each_replicas_versions_on_disk() {
     assert_ne!(latest(3), first, "group 1 replicates the other partition");
     // A second run into the same directory would start from the first one's versions.
     let err = simulate(&H, &exp, false).err().expect("refused").to_string();
-    assert!(err.contains("store-0.sqlite") && err.contains("earlier run"), "{err}");
+    assert!(err.contains("-store-0.sqlite") && err.contains("earlier run"), "{err}");
 }
 
 fn exp_initial(exp: &Experiment) -> ensemble_kv::Value {
