@@ -4,9 +4,13 @@
 //! (3,600 branches), closed-loop clients spread evenly over every process.
 //!
 //! A configuration's **peak** is found as the paper did, by adding clients: 48, then twice as
-//! many each step, until the throughput grows by less than 5 % or the mean latency passes 1 s
-//! (or 6,144 clients); the peak is the highest committed throughput of the climb, reported with
-//! its latency and abort rate. Each figure prints ours beside the paper's numbers and writes
+//! many each step, until the mean latency passes 1 s, 6,144 clients, or the throughput collapses
+//! to less than half the best so far; the peak is the highest committed throughput of the
+//! climb, reported with its latency and abort rate. The climb does not stop where the
+//! throughput stops growing: A_ge\*'s can hold level over a few doublings and then grow again
+//! (4 groups at 1 % global: about 6,000 tx/s from 96 to 384 clients, 11,600 at 1,536). Our
+//! reading, not measured: a global transaction at the head of a queue holds back the commits
+//! behind it for a vote exchange, so commits come in bursts that grow with the clients. Each figure prints ours beside the paper's numbers and writes
 //! its points (JSON, by the CLI) and a plot (SVG) beside them.
 
 use ensemble_bench::figures::{Figure, FigureOpts};
@@ -91,7 +95,8 @@ const FIRST_CLIENTS: u32 = 48;
 const MAX_CLIENTS: u32 = 6_144;
 const LATENCY_CAP_MS: f64 = 1_000.0;
 
-/// Adds clients until the throughput stops growing (see the module documentation).
+/// Adds clients until the latency cap, the client cap or a collapse (see the module
+/// documentation).
 pub fn climb(config: &Config, o: &FigureOpts) -> anyhow::Result<Peak> {
     let mut runs: Vec<RunResult> = Vec::new();
     let mut clients = FIRST_CLIENTS;
@@ -103,7 +108,7 @@ pub fn climb(config: &Config, o: &FigureOpts) -> anyhow::Result<Peak> {
         }
         let best_before = runs.iter().map(|r| r.summary.throughput).fold(0.0, f64::max);
         runs.push(r);
-        if x < best_before * 1.05 || lat > LATENCY_CAP_MS || clients >= MAX_CLIENTS {
+        if lat > LATENCY_CAP_MS || clients >= MAX_CLIENTS || x < best_before * 0.5 {
             break;
         }
         clients *= 2;
