@@ -248,8 +248,8 @@ pub struct DurSettings {
     /// An explicit placement, `partition=group,group; ...`, instead of `replication`.
     #[serde(default)]
     pub placement: Option<String>,
-    /// Where each process keeps its versions durably (`store-<process>.sqlite`, SQLite,
-    /// synchronous=FULL); `None`: in memory.
+    /// Where each process keeps its versions durably (`<label>-store-<process>.sqlite`, SQLite,
+    /// synchronous=FULL; `ensemble_gdur::harness::store_path`); `None`: in memory.
     #[serde(default)]
     pub store_dir: Option<std::path::PathBuf>,
 }

@@ -424,24 +424,22 @@ fn topology(s: &str) -> Result<String, String> {
 
 /// A file the command reads.
 fn existing_file(s: &str) -> Result<PathBuf, String> {
-    let p = PathBuf::from(s);
-    if p.is_file() {
-        Ok(p)
-    } else if p.exists() {
-        Err("not a regular file".into())
-    } else {
-        Err("no such file".into())
-    }
+    existing(s, Path::is_file, "a regular file", "file")
 }
 
 fn existing_dir(s: &str) -> Result<PathBuf, String> {
+    existing(s, Path::is_dir, "a directory", "directory")
+}
+
+/// `s` if it names an existing `kind` (`is`), else why not.
+fn existing(s: &str, is: fn(&Path) -> bool, a_kind: &str, kind: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(s);
-    if p.is_dir() {
+    if is(&p) {
         Ok(p)
     } else if p.exists() {
-        Err("not a directory".into())
+        Err(format!("not {a_kind}"))
     } else {
-        Err("no such directory".into())
+        Err(format!("no such {kind}"))
     }
 }
 

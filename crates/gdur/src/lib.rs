@@ -11,7 +11,7 @@
 //!   commit at the head of the queue), pure state.
 //! * [`replica`]: the process: Algorithm 1 as a proxy, the termination as a replica, over the
 //!   group-communication components of `ensemble-group` (genuine atomic multicast, atomic
-//!   broadcast).
+//!   broadcast, two-phase commit).
 //!
 //! Atomic commitment is by group communication (Algorithm 3, [`termination`]) or by two-phase
 //! commit (Algorithm 4, `ensemble_group::commit` embedded by [`replica`]).
