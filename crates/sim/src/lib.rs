@@ -29,7 +29,10 @@
 //!   share the machine's unpinned cores and one FIFO queue. Handling a message or request costs
 //!   `message_time()`, and the process's `on_event` runs when that job finishes; if the handler
 //!   pushes [`Effect::Charge`](ensemble_core::Effect::Charge), the core stays busy that much
-//!   longer and the handler's effects take effect then. A storage job costs what the process said
+//!   longer and the handler's effects take effect then. A process's effects take effect in the
+//!   order its handlers ran, as in the real runtime's one event loop: those of a handler that
+//!   finishes while an earlier one still charges its core wait behind them, so that a message
+//!   never leaves before one its process wrote earlier. A storage job costs what the process said
 //!   it costs; when it finishes `storage.run` is called and its `StorageDone` is handled at once,
 //!   at no further cost. Timers cost nothing; a cancelled timer never fires, and setting a timer
 //!   whose id is still pending re-arms it (only the latest setting fires). Clients have no CPU.

@@ -49,8 +49,9 @@ enum SimEvent<P: Protocol> {
     /// A core finishes a job. `epoch` is the process's crash epoch when the job started: a job
     /// from before a crash finds a newer epoch and is discarded.
     CpuDone { proc: u32, epoch: u32, service: Duration, job: Job<P> },
-    /// A handler that charged CPU time is done with its core; its effects take effect now.
-    Release { proc: u32, epoch: u32, charge: Duration, effects: Vec<Effect<P>> },
+    /// A handler that charged CPU time is done with its core; its effects take effect now, or
+    /// once every earlier handler's have (`ticket`: its place in the process's outbox).
+    Release { proc: u32, epoch: u32, charge: Duration, ticket: u64, effects: Vec<Effect<P>> },
     /// `setting` numbers the `SetTimer` that scheduled this: the timer fires only if `id` is
     /// still live under that number, so a cancelled timer whose id was set again, a timer set
     /// again (the later setting wins), and a predecessor's timer after a crash that lost state
@@ -69,7 +70,9 @@ impl<P: Protocol> std::fmt::Debug for SimEvent<P> {
             SimEvent::CpuDone { proc, epoch, service, job } => {
                 write!(f, "CpuDone {{ proc: {proc}, epoch: {epoch}, service: {service:?}, job: {job:?} }}")
             }
-            SimEvent::Release { proc, charge, effects, .. } => write!(f, "Release {{ proc: {proc}, charge: {charge:?}, effects: {effects:?} }}"),
+            SimEvent::Release { proc, charge, ticket, effects, .. } => {
+                write!(f, "Release {{ proc: {proc}, charge: {charge:?}, ticket: {ticket}, effects: {effects:?} }}")
+            }
             SimEvent::ProcessTimer { proc, id, .. } => write!(f, "ProcessTimer {{ proc: {proc}, id: {id:?} }}"),
             SimEvent::AtClient { client, from, reply } => write!(f, "AtClient {{ client: {client}, from: {from}, reply: {reply:?} }}"),
             SimEvent::ClientTimer { client, id } => write!(f, "ClientTimer {{ client: {client}, id: {id:?} }}"),
@@ -118,6 +121,15 @@ struct Proc<P: Protocol, S> {
     /// Arrival time of the latest message on the link to each process, by process id:
     /// TCP-like links never let a message overtake an earlier one.
     last_arrival: Vec<Time>,
+    /// Effects of handlers that ran while an earlier one still charged its core, by ticket in
+    /// the order the handlers ran (`None`: still charging). A process's effects take effect in
+    /// the order its handlers produced them, as in the real runtime's one event loop per
+    /// process: a handler that finished on another core never sends ahead of a charged one, so
+    /// links stay FIFO in the order the protocol wrote its messages (a protocol numbering its
+    /// messages per link, as the group layer does, would otherwise see reordering without any
+    /// fault, and take it for loss).
+    outbox: VecDeque<(u64, Option<Vec<Effect<P>>>)>,
+    next_ticket: u64,
 }
 
 struct ClientSlot<E> {
@@ -254,6 +266,8 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             live_timers: BTreeMap::new(),
             timers_set: 0,
             last_arrival: Vec::new(),
+            outbox: VecDeque::new(),
+            next_ticket: 0,
         });
         Ok(())
     }
@@ -449,7 +463,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             }
             p.started = true;
             p.process.as_mut().expect("a new process is up").start(self.now, &mut self.process_out);
-            self.apply_process_effects(index as u32);
+            self.emit(index as u32);
         }
         for index in 0..self.clients.len() {
             let slot = &mut self.clients[index];
@@ -489,7 +503,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
                 }
             }
             SimEvent::CpuDone { proc, epoch, service, job } => self.finish_job(proc, epoch, service, job),
-            SimEvent::Release { proc, epoch, charge, effects } => self.release(proc, epoch, charge, effects),
+            SimEvent::Release { proc, epoch, charge, ticket, effects } => self.release(proc, epoch, charge, ticket, effects),
             SimEvent::ProcessTimer { proc, setting, id } => {
                 let p = self.procs[proc as usize].as_mut().expect("timers are only set by existing processes");
                 if p.live_timers.get(&id) != Some(&setting) {
@@ -501,7 +515,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
                 } else {
                     self.stats.timers_fired += 1;
                     p.process.as_mut().expect("an up process exists").on_event(self.now, Event::Timer(id), &mut self.process_out);
-                    self.apply_process_effects(proc);
+                    self.emit(proc);
                 }
             }
             SimEvent::AtClient { client, from, reply } => {
@@ -529,6 +543,8 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         pool.busy -= p.running;
         p.running = 0;
         p.queued.clear();
+        // Effects waiting behind a charged handler had not left the process: lost with it.
+        p.outbox.clear();
         pool.waiting.retain(|q| *q != proc);
         self.stats.processes[proc as usize].jobs_lost_in_crash += lost;
         if loses_state {
@@ -554,7 +570,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         process.start(self.now, &mut self.process_out);
         p.process = Some(process);
         self.stats.processes[proc as usize].recoveries += 1;
-        self.apply_process_effects(proc);
+        self.emit(proc);
     }
 
     fn service_time(&self, job: &Job<P>) -> Duration {
@@ -632,24 +648,57 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         if charge.is_zero() {
             // The core moves on to the next waiting job before this job's effects queue anything new.
             self.free_core(proc);
-            self.apply_process_effects(proc);
+            self.emit(proc);
         } else {
-            // The core stays with this handler for the work it charged; its effects wait for it.
+            // The core stays with this handler for the work it charged; its effects wait for it,
+            // and the effects of handlers that run meanwhile wait behind them.
             let effects = std::mem::take(&mut self.process_out);
-            self.queue.push(self.now + charge, SimEvent::Release { proc, epoch, charge, effects });
+            let p = self.procs[proc as usize].as_mut().expect("job of an existing process");
+            let ticket = p.next_ticket;
+            p.next_ticket += 1;
+            p.outbox.push_back((ticket, None));
+            self.queue.push(self.now + charge, SimEvent::Release { proc, epoch, charge, ticket, effects });
         }
     }
 
-    fn release(&mut self, proc: u32, epoch: u32, charge: Duration, effects: Vec<Effect<P>>) {
-        let p = self.procs[proc as usize].as_ref().expect("an existing process");
+    fn release(&mut self, proc: u32, epoch: u32, charge: Duration, ticket: u64, effects: Vec<Effect<P>>) {
+        let p = self.procs[proc as usize].as_mut().expect("an existing process");
         if p.epoch != epoch {
             return; // crashed while working: its core was freed then, its effects are lost
         }
+        let slot = p.outbox.iter_mut().find(|(t, _)| *t == ticket).expect("a charging handler holds its place in the outbox");
+        slot.1 = Some(effects);
         self.stats.processes[proc as usize].busy += charge;
         self.free_core(proc);
-        debug_assert!(self.process_out.is_empty());
-        self.process_out = effects;
-        self.apply_process_effects(proc);
+        self.flush_outbox(proc);
+    }
+
+    /// The effects a handler just pushed take effect now, unless an earlier handler's are still
+    /// waiting for its charged work: then they wait behind them.
+    fn emit(&mut self, proc: u32) {
+        let p = self.procs[proc as usize].as_mut().expect("an existing process");
+        if p.outbox.is_empty() {
+            self.apply_process_effects(proc);
+        } else {
+            let ticket = p.next_ticket;
+            p.next_ticket += 1;
+            p.outbox.push_back((ticket, Some(std::mem::take(&mut self.process_out))));
+        }
+    }
+
+    /// Applies the outbox's effects from its front, in order, up to the first handler still
+    /// charging.
+    fn flush_outbox(&mut self, proc: u32) {
+        loop {
+            let p = self.procs[proc as usize].as_mut().expect("an existing process");
+            if !matches!(p.outbox.front(), Some((_, Some(_)))) {
+                return;
+            }
+            let (_, effects) = p.outbox.pop_front().expect("a front entry");
+            debug_assert!(self.process_out.is_empty());
+            self.process_out = effects.expect("a released entry");
+            self.apply_process_effects(proc);
+        }
     }
 
     fn apply_process_effects(&mut self, proc: u32) {
