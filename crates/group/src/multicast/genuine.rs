@@ -39,9 +39,18 @@
 //!    `Msg` for `m` is applied, the group's clock advances by one and its value is the group's
 //!    proposal for `m` (later duplicates of the entry are skipped). If `m.dst` is this group
 //!    alone, the proposal is final at once: the **fast path**, no exchange and no second
-//!    consensus. Otherwise **every member** sends the proposal (with `m` itself) to every member
-//!    of the other destination groups, and resends it to the members of each such group until
-//!    one of them says its group has decided `m`'s final timestamp ([`GmMsg::Settled`]).
+//!    consensus. Otherwise **every member** sends the proposal to every member of the other
+//!    destination groups, and resends it to the members of each such group until one of them
+//!    says its group has decided `m`'s final timestamp ([`GmMsg::Settled`]). The first send
+//!    carries the timestamp only, since the caster sent `m` to every destination itself, and so
+//!    does the first resend (a proposal unsettled after one period is more often slow than
+//!    lost); later resends carry `m` too, for a group the caster never reached (it crashed, or
+//!    its cast was lost after another group said `Ordered`), which then orders `m` three resend
+//!    periods late. The wait between two resends doubles each time, up to [`MAX_BACKOFF`]
+//!    periods.
+//!    Carrying `m` on every proposal would put `|g|·|h|` copies of it on the links between
+//!    every pair of destination groups, and make a wide cast's cost in bandwidth grow with the
+//!    square of its destinations.
 //!    Every member rather than the leader: any member may crash or be cut off, and the leader
 //!    may change between the decision and the send; with every member relaying, the proposal
 //!    leaves as soon as the first member (the leader, which decides first) applies the entry,
@@ -54,8 +63,9 @@
 //!    applied, `m`'s timestamp is final at `h` and `h`'s clock becomes at least that value.
 //!    The leader proposes as soon as it can; a follower first waits one resend period (the
 //!    proposals keep coming until `h` decided), so that a group usually orders one `Final`, not
-//!    one per member. A member sent the proposals for an `m` its group has not ordered yet
-//!    proposes `Msg` first (a caster that never reached it).
+//!    one per member. A member sent a resent proposal for an `m` its group has not ordered yet
+//!    proposes `Msg` first (a caster that never reached it); a first send, which does not
+//!    carry `m`, only counts its timestamp as heard.
 //! 4. **Delivery.** A group delivers the final message with the smallest (final timestamp, id)
 //!    once every message its log ordered whose timestamp is not final has a larger (local
 //!    timestamp, id): a final timestamp is at least every local one, so nothing pending can
@@ -218,8 +228,10 @@ pub enum GmMsg<M: Payload> {
     /// A member of `group` to the caster: `group` ordered `id`. `leader`: whom to cast to next.
     Ordered { id: CastId, group: GroupId, leader: Option<ProcessId> },
     /// A member of `group` to a member of another destination group: `group`'s timestamp
-    /// proposal for `id` (with the message, for a group the caster never reached).
-    Proposal { id: CastId, dst: Vec<GroupId>, payload: M, group: GroupId, ts: u64 },
+    /// proposal for `id`. The first relay and the first resend go without the message, which
+    /// the caster sent to every destination itself; later resends carry it, for a group the
+    /// caster never reached.
+    Proposal { id: CastId, dst: Vec<GroupId>, payload: Option<M>, group: GroupId, ts: u64 },
     /// A member of `group` to a member of another destination group: `group` decided the final
     /// timestamp of `id`, stop sending proposals to it.
     Settled { id: CastId, group: GroupId },
@@ -264,13 +276,14 @@ pub struct GenuineConfig {
     /// Every group's consensus timing: `(election_ticks, resend_ticks)` of [`GroupConfig`].
     pub consensus_timing: (u64, u64),
     /// Ticks between resends (casts not yet ordered, proposals not yet settled, log entries not
-    /// yet acknowledged by a peer).
+    /// yet acknowledged by a peer); a proposal's resends back off, its wait doubling up to
+    /// [`MAX_BACKOFF`] periods.
     pub resend_ticks: u64,
     pub ordering: Ordering,
     /// Who relays a group's proposal to the members of the other destination groups the first
     /// time: every member (`false`, the default) or only the member that believes it leads
     /// (`true`). Resends, the path of faults, go from every member either way, so a frugal
-    /// relay changes the cost of the fault-free path (|g|·|h| messages carrying `m` per pair of
+    /// relay changes the cost of the fault-free path (|g|·|h| proposals per pair of
     /// groups become |h|), not what is delivered; a crashed or deposed leader delays the
     /// exchange by a resend period. (Sending to one member of each group instead is not
     /// enough: a follower holding the proposals waits a resend period before proposing
@@ -350,6 +363,23 @@ struct Ordered<M> {
     done: bool,
 }
 
+/// A proposal still sent to the destination groups in `left`: last sent at tick `sent`, next
+/// after `wait` ticks. The wait doubles at each resend, up to [`MAX_BACKOFF`] resend periods,
+/// and the first resend, like the first send, goes without the message: a proposal unsettled
+/// for long is more often queued behind others on a saturated link than lost, and resending it
+/// whole every period would add to that queue the very load that lengthens it (congestion
+/// collapse, seen at 1,536 clients in P-Store's Fig. 3(a) setting).
+#[derive(Debug)]
+struct Outgoing {
+    left: BTreeSet<GroupId>,
+    sent: u64,
+    wait: u64,
+    resends: u32,
+}
+
+/// The longest wait between two resends of a proposal, in resend periods.
+pub const MAX_BACKOFF: u64 = 16;
+
 /// The destination part of a group member.
 struct Side<M: Payload, L: DurableLog<GmEntry<M>>> {
     group: GroupId,
@@ -369,8 +399,8 @@ struct Side<M: Payload, L: DurableLog<GmEntry<M>>> {
     unfinal: BTreeSet<(u64, CastId)>,
     /// Other groups' proposals for messages not final here.
     heard: BTreeMap<CastId, BTreeMap<GroupId, u64>>,
-    /// Proposals still sent: the groups that did not say `Settled`, and when last sent.
-    outgoing: BTreeMap<CastId, (BTreeSet<GroupId>, u64)>,
+    /// Proposals still sent: the groups that did not say `Settled`.
+    outgoing: BTreeMap<CastId, Outgoing>,
     /// When this member last proposed `Msg` (false) or `Final` (true) for a message.
     asked: BTreeMap<(CastId, bool), u64>,
 }
@@ -594,15 +624,19 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
                         if skeen {
                             s.heard.entry(id).or_default().insert(group, ts);
                         }
-                        self.want(id, GmEntry::Msg { id, dst, payload }, false, &mut out);
+                        // Without the message, the caster's own cast (or a resend of this
+                        // proposal, which carries it) is what makes this group order it.
+                        if let Some(payload) = payload {
+                            self.want(id, GmEntry::Msg { id, dst, payload }, false, &mut out);
+                        }
                     }
                 }
             }
             GmMsg::Settled { id, group } => {
                 if let Some(s) = self.side.as_mut() {
-                    if let Some((left, _)) = s.outgoing.get_mut(&id) {
-                        left.remove(&group);
-                        if left.is_empty() {
+                    if let Some(o) = s.outgoing.get_mut(&id) {
+                        o.left.remove(&group);
+                        if o.left.is_empty() {
                             s.outgoing.remove(&id);
                         }
                     }
@@ -706,18 +740,27 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
             out.sends.push((q, GmMsg::Ack { next: s.decided.len() }));
         }
         let mine = s.group;
-        for (id, (left, sent)) in s.outgoing.iter_mut() {
-            if now - *sent < every {
+        for (id, out_going) in s.outgoing.iter_mut() {
+            if now - out_going.sent < out_going.wait {
                 continue;
             }
-            *sent = now;
+            out_going.sent = now;
+            out_going.wait = (out_going.wait * 2).min(every * MAX_BACKOFF);
+            out_going.resends += 1;
             let o = &s.ordered[id];
-            for g in left.iter() {
+            let payload = (out_going.resends > 1).then(|| o.payload.clone());
+            for g in out_going.left.iter() {
                 for &q in self.config.directory.members(*g) {
                     self.counters.proposals_resent += 1;
                     out.sends.push((
                         q,
-                        GmMsg::Proposal { id: *id, dst: o.dst.clone(), payload: o.payload.clone(), group: mine, ts: o.ts },
+                        GmMsg::Proposal {
+                            id: *id,
+                            dst: o.dst.clone(),
+                            payload: payload.clone(),
+                            group: mine,
+                            ts: o.ts,
+                        },
                     ));
                 }
             }
@@ -806,14 +849,14 @@ impl<M: Payload + PartialEq, L: DurableLog<GmEntry<M>>> GenuineMulticast<M, L> {
                             for &q in self.config.directory.members(*g) {
                                 out.sends.push((
                                     q,
-                                    GmMsg::Proposal { id, dst: dst.clone(), payload: payload.clone(), group: s.group, ts },
+                                    GmMsg::Proposal { id, dst: dst.clone(), payload: None, group: s.group, ts },
                                 ));
                             }
                         }
-                        s.outgoing.insert(id, (others, now));
+                        s.outgoing.insert(id, Outgoing { left: others, sent: now, wait: every, resends: 0 });
                     } else {
                         // A replay: sent with the next resends rather than in one burst now.
-                        s.outgoing.insert(id, (others, now.saturating_sub(every)));
+                        s.outgoing.insert(id, Outgoing { left: others, sent: now.saturating_sub(every), wait: every, resends: 0 });
                     }
                 }
                 s.ordered.insert(id, Ordered { dst, payload, ts, fin, done: false });
