@@ -7,7 +7,8 @@
 //!   `certifying_obj`: nothing to certify commits at once, otherwise the term is xcast to the
 //!   replicas of the certifying objects (Algorithm 2's `submit`). It then waits for the outcome:
 //!   a voting quorum of votes (it is always a vote recipient, G-DUR Algorithm 3), an outcome
-//!   from a write replica, or its own replica's decision; after `outcome_retry` it asks again, waiting twice as long before each new ask.
+//!   from a write replica, or its own replica's decision; after `outcome_retry` it asks again,
+//!   waiting twice as long before each new ask.
 //! * As a **replica** (Algorithms 2 and 3): deliveries of the xcast go to its [`Termination`]
 //!   queue; votes it casts go out; commits are applied to its store in delivery order; write
 //!   replicas tell the proxy the outcome.

@@ -13,7 +13,7 @@ use ensemble_core::{
     Client, ClientEffect, ClientEvent, ClientId, Completion, CompletionResult, Deployment, Done, Effect, Event, Machine,
     Outcome, Placement, Process, ProcessId, Protocol, Reply, ReplyBody, Request, Storage, Time, TimerId, WorkId,
 };
-use ensemble_sim::toy::{ClosedLoopClient, Seen, Toy, ToyNode, ToyStorage};
+use ensemble_sim::toy::{ClosedLoopClient, Seen, Toy, ToyMsg, ToyNode, ToyStorage};
 use ensemble_sim::{Endpoint, FaultKind, FaultPlan, Links, RandomFaults, SimStats, Simulation, Window};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -1171,4 +1171,53 @@ fn a_ring_of_thirty_runs_a_million_events() {
     let storages = sim.into_storages();
     assert_eq!(storages.len(), 30);
     assert_eq!(storages[29].as_ref().map(|s| s.process), Some(p(29)));
+}
+
+/// The middle process of [`a_charged_handlers_sends_are_not_overtaken_by_a_later_handlers`]:
+/// p0 sends it two pings at start; it forwards each to p2, charging 5 ms for the first.
+struct ChargedRelay {
+    me: ProcessId,
+    received: Rc<RefCell<Vec<(Time, u64)>>>,
+}
+
+impl Process<Toy> for ChargedRelay {
+    fn id(&self) -> ProcessId {
+        self.me
+    }
+    fn start(&mut self, _now: Time, out: &mut Vec<Effect<Toy>>) {
+        if self.me == p(0) {
+            for seq in [1, 2] {
+                out.push(Effect::Send { to: p(1), msg: ToyMsg::Ping { seq } });
+            }
+        }
+    }
+    fn on_event(&mut self, now: Time, event: Event<Toy>, out: &mut Vec<Effect<Toy>>) {
+        let Event::Message { msg: ToyMsg::Ping { seq }, .. } = event else { return };
+        if self.me == p(1) {
+            if seq == 1 {
+                out.push(Effect::Charge(Duration::from_millis(5)));
+            }
+            out.push(Effect::Send { to: p(2), msg: ToyMsg::Ping { seq } });
+        } else {
+            self.received.borrow_mut().push((now, seq));
+        }
+    }
+}
+
+/// p1 has two cores: it handles the second ping on the second core while the first still
+/// charges the first. Its forwards still leave in the order it wrote them, as from the real
+/// runtime's one event loop; before, the uncharged second one went 5 ms ahead of the first.
+#[test]
+fn a_charged_handlers_sends_are_not_overtaken_by_a_later_handlers() {
+    let mut topology = lan_free_messages();
+    topology.cpu.cores = 2;
+    let received = Rc::new(RefCell::new(Vec::new()));
+    let deployment = Deployment::one_per_machine(&[0, 0, 0], 2, "relay");
+    let mut sim = Sim::new(topology, deployment, 1).expect("valid");
+    for n in 0..3 {
+        sim.add_process(Box::new(ChargedRelay { me: p(n), received: received.clone() }), None).expect("new process");
+    }
+    run(&mut sim, ms(100.0));
+    // Sent at 0.1 ms, both forwards leave when the first's 5 ms charge ends, in order.
+    assert_eq!(*received.borrow(), vec![(ms(5.2), 1), (ms(5.2), 2)]);
 }
