@@ -45,7 +45,7 @@ mod genuine;
 mod reliable;
 
 pub use broadcast::{AbMsg, AbOutput, AbRefusal, AtomicBroadcast, BroadcastConfig, BroadcastCounters, Entry, RESEND_BATCH};
-pub use genuine::{GenuineConfig, GenuineCounters, GenuineMulticast, GmEntry, GmMsg, GmOutput, GmRefusal, Ordering, GM_RESEND_BATCH};
+pub use genuine::{GenuineConfig, GenuineCounters, GenuineMulticast, GmEntry, GmMsg, GmOutput, GmRefusal, Ordering, GM_RESEND_BATCH, MAX_BACKOFF};
 pub use reliable::{ReliableMulticast, RmMsg, RmOutput, RmRefusal};
 
 use crate::GroupId;
