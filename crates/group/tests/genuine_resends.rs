@@ -68,8 +68,8 @@ fn proposals_carry_the_message_from_their_second_resend_on_and_back_off() {
             }
             push(to.0, out, &mut wire);
         }
-        for p in 0..6 {
-            let out = gm[p].tick();
+        for (p, member) in gm.iter_mut().enumerate() {
+            let out = member.tick();
             push(p as u32, out, &mut wire);
         }
         tick += 1;
