@@ -8,9 +8,10 @@
 //! to less than half the best so far; the peak is the highest committed throughput of the
 //! climb, reported with its latency and abort rate. The climb does not stop where the
 //! throughput stops growing: A_ge\*'s can hold level over a few doublings and then grow again
-//! (4 groups at 1 % global: about 6,000 tx/s from 96 to 384 clients, 11,600 at 1,536). Our
-//! reading, not measured: a global transaction at the head of a queue holds back the commits
-//! behind it for a vote exchange, so commits come in bursts that grow with the clients. Each figure prints ours beside the paper's numbers and writes
+//! (Fig. 3(a) at 1 % global: 2,344 to 2,418 tx/s from 48 to 384 clients, then 4,707 at 6,144;
+//! the points are in its result file). A global transaction at the head of a queue holds back
+//! the commits behind it for a vote exchange, and that, not the CPU (under 50 % used there), is
+//! what the extra clients fill. Each figure prints ours beside the paper's numbers and writes
 //! its points (JSON, by the CLI) and a plot (SVG) beside them.
 
 use ensemble_bench::figures::{Figure, FigureOpts};

@@ -76,35 +76,51 @@ fn a_workload_with_nonsense_shares_is_refused() {
     assert!(H.validate(&exp).unwrap_err().contains("key-value workloads"));
 }
 
-#[test]
-fn a_request_on_a_key_outside_the_key_space_is_refused_and_the_replica_goes_on() {
-    let exp = experiment("p-store", KvKind::Tpcb);
-    let mut replica: Box<dyn Process<GDur>> = H.process(&exp, ProcessId(0)).unwrap();
+/// Process 0 of `system`'s TPC-B deployment, started.
+fn started_replica(system: &str) -> Box<dyn Process<GDur>> {
+    let mut replica = H.process(&experiment(system, KvKind::Tpcb), ProcessId(0)).unwrap();
+    replica.start(Time::ZERO, &mut Vec::new());
+    replica
+}
+
+/// What `replica` does with `event`.
+fn handle(replica: &mut Box<dyn Process<GDur>>, event: Event<GDur>) -> Vec<Effect<GDur>> {
     let mut out = Vec::new();
-    replica.start(Time::ZERO, &mut out);
-    let space = KvWorkloadSpec { scale: 0.05, ..KvWorkloadSpec::preset(KvKind::Tpcb) }.key_space(4).unwrap();
-    let key = |t, r| Value::Int(KeySpace::tpcb_key(t, r) as i64);
-    let request = |seq, account| Request {
+    replica.on_event(Time::ZERO, event, &mut out);
+    out
+}
+
+fn tpcb_key(table: Table, row: u64) -> Value {
+    Value::Int(KeySpace::tpcb_key(table, row) as i64)
+}
+
+/// A TPC-B transaction of client 1 on `account` and the first teller and branch.
+fn tpcb_request(seq: u64, account: Value) -> Request {
+    Request {
         client: ClientId(1),
         seq,
         txn: "tpcb".into(),
-        params: vec![account, key(Table::Teller, 0), key(Table::Branch, 0), Value::Int(5)],
-    };
+        params: vec![account, tpcb_key(Table::Teller, 0), tpcb_key(Table::Branch, 0), Value::Int(5)],
+    }
+}
+
+#[test]
+fn a_request_on_a_key_outside_the_key_space_is_refused_and_the_replica_goes_on() {
+    let mut replica = started_replica("p-store");
+    let space = KvWorkloadSpec { scale: 0.05, ..KvWorkloadSpec::preset(KvKind::Tpcb) }.key_space(4).unwrap();
     let reply = |replica: &mut Box<dyn Process<GDur>>, r: Request| {
-        let mut out = Vec::new();
-        replica.on_event(Time::ZERO, Event::Request(r), &mut out);
-        out.into_iter().find_map(|e| match e {
+        handle(replica, Event::Request(r)).into_iter().find_map(|e| match e {
             Effect::Reply { reply, .. } => Some(reply.body),
             _ => None,
         })
     };
     // Account 10^9 does not exist.
-    let body = reply(&mut replica, request(1, key(Table::Account, 1_000_000_000)));
+    let body = reply(&mut replica, tpcb_request(1, tpcb_key(Table::Account, 1_000_000_000)));
     let Some(ReplyBody::Error(RequestError::ParamType { param, expected, .. })) = body else { panic!("{body:?}") };
     assert_eq!(param, "account");
     assert!(expected.contains("outside the key space") && expected.contains(&space.describe()), "{expected}");
     // A good request afterwards is taken: a local transaction of group 0 is multicast, not refused.
-    assert!(reply(&mut replica, request(2, key(Table::Account, 0))).is_none(), "the good request waits for termination");
+    assert!(reply(&mut replica, tpcb_request(2, tpcb_key(Table::Account, 0))).is_none(), "the good request waits for termination");
     assert!(replica.failure().is_none());
 }
 
@@ -113,14 +129,9 @@ fn a_request_on_a_key_outside_the_key_space_is_refused_and_the_replica_goes_on()
 fn forged_two_phase_commit_messages_are_refused_and_the_replica_goes_on() {
     use ensemble_gdur::Msg;
     use ensemble_group::commit::{CommitMsg, TxnId as CommitTxn};
-    let exp = experiment("p-store-2pc", KvKind::Tpcb);
-    let mut replica: Box<dyn Process<GDur>> = H.process(&exp, ProcessId(0)).unwrap();
-    let mut out = Vec::new();
-    replica.start(Time::ZERO, &mut out);
+    let mut replica = started_replica("p-store-2pc");
     let refusal = |replica: &mut Box<dyn Process<GDur>>, from: u32, msg: Msg| {
-        let mut out = Vec::new();
-        replica.on_event(Time::ZERO, Event::Message { from: ProcessId(from), msg }, &mut out);
-        out.into_iter().find_map(|e| match e {
+        handle(replica, Event::Message { from: ProcessId(from), msg }).into_iter().find_map(|e| match e {
             Effect::Refuse { what, .. } => Some(what),
             _ => None,
         })
@@ -134,20 +145,11 @@ fn forged_two_phase_commit_messages_are_refused_and_the_replica_goes_on() {
     let what = refusal(&mut replica, 5, Msg::Tpc(CommitMsg::Decision { txn, participants, commit: true }));
     assert!(what.as_deref().is_some_and(|w| w.contains("did not vote yes")), "{what:?}");
     // A 2PC message to a replica whose atomic commitment is by group communication.
-    let mut gc: Box<dyn Process<GDur>> = H.process(&experiment("p-store", KvKind::Tpcb), ProcessId(0)).unwrap();
-    gc.start(Time::ZERO, &mut Vec::new());
+    let mut gc = started_replica("p-store");
     let what = refusal(&mut gc, 5, Msg::Tpc(CommitMsg::Ack { txn }));
     assert!(what.as_deref().is_some_and(|w| w.contains("a 2PC message")), "{what:?}");
     // The 2PC replica still takes a transaction: it begins its 2PC, sending PREPAREs.
-    let key = |t, r| Value::Int(KeySpace::tpcb_key(t, r) as i64);
-    let request = Request {
-        client: ClientId(1),
-        seq: 1,
-        txn: "tpcb".into(),
-        params: vec![key(Table::Account, 0), key(Table::Teller, 0), key(Table::Branch, 0), Value::Int(5)],
-    };
-    let mut out = Vec::new();
-    replica.on_event(Time::ZERO, Event::Request(request), &mut out);
+    let out = handle(&mut replica, Event::Request(tpcb_request(1, tpcb_key(Table::Account, 0))));
     let prepares = out.iter().filter(|e| matches!(e, Effect::Send { msg: Msg::Tpc(CommitMsg::Prepare { .. }), .. })).count();
     assert_eq!(prepares, 3, "one PREPARE per member of group 0: {out:?}");
     assert!(replica.failure().is_none());
