@@ -68,8 +68,11 @@ pub enum ExecRole {
 /// The outcome of a [`StorageJob`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum StorageResult {
-    Executed { outcome: Outcome, update: StateUpdate, position: Position, access: Option<RowAccess> },
-    Applied { globals_seen: u64 },
+    /// `retries`: how many times a server chose this transaction as the victim of a
+    /// serialization failure or deadlock (or dropped its connection before it committed) and it
+    /// ran again; the client never sees those.
+    Executed { outcome: Outcome, update: StateUpdate, position: Position, access: Option<RowAccess>, retries: u32 },
+    Applied { globals_seen: u64, retries: u32 },
     /// The request was malformed (unknown type, wrong parameters): nothing ran.
     Rejected(RequestError),
     /// The storage itself failed. For an `Apply` this means the replicas diverged: a bug.

@@ -96,6 +96,10 @@ pub struct BeltStats {
     pub rejected: u64,
     /// Largest snapshot Q′ executed in one token visit.
     pub max_batch: u64,
+    /// Times the database server chose one of this instance's transactions (or state-update
+    /// applications) as the victim of a serialization failure or deadlock, or dropped its
+    /// connection before it committed, and the storage ran it again. Always 0 on SQLite.
+    pub storage_retries: u64,
 }
 
 enum Pending {
@@ -490,7 +494,8 @@ impl ConveyorBelt {
             Pending::Op { request, class } => {
                 self.stats.locals_executed += 1;
                 let body = match result {
-                    StorageResult::Executed { outcome, position, access, .. } => {
+                    StorageResult::Executed { outcome, position, access, retries, .. } => {
+                        self.stats.storage_retries += u64::from(retries);
                         ReplyBody::Done(Done { outcome, evidence: BeltEvidence { class, instance: self.id, position, access } })
                     }
                     StorageResult::Rejected(e) => ReplyBody::Error(e),
@@ -499,13 +504,17 @@ impl ConveyorBelt {
                 self.reply(&request, body, out);
             }
             Pending::Apply => match result {
-                StorageResult::Applied { .. } => self.run_snapshot(out),
+                StorageResult::Applied { retries, .. } => {
+                    self.stats.storage_retries += u64::from(retries);
+                    self.run_snapshot(out)
+                }
                 other => self.halt(failure_text(&other), out),
             },
             Pending::Global { request } => {
                 self.stats.globals_executed += 1;
                 match result {
-                    StorageResult::Executed { outcome, update, position: Position::Global { seq }, access } => {
+                    StorageResult::Executed { outcome, update, position: Position::Global { seq }, access, retries } => {
+                        self.stats.storage_retries += u64::from(retries);
                         if let Some((_, Holding::Executing { running, done, .. })) = &mut self.token {
                             *running -= 1;
                             done.insert(seq, update);
@@ -622,6 +631,7 @@ impl Process<Belt> for ConveyorBelt {
             ("maps_sent", s.maps_sent),
             ("rejected", s.rejected),
             ("max_batch", s.max_batch),
+            ("storage_retries", s.storage_retries),
         ]
     }
 

@@ -308,8 +308,8 @@ fn a_database_that_numbers_a_global_out_of_token_order_halts_the_instance() {
     // Instance 0 runs the order; its database says it is global 2 where the token is at 0.
     let (work, job) = ring.jobs[0].pop_front().expect("the order");
     let result = match ring.dbs[0].run(&job) {
-        ensemble_app::StorageResult::Executed { outcome, update, access, position: ensemble_app::Position::Global { seq } } => {
-            ensemble_app::StorageResult::Executed { outcome, update, access, position: ensemble_app::Position::Global { seq: seq + 1 } }
+        ensemble_app::StorageResult::Executed { outcome, update, access, position: ensemble_app::Position::Global { seq }, retries } => {
+            ensemble_app::StorageResult::Executed { outcome, update, access, position: ensemble_app::Position::Global { seq: seq + 1 }, retries }
         }
         other => panic!("{other:?}"),
     };

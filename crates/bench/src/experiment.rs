@@ -230,6 +230,77 @@ pub struct Experiment {
     /// The DUR family's deployment (other systems ignore it).
     #[serde(default)]
     pub dur: DurSettings,
+    /// Where the SQL applications' instances keep their data (the belt and its baselines; other
+    /// systems ignore it): SQLite by default, or a database per instance on a server.
+    #[serde(default)]
+    pub backend: Backend,
+}
+
+/// The DBMS under each Conveyor Belt instance.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// The embedded default: one SQLite database per instance (in memory when simulated, a file
+    /// in the run's directory when real).
+    #[default]
+    Sqlite,
+    Postgres,
+    Mariadb,
+}
+
+impl BackendKind {
+    pub fn parse(s: &str) -> Result<BackendKind, String> {
+        match s {
+            "sqlite" => Ok(BackendKind::Sqlite),
+            "postgres" | "postgresql" => Ok(BackendKind::Postgres),
+            "mariadb" | "mysql" => Ok(BackendKind::Mariadb),
+            other => Err(format!("unknown backend `{other}` (known: sqlite, postgres, mariadb)")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Sqlite => "sqlite",
+            BackendKind::Postgres => "postgres",
+            BackendKind::Mariadb => "mariadb",
+        }
+    }
+
+    /// The server engine, `None` for SQLite.
+    pub fn engine(self) -> Option<ensemble_server::Engine> {
+        match self {
+            BackendKind::Sqlite => None,
+            BackendKind::Postgres => Some(ensemble_server::Engine::Postgres),
+            BackendKind::Mariadb => Some(ensemble_server::Engine::Mariadb),
+        }
+    }
+}
+
+/// A run's backend: which DBMS, and for a server, where its databases live.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Backend {
+    pub kind: BackendKind,
+    /// Server URLs: one, on which every instance gets its database, or one per instance. Empty:
+    /// the local server (`ensemble_server::admin::default_url`).
+    #[serde(default)]
+    pub urls: Vec<String>,
+    /// The run's tag in database names (`ensemble_<run>_<i>`), set when the run's databases are
+    /// created (`crate::databases`), so that the nodes of a real run find them.
+    #[serde(default)]
+    pub run: String,
+    /// Keep the databases after the run instead of dropping them.
+    #[serde(default)]
+    pub keep: bool,
+}
+
+impl Backend {
+    /// The server URLs, the local default when none were given.
+    pub fn server_urls(&self) -> Vec<String> {
+        match self.kind.engine() {
+            Some(engine) if self.urls.is_empty() => vec![ensemble_server::admin::default_url(engine).to_string()],
+            _ => self.urls.clone(),
+        }
+    }
 }
 
 /// How a DUR protocol is deployed: P-Store's groups, their size, how many groups replicate each
@@ -302,6 +373,7 @@ impl Experiment {
             record_access: false,
             plain_wire: false,
             dur: DurSettings::default(),
+            backend: Backend::default(),
         })
     }
 
@@ -392,6 +464,17 @@ impl Experiment {
     /// What the belt needs on top: the application, and a plan valid for it and the instances.
     pub fn validate_belt(&self) -> Result<Arc<Application>, String> {
         self.validate()?;
+        if let Some(engine) = self.backend.kind.engine() {
+            if self.backend.urls.len() > 1 && self.backend.urls.len() != self.instances as usize {
+                return Err(format!("{} server URLs for {} instances: give one, or one per instance", self.backend.urls.len(), self.instances));
+            }
+            if self.history_file.is_some() {
+                return Err(format!(
+                    "--history needs the rows each transaction read and wrote, which only the SQLite backend records; {} runs are checked by replay",
+                    engine.name()
+                ));
+            }
+        }
         let app = self.application()?;
         self.plan.validate(&app).map_err(|e| e.to_string())?;
         self.plan.check_instances(self.instances)?;

@@ -7,6 +7,7 @@
 //! both measure throughput and latency per class from HDR histograms, check the run, and return a
 //! [`RunResult`] that is written as JSON beside its full configuration and printed as a table.
 
+pub mod databases;
 pub mod experiment;
 pub mod figures;
 pub mod harness;
@@ -15,7 +16,7 @@ pub mod report;
 pub mod sim_run;
 pub mod systems;
 
-pub use experiment::{DurSettings, Experiment, Runtime, System, WorkloadSpec};
+pub use experiment::{Backend, BackendKind, DurSettings, Experiment, Runtime, System, WorkloadSpec};
 pub use harness::{Classified, Harness, RunOutput, StorageFactory, Verdict};
 pub use metrics::{ClassSummary, Metrics, Summary, INTERACTION};
 pub use report::{print_table, write_json, RunResult};

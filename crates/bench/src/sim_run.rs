@@ -24,15 +24,18 @@ pub struct Simulated<H: Harness> {
     pub storages: Vec<Option<H::S>>,
     /// Processes that reported a failure, with the reason.
     pub failures: Vec<String>,
+    /// A server backend's databases, dropped with the run (after the check).
+    pub databases: Option<crate::databases::RunDatabases>,
 }
 
 impl<H: Harness> Simulated<H> {
     /// Runs the protocol's checks, writes the history file if the experiment asks for one, and
     /// records the verdict in the result.
     pub fn check(self, h: &H, exp: &Experiment) -> anyhow::Result<RunResult> {
-        let Simulated { mut result, history, storages, failures } = self;
+        let Simulated { mut result, history, storages, failures, databases } = self;
         let run = RunOutput { history: &history, storages, failures };
         crate::finish_run(h, exp, run, &mut result)?;
+        drop(databases);
         Ok(result)
     }
 }
@@ -50,6 +53,8 @@ pub fn run_sim<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::R
 pub fn simulate<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::Result<Simulated<H>> {
     exp.validate().map_err(anyhow::Error::msg)?;
     h.validate(exp).map_err(anyhow::Error::msg)?;
+    let (tagged, databases) = crate::databases::for_run(exp)?;
+    let exp = &tagged;
     let deployment = h.deployment(exp);
     let n = deployment.len();
     let mut sim: Simulation<H::P, H::S> = Simulation::new(exp.topology.clone(), deployment, exp.seed)?;
@@ -127,7 +132,7 @@ pub fn simulate<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
         processes,
         partial: None,
     };
-    Ok(Simulated { result, history, storages, failures })
+    Ok(Simulated { result, history, storages, failures, databases })
 }
 
 /// Each process's busy time so far, with the cores it runs on.

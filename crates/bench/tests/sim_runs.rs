@@ -86,7 +86,7 @@ fn the_checker_catches_a_wrong_reply_a_diverged_replica_and_a_lost_global() {
 
     // A replica whose replicated table drifted.
     let s = base();
-    s.storages[2].as_ref().unwrap().connection().execute("UPDATE items SET stock = stock + 1 WHERE item_id = 3", []).unwrap();
+    s.storages[2].as_ref().unwrap().sqlite().unwrap().connection().execute("UPDATE items SET stock = stock + 1 WHERE item_id = 3", []).unwrap();
     let r = s.check(&h, &e).unwrap();
     assert!(r.check.unwrap().contains("table `items` at instance i2"));
 
@@ -253,7 +253,7 @@ fn the_dependency_graph_check_catches_a_wrong_read_and_a_reordered_install_log()
 
     // Instance i1 reports two installs of a replicated row in the wrong order.
     let s = base();
-    let conn = s.storages[1].as_ref().unwrap().connection();
+    let conn = s.storages[1].as_ref().unwrap().sqlite().unwrap().connection();
     let (a, wa, b, wb, key): (i64, i64, i64, i64, String) = conn
         .query_row(
             "SELECT x.n, x.writer, y.n, y.writer, x.key FROM _ensemble_installs x JOIN _ensemble_installs y \

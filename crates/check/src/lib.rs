@@ -83,6 +83,31 @@ fn key(p: &Position) -> SerialKey {
     }
 }
 
+/// What the check reads of an instance's database after the run, whatever the backend.
+pub trait InstanceState {
+    /// `(globals seen, local writing transactions committed)`.
+    fn counters(&mut self) -> Result<(u64, u64), String>;
+    /// Every row of `table`.
+    fn dump(&mut self, table: &str) -> Result<Rows, String>;
+}
+
+impl InstanceState for SqliteStorage {
+    fn counters(&mut self) -> Result<(u64, u64), String> {
+        SqliteStorage::counters(self).map_err(|e| e.to_string())
+    }
+    fn dump(&mut self, table: &str) -> Result<Rows, String> {
+        SqliteStorage::dump(self, table).map_err(|e| e.to_string())
+    }
+}
+
+/// How the replay on SQLite must behave to agree with the engine the run used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplayOptions {
+    /// `LIKE` compares case-sensitively, as on PostgreSQL and on MariaDB with a binary
+    /// collation; SQLite's own `LIKE` ignores ASCII case.
+    pub case_sensitive_like: bool,
+}
+
 /// Checks a run. `history` holds every completion of the run (errors are skipped: they ran
 /// nothing); `instances[i]` is instance `i`'s database after the run.
 pub fn check(
@@ -90,8 +115,10 @@ pub fn check(
     plan: &PartitionPlan,
     dataset: &Dataset,
     history: &[Completion<BeltEvidence>],
-    instances: &[&SqliteStorage],
+    instances: &mut [&mut dyn InstanceState],
+    options: ReplayOptions,
 ) -> Result<ReplayReport, StorageError> {
+    let instance_err = |i: usize, e: String| StorageError::Invalid(format!("reading instance i{i} after the run: {e}"));
     let mut report = ReplayReport::default();
     let mut ops: Vec<(SerialKey, &Request, &Outcome)> = Vec::new();
     let mut global_seqs = Vec::new();
@@ -135,6 +162,9 @@ pub fn check(
 
     ops.sort_by_key(|(k, r, _)| (*k, r.client, r.seq));
     let replay = SqliteStorage::open_in_memory(Arc::clone(app), InstanceId(0))?;
+    if options.case_sensitive_like {
+        replay.connection().pragma_update(None, "case_sensitive_like", true)?;
+    }
     replay.create_schema()?;
     replay.load(dataset, |_, _, _| true)?;
     for (k, request, recorded) in &ops {
@@ -154,8 +184,8 @@ pub fn check(
     }
 
     let globals_total = global_seqs.len() as u64;
-    for (i, db) in instances.iter().enumerate() {
-        let (seen, _) = db.counters()?;
+    for (i, db) in instances.iter_mut().enumerate() {
+        let (seen, _) = db.counters().map_err(|e| instance_err(i, e))?;
         if seen != globals_total {
             report.violations.push(format!("instance i{i} has seen {seen} global operations, the history has {globals_total}"));
         }
@@ -166,8 +196,8 @@ pub fn check(
         let verdict = match plan.placement(&table.name) {
             Some(TablePlacement::Partitioned { .. }) => {
                 let mut union: Rows = Vec::new();
-                for db in instances {
-                    union.extend(db.dump(&table.name)?);
+                for (i, db) in instances.iter_mut().enumerate() {
+                    union.extend(db.dump(&table.name).map_err(|e| instance_err(i, e))?);
                 }
                 let n = union.len();
                 let got = digest_of(&table.name, union.clone());
@@ -188,8 +218,8 @@ pub fn check(
             }
             _ => {
                 let mut ok = true;
-                for (i, db) in instances.iter().enumerate() {
-                    let got = digest_of(&table.name, db.dump(&table.name)?);
+                for (i, db) in instances.iter_mut().enumerate() {
+                    let got = digest_of(&table.name, db.dump(&table.name).map_err(|e| instance_err(i, e))?);
                     if got != want {
                         ok = false;
                         report.violations.push(format!(

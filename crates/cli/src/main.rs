@@ -11,7 +11,7 @@ mod xcast_real;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use ensemble_bench::figures::{self, FigureOpts};
-use ensemble_bench::{print_table, write_json, Experiment, Harness, Runtime, System, WorkloadSpec};
+use ensemble_bench::{print_table, Backend, BackendKind, write_json, Experiment, Harness, Runtime, System, WorkloadSpec};
 use systems::WithHarness;
 use ensemble_belt::GlobalExecution;
 use ensemble_bench::experiment::{MAX_SCALE, MAX_THINK_MS, MAX_WINDOW_S};
@@ -149,6 +149,8 @@ struct BenchArgs {
     #[command(flatten)]
     dur: DurArgs,
     #[command(flatten)]
+    backend: BackendArgs,
+    #[command(flatten)]
     output: OutputArgs,
 }
 
@@ -257,6 +259,33 @@ struct OutputArgs {
     /// Hide the progress bar.
     #[arg(long)]
     quiet: bool,
+}
+
+/// Where the SQL applications' instances keep their data.
+#[derive(Args, Clone, Default)]
+struct BackendArgs {
+    /// The DBMS under each instance: sqlite (embedded, the default), postgres or mariadb (a
+    /// database per instance on the server, `ensemble_<run>_<i>`, created for the run and dropped
+    /// after it). For the Conveyor Belt systems (ensemble, centralized, read-only).
+    #[arg(long, default_value = "sqlite", value_parser = BackendKind::parse)]
+    backend: BackendKind,
+    /// Server URL(s), comma-separated: one, on which every instance gets its database, or one per
+    /// instance (separate servers). Default: postgres://postgres@127.0.0.1:5432/test or
+    /// mysql://root@127.0.0.1:3306/test. The user must be allowed to create databases.
+    #[arg(long, value_delimiter = ',')]
+    db_url: Vec<String>,
+    /// Keep the run's server databases instead of dropping them at the end.
+    #[arg(long)]
+    keep: bool,
+}
+
+impl BackendArgs {
+    fn backend(&self) -> anyhow::Result<Backend> {
+        if self.backend == BackendKind::Sqlite && (!self.db_url.is_empty() || self.keep) {
+            bail!("--db-url and --keep are for --backend postgres or mariadb");
+        }
+        Ok(Backend { kind: self.backend, urls: self.db_url.clone(), run: String::new(), keep: self.keep })
+    }
 }
 
 #[derive(Args)]
@@ -539,13 +568,21 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                 e.idle_pause_us = 500;
             }
             a.dur.apply(&mut e)?;
-            let size = if ensemble_gdur::harness::SYSTEMS.contains(&system.as_str()) {
+            let mut size = if ensemble_gdur::harness::SYSTEMS.contains(&system.as_str()) {
                 // A G-DUR run's processes are its groups' members, whatever --instances says.
                 e.instances = e.dur.groups * e.dur.group_size;
                 format!("{}x{}", e.dur.groups, e.dur.group_size)
             } else {
                 e.instances.to_string()
             };
+            let backend = a.backend.backend()?;
+            if backend.kind != BackendKind::Sqlite {
+                if belt.is_none() {
+                    bail!("--backend {} is for the Conveyor Belt systems (ensemble, centralized, read-only), not {system}", backend.kind.name());
+                }
+                size = format!("{size}-{}", backend.kind.name());
+            }
+            e.backend = backend;
             e.label = format!("{}-{}-{}{}", e.workload.app(), system, size, if a.real { "-real" } else { "" });
             systems::dispatch(system, Validate(&e))?.map_err(anyhow::Error::msg)?;
             out.push(e);

@@ -106,6 +106,10 @@ pub fn report_path(dir: &Path, h: HostId) -> std::path::PathBuf {
 pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::Result<RunResult> {
     exp.validate().map_err(anyhow::Error::msg)?;
     h.validate(exp).map_err(anyhow::Error::msg)?;
+    // A server backend's databases exist before any node starts, and outlive every node (the
+    // guard is dropped after `hosts`).
+    let (tagged, _databases) = ensemble_bench::databases::for_run(exp)?;
+    let exp = &tagged;
     let abort = ShutdownHandle::new();
     // Before anything that needs cleaning up exists, and dropped after all of it is gone.
     let _interruptible = interrupt::Registration::new(&abort)?;

@@ -227,7 +227,7 @@ impl SqliteStorage {
                 };
                 self.conn.execute_batch("COMMIT")?;
                 let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
-                Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access })
+                Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access, retries: 0 })
             }
             ExecRole::Global => {
                 let mut session = Session::new(&self.conn)?;
@@ -247,14 +247,14 @@ impl SqliteStorage {
                 let access = self.record(request, outcome.committed(), &touches, Some(&mut update))?;
                 self.conn.execute_batch(&format!("UPDATE {META_TABLE} SET globals = globals + 1"))?;
                 self.conn.execute_batch("COMMIT")?;
-                Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access })
+                Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access, retries: 0 })
             }
         }
     }
 
     fn apply(&mut self, first_seq: u64, updates: &[StateUpdate]) -> StorageResult {
         match self.apply_checked(first_seq, updates) {
-            Ok(globals_seen) => StorageResult::Applied { globals_seen },
+            Ok(globals_seen) => StorageResult::Applied { globals_seen, retries: 0 },
             Err(e) => {
                 let _ = self.conn.execute_batch("ROLLBACK");
                 StorageResult::Failed(format!("applying state updates {first_seq}..{}: {e}", first_seq + updates.len() as u64))

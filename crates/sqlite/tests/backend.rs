@@ -39,7 +39,7 @@ fn global_update_applied_elsewhere_reproduces_replicated_state() {
     assert!(tables.contains(&"orders") && tables.contains(&"carts"));
     // Instance b holds no carts: the node filters partitioned tables out before applying.
     let replicated = StateUpdate { changes: u.changes.iter().filter(|c| c.table == "items" || c.table == "orders").cloned().collect(), writer: u.writer };
-    assert_eq!(b.run(&StorageJob::Apply { first_seq: 1, updates: vec![replicated] }), StorageResult::Applied { globals_seen: 1 });
+    assert_eq!(b.run(&StorageJob::Apply { first_seq: 1, updates: vec![replicated] }), StorageResult::Applied { globals_seen: 1, retries: 0 });
     for t in ["items", "orders"] {
         assert_eq!(a.digest(t).unwrap(), b.digest(t).unwrap(), "{t}");
     }

@@ -76,7 +76,7 @@ fn writers_of_versions_flow_from_locals_to_readers_and_through_state_updates() {
 
     // Applying it elsewhere installs its versions under its id.
     let replicated = StateUpdate { changes: update.changes.iter().filter(|c| c.table != "carts").cloned().collect(), ..update.clone() };
-    assert_eq!(b.run(&StorageJob::Apply { first_seq: 1, updates: vec![replicated] }), StorageResult::Applied { globals_seen: 1 });
+    assert_eq!(b.run(&StorageJob::Apply { first_seq: 1, updates: vec![replicated] }), StorageResult::Applied { globals_seen: 1, retries: 0 });
     let (_, _, acc) = exec(&mut b, &req(4, 1, "browse_items", vec![Value::Int(5), Value::Int(2)]), ExecRole::Local);
     assert_eq!(reads(&acc), vec![("items/5", Some(g)), ("items/6", None)]);
 
@@ -165,7 +165,7 @@ fn a_delete_is_a_version_and_a_write_that_changed_nothing_is_replicated() {
     let (_, u3, acc) = exec(&mut a, &s, ExecRole::Global);
     assert_eq!((reads(&acc), acc.writes.clone()), (vec![("kv/1", Some(txn_id(&p)))], vec!["kv/1".to_string()]));
     assert!(matches!(&u3.changes[..], [c] if matches!(&c.kind, ChangeKind::Update { set, .. } if set.is_empty())), "{u3:?}");
-    assert_eq!(b.run(&StorageJob::Apply { first_seq: 1, updates: vec![u1, u2, u3] }), StorageResult::Applied { globals_seen: 3 });
+    assert_eq!(b.run(&StorageJob::Apply { first_seq: 1, updates: vec![u1, u2, u3] }), StorageResult::Applied { globals_seen: 3, retries: 0 });
     let ids = [txn_id(&d), txn_id(&p), txn_id(&s)];
     let expected: Vec<(String, u64)> = ids.iter().map(|w| ("kv/1".to_string(), *w)).collect();
     assert_eq!(log(&a), expected);

@@ -1,6 +1,10 @@
 //! The Conveyor Belt (and its centralized and read-only baselines) as a [`Harness`]: one
-//! instance per machine at the topology's sites, each with its own SQLite database, clients of
-//! the SQL applications, and the replay check.
+//! instance per machine at the topology's sites, each with its own database (SQLite, or a
+//! database on a PostgreSQL or MariaDB server: [`InstanceStorage`]), clients of the SQL
+//! applications, and the replay check.
+//!
+//! The dependency-graph check below needs SQLite's row probes; on a server backend a run is
+//! checked by replay alone, and its summary says so.
 //!
 //! With `Experiment::record_access`, and when the run is checked or its history written, every
 //! database records row accesses (`SqliteStorage::set_recording`): each reply carries what its
@@ -17,6 +21,9 @@ use ensemble_app::{Application, ClientCtx, ClosedLoopClient, DataConfig, Dataset
 use ensemble_belt::{Belt, BeltConfig, BeltEvidence, ConveyorBelt};
 use ensemble_core::{AbortCause, Client, ClientId, Completion, CompletionResult, Deployment, Outcome, Process, ProcessId, Time};
 use ensemble_history::{Criterion, History, Transaction};
+use ensemble_check::{InstanceState, ReplayOptions};
+use ensemble_core::{Rows, Storage};
+use ensemble_server::{admin, ServerStorage, Translated};
 use ensemble_sqlite::{Installed, SqliteStorage};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -28,6 +35,58 @@ type Loaded = (String, u32, u64, Arc<Application>, Arc<Dataset>);
 #[derive(Default)]
 pub struct BeltHarness {
     loaded: Mutex<Option<Loaded>>,
+    /// The application in each server dialect, translated once.
+    translated: Mutex<Vec<(&'static str, ensemble_server::Engine, Arc<Translated>)>>,
+}
+
+/// An instance's database, on whichever backend the experiment chose.
+pub enum InstanceStorage {
+    Sqlite(SqliteStorage),
+    Server(Box<ServerStorage>),
+}
+
+impl Storage for InstanceStorage {
+    type Job = ensemble_app::StorageJob;
+    type Result = ensemble_app::StorageResult;
+    fn run(&mut self, job: &Self::Job) -> Self::Result {
+        match self {
+            InstanceStorage::Sqlite(s) => s.run(job),
+            InstanceStorage::Server(s) => s.run(job),
+        }
+    }
+}
+
+impl InstanceState for InstanceStorage {
+    fn counters(&mut self) -> Result<(u64, u64), String> {
+        match self {
+            InstanceStorage::Sqlite(s) => InstanceState::counters(s),
+            InstanceStorage::Server(s) => s.counters().map_err(|e| e.to_string()),
+        }
+    }
+    fn dump(&mut self, table: &str) -> Result<Rows, String> {
+        match self {
+            InstanceStorage::Sqlite(s) => InstanceState::dump(s, table),
+            InstanceStorage::Server(s) => s.dump(table).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+impl InstanceStorage {
+    /// The SQLite database, when the backend is SQLite.
+    pub fn sqlite(&self) -> Option<&SqliteStorage> {
+        match self {
+            InstanceStorage::Sqlite(s) => Some(s),
+            InstanceStorage::Server(_) => None,
+        }
+    }
+
+    /// Every version the database installed, in order (SQLite in recording mode; empty otherwise).
+    pub fn install_log(&self) -> anyhow::Result<Vec<Installed>> {
+        match self {
+            InstanceStorage::Sqlite(s) => Ok(s.install_log()?),
+            InstanceStorage::Server(_) => Ok(Vec::new()),
+        }
+    }
 }
 
 impl BeltHarness {
@@ -54,11 +113,42 @@ impl BeltHarness {
         load_partition(storage, &data, &exp.plan, id, exp.instances)?;
         Ok(())
     }
+
+    fn translated(&self, app: &Arc<Application>, engine: ensemble_server::Engine) -> anyhow::Result<Arc<Translated>> {
+        let mut cache = self.translated.lock().expect("no panic while holding the lock");
+        if let Some((_, _, t)) = cache.iter().find(|(a, e, _)| *a == app.name && *e == engine) {
+            return Ok(t.clone());
+        }
+        let t = Arc::new(ensemble_server::translate(app, engine)?);
+        cache.push((app.name, engine, t.clone()));
+        Ok(t)
+    }
+
+    /// A connection to instance `id`'s database on the experiment's server (the run created the
+    /// database: `crate::databases`).
+    fn open_server(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<ServerStorage> {
+        let engine = exp.backend.kind.engine().expect("a server backend");
+        anyhow::ensure!(!exp.backend.run.is_empty(), "the run's {} databases were not created (no run tag)", engine.name());
+        let (app, _) = self.loaded(exp)?;
+        let url = admin::instance_url(engine, &exp.backend.server_urls(), &exp.backend.run, id.0).map_err(anyhow::Error::msg)?;
+        Ok(ServerStorage::open(&url, app.clone(), self.translated(&app, engine)?, InstanceId::of(id))?)
+    }
+
+    /// Instance `id`'s database on a server, created and loaded.
+    fn new_server_database(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<ServerStorage> {
+        let (_, data) = self.loaded(exp)?;
+        let mut storage = self.open_server(exp, id)?;
+        storage.create_schema()?;
+        let (plan, n, i) = (&exp.plan, exp.instances, InstanceId::of(id));
+        storage.load(&data, |table, cols, row| plan.holds_row(table, i, n, |c| cols.iter().position(|x| x == c).map(|p| &row[p])))?;
+        Ok(storage)
+    }
 }
 
-/// Whether the databases record row accesses: only when asked to and the records will be used.
+/// Whether the databases record row accesses: only when asked to, the records will be used, and
+/// the backend is SQLite (whose probes observe the rows).
 fn records(exp: &Experiment) -> bool {
-    exp.record_access && (exp.check || exp.history_file.is_some())
+    exp.record_access && (exp.check || exp.history_file.is_some()) && exp.backend.kind == crate::BackendKind::Sqlite
 }
 
 /// A run's history for the dependency-graph checker: every completed transaction with the rows it
@@ -92,7 +182,7 @@ pub fn history(completions: &[Completion<BeltEvidence>], logs: &[Vec<Installed>]
 
 /// Each instance's install log, by instance.
 fn install_logs(run: &RunOutput<'_, BeltHarness>) -> anyhow::Result<Vec<Vec<Installed>>> {
-    run.storages.iter().map(|s| Ok(s.as_ref().map(SqliteStorage::install_log).transpose()?.unwrap_or_default())).collect()
+    run.storages.iter().map(|s| Ok(s.as_ref().map(InstanceStorage::install_log).transpose()?.unwrap_or_default())).collect()
 }
 
 fn db_path(dir: &Path, id: ProcessId) -> PathBuf {
@@ -106,7 +196,7 @@ pub fn load_partition(storage: &SqliteStorage, data: &Dataset, plan: &PartitionP
 
 impl Harness for BeltHarness {
     type P = Belt;
-    type S = SqliteStorage;
+    type S = InstanceStorage;
 
     fn names(&self) -> &'static [&'static str] {
         &["ensemble", "centralized", "read-only"]
@@ -133,15 +223,31 @@ impl Harness for BeltHarness {
         Ok(Box::new(ConveyorBelt::new(InstanceId::of(id), cfg, app, Arc::new(exp.plan.clone()))))
     }
 
-    fn sim_storage(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<Option<SqliteStorage>> {
+    fn sim_storage(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<Option<InstanceStorage>> {
+        if exp.backend.kind.engine().is_some() {
+            return Ok(Some(InstanceStorage::Server(Box::new(self.new_server_database(exp, id)?))));
+        }
         let (app, _) = self.loaded(exp)?;
         let mut storage = SqliteStorage::open_in_memory(app, InstanceId::of(id))?;
         self.new_database(exp, &storage, InstanceId::of(id))?;
         storage.set_recording(records(exp))?;
-        Ok(Some(storage))
+        Ok(Some(InstanceStorage::Sqlite(storage)))
     }
 
-    fn real_storage(&self, exp: &Experiment, id: ProcessId, dir: &Path) -> anyhow::Result<Option<StorageFactory<SqliteStorage>>> {
+    fn real_storage(&self, exp: &Experiment, id: ProcessId, dir: &Path) -> anyhow::Result<Option<StorageFactory<InstanceStorage>>> {
+        if let Some(engine) = exp.backend.kind.engine() {
+            drop(self.new_server_database(exp, id)?);
+            let (app, _) = self.loaded(exp)?;
+            let translated = self.translated(&app, engine)?;
+            let url = admin::instance_url(engine, &exp.backend.server_urls(), &exp.backend.run, id.0).map_err(anyhow::Error::msg)?;
+            let open = move |_worker: usize| {
+                // A node cannot serve without its database: failing to reach it is fatal.
+                let s = ServerStorage::open(&url, app.clone(), translated.clone(), InstanceId::of(id))
+                    .unwrap_or_else(|e| panic!("instance {}: {e}", id.0));
+                InstanceStorage::Server(Box::new(s))
+            };
+            return Ok(Some(Arc::new(open)));
+        }
         let (app, _) = self.loaded(exp)?;
         let path = db_path(dir, id);
         anyhow::ensure!(!path.exists(), "database {} exists already; a node starts from a fresh database", path.display());
@@ -153,14 +259,17 @@ impl Harness for BeltHarness {
             // A node cannot serve without its database: failing to open it is fatal.
             let mut s = SqliteStorage::open_file(&path, app.clone(), InstanceId::of(id)).unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
             s.set_recording(record).unwrap_or_else(|e| panic!("recording on {}: {e}", path.display()));
-            s
+            InstanceStorage::Sqlite(s)
         };
         Ok(Some(Arc::new(open)))
     }
 
-    fn reopen_storage(&self, exp: &Experiment, id: ProcessId, dir: &Path) -> anyhow::Result<Option<SqliteStorage>> {
+    fn reopen_storage(&self, exp: &Experiment, id: ProcessId, dir: &Path) -> anyhow::Result<Option<InstanceStorage>> {
+        if exp.backend.kind.engine().is_some() {
+            return Ok(Some(InstanceStorage::Server(Box::new(self.open_server(exp, id)?))));
+        }
         let (app, _) = self.loaded(exp)?;
-        Ok(Some(SqliteStorage::open_file(&db_path(dir, id), app, InstanceId::of(id))?))
+        Ok(Some(InstanceStorage::Sqlite(SqliteStorage::open_file(&db_path(dir, id), app, InstanceId::of(id))?)))
     }
 
     fn client(&self, exp: &Experiment, c: u32, stop_at: Time) -> (Box<dyn Client<BeltEvidence>>, usize) {
@@ -194,15 +303,22 @@ impl Harness for BeltHarness {
         let (app, data) = self.loaded(exp)?;
         // Before the replay takes the storages.
         let graph = if records(exp) { Some((history(run.history, &install_logs(&run)?)?, run.storages.iter().flatten().count())) } else { None };
-        let storages: Vec<SqliteStorage> = run.storages.into_iter().flatten().collect();
-        let refs: Vec<&SqliteStorage> = storages.iter().collect();
-        let mut report = ensemble_check::check(&app, &exp.plan, &data, run.history, &refs)?;
+        let mut storages: Vec<InstanceStorage> = run.storages.into_iter().flatten().collect();
+        let mut refs: Vec<&mut dyn InstanceState> = storages.iter_mut().map(|s| s as &mut dyn InstanceState).collect();
+        let server = exp.backend.kind.engine();
+        let options = ReplayOptions { case_sensitive_like: server.is_some() };
+        let mut report = ensemble_check::check(&app, &exp.plan, &data, run.history, &mut refs, options)?;
         report.violations.extend(run.failures.iter().map(|h| format!("belt halted at {h}")));
         let mut verdict = Verdict { passed: report.ok(), summary: report.summary() };
         if let Some((h, logs)) = graph {
             let r = ensemble_history::check(&h, Criterion::Ser);
             verdict.passed &= r.ok();
             verdict.summary += &format!("\ndependency graph, rows read and written, install logs of {logs} instance(s): {r}");
+        } else if let (Some(engine), true) = (server, exp.record_access) {
+            verdict.summary += &format!(
+                "\nthe dependency-graph check needs SQLite's row probes: this {} run is checked by replay alone (with case-sensitive LIKE, as the server compares)",
+                engine.name()
+            );
         }
         Ok(verdict)
     }

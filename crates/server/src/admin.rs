@@ -1,0 +1,112 @@
+//! The databases of a run on a server: one per instance, `ensemble_<run>_<i>`, created before the
+//! run and dropped after it (unless the user keeps them), and the checks that turn a server that
+//! cannot serve into a clear error before any run starts.
+
+use crate::conn::{with_database, Conn, ConnError, OpenError};
+use crate::dialect::Engine;
+
+/// The default server of each engine: the local ones DEVELOPERS' machines and CI run.
+pub fn default_url(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Postgres => "postgres://postgres@127.0.0.1:5432/test",
+        Engine::Mariadb => "mysql://root@127.0.0.1:3306/test",
+    }
+}
+
+/// The name of instance `i`'s database in run `run` (`run` is made of `[a-z0-9_]`).
+pub fn database_name(run: &str, i: u32) -> String {
+    format!("ensemble_{run}_{i}")
+}
+
+/// A run tag that makes database names unique on a shared server: the label, this process and
+/// the clock, reduced to what an unquoted identifier may hold and to PostgreSQL's 63 bytes.
+pub fn run_tag(label: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let clean: String = label.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).take(28).collect();
+    format!("{clean}_{}_{:x}", std::process::id(), (nanos % (1 << 32)) as u64)
+}
+
+/// The server URL instance `i` lives on: the one URL given, or the `i`-th of one per instance.
+pub fn server_url(urls: &[String], i: u32) -> Result<&str, String> {
+    match urls {
+        [one] => Ok(one),
+        many if (i as usize) < many.len() => Ok(&many[i as usize]),
+        many => Err(format!("{} server URLs given for instance {i}: give one, or one per instance", many.len())),
+    }
+}
+
+/// Instance `i`'s database URL.
+pub fn instance_url(engine: Engine, urls: &[String], run: &str, i: u32) -> Result<String, String> {
+    with_database(engine, server_url(urls, i)?, &database_name(run, i)).map_err(|e| e.to_string())
+}
+
+/// Connects to every server URL and checks what the run needs of it; each failure names the
+/// server and what is wrong. `prepared`: the run uses prepared transactions (two-phase commit),
+/// which PostgreSQL only allows with `max_prepared_transactions > 0`.
+pub fn preflight(engine: Engine, urls: &[String], prepared: bool) -> Result<(), String> {
+    for url in urls {
+        let mut conn = Conn::open(engine, url).map_err(|e| e.to_string())?;
+        if prepared && engine == Engine::Postgres {
+            let (rows, _) = conn.run("SELECT current_setting('max_prepared_transactions')::bigint", &[]).map_err(|e| e.to_string())?;
+            let n = match rows.first().and_then(|r| r.first()) {
+                Some(ensemble_core::Value::Int(n)) => *n,
+                other => return Err(format!("PostgreSQL at {url}: reading max_prepared_transactions gave {other:?}")),
+            };
+            if n <= 0 {
+                return Err(format!(
+                    "PostgreSQL at {url} has max_prepared_transactions = {n}: two-phase commit needs it above 0 (scripts/start-databases.sh sets it)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates instance `i`'s database on its server. Fails if it exists: a run starts from fresh
+/// databases.
+pub fn create_database(engine: Engine, urls: &[String], run: &str, i: u32) -> Result<(), String> {
+    let url = server_url(urls, i)?;
+    let name = database_name(run, i);
+    let mut conn = Conn::open(engine, url).map_err(|e| e.to_string())?;
+    let sql = match engine {
+        // Byte-order collation, as SQLite's BINARY, so ORDER BY on text agrees with the replay.
+        Engine::Postgres => format!("CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"),
+        // A binary collation: `=` on text is exact and ORDER BY is by bytes, as in SQLite.
+        Engine::Mariadb => format!("CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"),
+    };
+    conn.batch(&sql).map_err(|e| format!("creating database `{name}` on {}: {e}", engine.name()))
+}
+
+/// Drops instance `i`'s database, if it exists.
+pub fn drop_database(engine: Engine, urls: &[String], run: &str, i: u32) -> Result<(), String> {
+    let url = server_url(urls, i)?;
+    let name = database_name(run, i);
+    let mut conn = Conn::open(engine, url).map_err(|e: OpenError| e.to_string())?;
+    let sql = match engine {
+        // FORCE ends connections a killed node left behind.
+        Engine::Postgres => format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        Engine::Mariadb => format!("DROP DATABASE IF EXISTS {name}"),
+    };
+    conn.batch(&sql).map_err(|e: ConnError| format!("dropping database `{name}` on {}: {e}", engine.name()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_tags_are_identifiers() {
+        let t = run_tag("tpcw-ensemble-3 (real)");
+        assert!(t.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'), "{t}");
+        assert!(database_name(&t, 12).len() <= 63);
+    }
+
+    #[test]
+    fn one_url_serves_every_instance_and_many_must_cover_them() {
+        let one = vec!["postgres://a/x".to_string()];
+        assert_eq!(server_url(&one, 5).unwrap(), "postgres://a/x");
+        let two = vec!["postgres://a/x".to_string(), "postgres://b/x".to_string()];
+        assert_eq!(server_url(&two, 1).unwrap(), "postgres://b/x");
+        assert!(server_url(&two, 2).unwrap_err().contains("one per instance"));
+    }
+}

@@ -1,0 +1,544 @@
+//! One connection to one server database, through the server's ordinary client library
+//! (`postgres` for PostgreSQL, `mysql` for MariaDB), behind the few calls the storage needs, with
+//! values converted between Ensemble's and the server's types and errors sorted by what the
+//! storage must do about them.
+
+use crate::dialect::Engine;
+use bytes::BytesMut;
+use ensemble_core::{Rows, Value};
+use mysql::prelude::Queryable;
+use postgres::types::{FromSql, IsNull, ToSql, Type};
+use std::collections::HashMap;
+use std::error::Error as StdError;
+use std::time::Duration;
+
+/// What went wrong, sorted by what the caller does about it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConnError {
+    /// The server chose this transaction as the victim of a serialization failure or deadlock:
+    /// roll back and run it again.
+    #[error("{0}")]
+    Retry(String),
+    /// The connection is gone; whether the transaction in flight committed is unknown only if
+    /// it was committing.
+    #[error("connection lost: {0}")]
+    Lost(String),
+    /// The statement failed (a constraint, a type error): deterministic, part of the outcome.
+    #[error("{0}")]
+    Statement(String),
+}
+
+/// Why a connection could not be opened, each a message a user can act on.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot reach the {engine} server at {target}: {detail}")]
+    Unreachable { engine: &'static str, target: String, detail: String },
+    #[error("the {engine} server at {target} refused the credentials: {detail}")]
+    Credentials { engine: &'static str, target: String, detail: String },
+    #[error("the {engine} server at {target} has no database `{database}` (create it, or name another in --db-url)")]
+    MissingDatabase { engine: &'static str, target: String, database: String },
+    #[error("bad {engine} URL `{url}`: {detail}")]
+    BadUrl { engine: &'static str, url: String, detail: String },
+    #[error("{engine} at {target}: {detail}")]
+    Other { engine: &'static str, target: String, detail: String },
+}
+
+/// A server's address without credentials, for messages.
+fn target_of(engine: Engine, url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let host = host.split(['?']).next().unwrap_or(host);
+    format!("{}://{host}", match engine {
+        Engine::Postgres => "postgres",
+        Engine::Mariadb => "mysql",
+    })
+}
+
+/// Replaces the database a URL names. Parsed by each client library's own URL parser.
+pub fn with_database(engine: Engine, url: &str, database: &str) -> Result<String, OpenError> {
+    let bad = |detail: String| OpenError::BadUrl { engine: engine.name(), url: url.to_string(), detail };
+    match engine {
+        Engine::Postgres => {
+            url.parse::<postgres::Config>().map_err(|e| bad(e.to_string()))?;
+            let (head, query) = url.split_once('?').map_or((url, None), |(h, q)| (h, Some(q)));
+            let (scheme, rest) = head.split_once("://").ok_or_else(|| bad("expected postgres://user@host:port/database".into()))?;
+            let authority = rest.split('/').next().unwrap_or(rest);
+            Ok(format!("{scheme}://{authority}/{database}{}", query.map(|q| format!("?{q}")).unwrap_or_default()))
+        }
+        Engine::Mariadb => {
+            let opts = mysql::Opts::from_url(url).map_err(|e| bad(e.to_string()))?;
+            let (head, query) = url.split_once('?').map_or((url, None), |(h, q)| (h, Some(q)));
+            let (scheme, rest) = head.split_once("://").ok_or_else(|| bad("expected mysql://user@host:port/database".into()))?;
+            let authority = rest.split('/').next().unwrap_or(rest);
+            drop(opts);
+            Ok(format!("{scheme}://{authority}/{database}{}", query.map(|q| format!("?{q}")).unwrap_or_default()))
+        }
+    }
+}
+
+/// The database a URL names (the default database of the server when it names none).
+pub fn database_of(url: &str) -> Option<String> {
+    let head = url.split('?').next()?;
+    let rest = head.split_once("://")?.1;
+    let db = rest.split_once('/')?.1;
+    (!db.is_empty()).then(|| db.to_string())
+}
+
+/// One open connection.
+pub enum Conn {
+    /// Statements are prepared with each parameter's type taken from its value (`pg_type`), so
+    /// that a placeholder used in two places (`c_login = :now, c_expiration = :now + 7200`) has
+    /// one type, as in SQLite, instead of the two PostgreSQL would infer; one prepared statement
+    /// per text and signature.
+    Postgres { client: Box<postgres::Client>, prepared: HashMap<(String, Vec<u32>), postgres::Statement> },
+    Mariadb(Box<mysql::Conn>),
+}
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Conn {
+    pub fn open(engine: Engine, url: &str) -> Result<Conn, OpenError> {
+        let target = target_of(engine, url);
+        match engine {
+            Engine::Postgres => {
+                let mut config: postgres::Config =
+                    url.parse().map_err(|e: postgres::Error| OpenError::BadUrl { engine: engine.name(), url: url.into(), detail: e.to_string() })?;
+                config.connect_timeout(CONNECT_TIMEOUT);
+                let client = config.connect(postgres::NoTls).map_err(|e| pg_open_error(&e, target, url))?;
+                Ok(Conn::Postgres { client: Box::new(client), prepared: HashMap::new() })
+            }
+            Engine::Mariadb => {
+                let opts = mysql::Opts::from_url(url)
+                    .map_err(|e| OpenError::BadUrl { engine: engine.name(), url: url.into(), detail: e.to_string() })?;
+                let builder = mysql::OptsBuilder::from_opts(opts)
+                    .tcp_connect_timeout(Some(CONNECT_TIMEOUT))
+                    .prefer_socket(false)
+                    .stmt_cache_size(Some(512))
+                    // Matched rows, not changed rows, as SQLite and PostgreSQL count: a body that
+                    // checks `execute(..) == 1` must see the same number on every engine.
+                    .additional_capabilities(mysql::consts::CapabilityFlags::CLIENT_FOUND_ROWS);
+                let conn = mysql::Conn::new(builder).map_err(|e| my_open_error(&e, target, url))?;
+                Ok(Conn::Mariadb(Box::new(conn)))
+            }
+        }
+    }
+
+    pub fn engine(&self) -> Engine {
+        match self {
+            Conn::Postgres { .. } => Engine::Postgres,
+            Conn::Mariadb(_) => Engine::Mariadb,
+        }
+    }
+
+    /// Runs statements without parameters or results (transaction control, DDL).
+    pub fn batch(&mut self, sql: &str) -> Result<(), ConnError> {
+        match self {
+            Conn::Postgres { client, .. } => client.batch_execute(sql).map_err(|e| pg_error(&e)),
+            Conn::Mariadb(c) => c.query_drop(sql).map_err(|e| my_error(&e)),
+        }
+    }
+
+    /// Runs a statement with positional arguments; returns its rows (none for a write without
+    /// RETURNING) and the number of rows it affected.
+    pub fn run(&mut self, sql: &str, args: &[&Value]) -> Result<(Rows, u64), ConnError> {
+        match self {
+            Conn::Postgres { client, prepared } => {
+                let types: Vec<Type> = args.iter().map(|v| pg_type(v)).collect();
+                let key = (sql.to_string(), types.iter().map(Type::oid).collect());
+                let stmt = match prepared.get(&key) {
+                    Some(s) => s.clone(),
+                    None => {
+                        let s = client.prepare_typed(sql, &types).map_err(|e| pg_error(&e))?;
+                        prepared.insert(key, s.clone());
+                        s
+                    }
+                };
+                let params: Vec<PgArg<'_>> = args.iter().map(|v| PgArg(v)).collect();
+                let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+                if stmt.columns().is_empty() {
+                    let n = client.execute(&stmt, &refs).map_err(|e| pg_error(&e))?;
+                    return Ok((Vec::new(), n));
+                }
+                let rows = client.query(&stmt, &refs).map_err(|e| pg_error(&e))?;
+                let mut out = Vec::with_capacity(rows.len());
+                for row in &rows {
+                    let mut r = Vec::with_capacity(row.len());
+                    for i in 0..row.len() {
+                        r.push(row.try_get::<_, PgValue>(i).map_err(|e| ConnError::Statement(e.to_string()))?.0);
+                    }
+                    out.push(r);
+                }
+                let n = out.len() as u64;
+                Ok((out, n))
+            }
+            Conn::Mariadb(c) => {
+                let params: Vec<mysql::Value> = args.iter().map(|v| my_value(v)).collect();
+                let params = if params.is_empty() { mysql::Params::Empty } else { mysql::Params::Positional(params) };
+                let mut result = c.exec_iter(sql, params).map_err(|e| my_error(&e))?;
+                // Before the rows are read: reading them moves the result past this set.
+                let affected = result.affected_rows();
+                let mut out = Vec::new();
+                for row in result.iter().into_iter().flatten() {
+                    let row = row.map_err(|e| my_error(&e))?;
+                    let columns = row.columns();
+                    let values = row.unwrap();
+                    let mut r = Vec::with_capacity(values.len());
+                    for (v, col) in values.into_iter().zip(columns.iter()) {
+                        r.push(from_my(v, col)?);
+                    }
+                    out.push(r);
+                }
+                // A write with RETURNING reports its rows as affected, as PostgreSQL's does.
+                let n = if out.is_empty() { affected } else { affected.max(out.len() as u64) };
+                Ok((out, n))
+            }
+        }
+    }
+
+    /// Inserts many rows in multi-row statements (loading a database).
+    pub fn insert_rows(&mut self, table: &str, columns: &[String], rows: &[&[Value]]) -> Result<(), ConnError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        // Both servers cap a statement's parameters at 65,535.
+        let per = (60_000 / columns.len().max(1)).clamp(1, 1_000);
+        let engine = self.engine();
+        for chunk in rows.chunks(per) {
+            let mut k = 0;
+            let tuples: Vec<String> = chunk
+                .iter()
+                .map(|_| {
+                    let ps: Vec<String> = (0..columns.len())
+                        .map(|_| {
+                            k += 1;
+                            placeholder(engine, k)
+                        })
+                        .collect();
+                    format!("({})", ps.join(", "))
+                })
+                .collect();
+            let sql = format!(
+                "INSERT INTO {} ({}) VALUES {}",
+                crate::dialect::ident(engine, table),
+                crate::dialect::idents(engine, columns),
+                tuples.join(", ")
+            );
+            let args: Vec<&Value> = chunk.iter().flat_map(|r| r.iter()).collect();
+            self.run_unprepared(&sql, &args)?;
+        }
+        Ok(())
+    }
+
+    /// Like `run`, for one-off statements not worth keeping prepared.
+    fn run_unprepared(&mut self, sql: &str, args: &[&Value]) -> Result<u64, ConnError> {
+        match self {
+            Conn::Postgres { client, .. } => {
+                let params: Vec<PgArg<'_>> = args.iter().map(|v| PgArg(v)).collect();
+                let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+                client.execute(sql, &refs).map_err(|e| pg_error(&e))
+            }
+            Conn::Mariadb(c) => {
+                let params: Vec<mysql::Value> = args.iter().map(|v| my_value(v)).collect();
+                let stmt = c.prep(sql).map_err(|e| my_error(&e))?;
+                let r = c.exec_iter(&stmt, params).map_err(|e| my_error(&e)).map(|r| r.affected_rows());
+                c.close(stmt).map_err(|e| my_error(&e))?;
+                r
+            }
+        }
+    }
+}
+
+/// The `k`-th (1-based) positional parameter of a statement built here.
+pub fn placeholder(engine: Engine, k: usize) -> String {
+    match engine {
+        Engine::Postgres => format!("${k}"),
+        Engine::Mariadb => "?".to_string(),
+    }
+}
+
+fn pg_open_error(e: &postgres::Error, target: String, url: &str) -> OpenError {
+    use postgres::error::SqlState;
+    let engine = Engine::Postgres.name();
+    match e.code() {
+        Some(c) if *c == SqlState::INVALID_PASSWORD || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION => {
+            OpenError::Credentials { engine, target, detail: e.to_string() }
+        }
+        Some(c) if *c == SqlState::INVALID_CATALOG_NAME => {
+            OpenError::MissingDatabase { engine, target, database: database_of(url).unwrap_or_default() }
+        }
+        Some(_) => OpenError::Other { engine, target, detail: e.to_string() },
+        None => OpenError::Unreachable { engine, target, detail: source_text(e) },
+    }
+}
+
+fn my_open_error(e: &mysql::Error, target: String, url: &str) -> OpenError {
+    let engine = Engine::Mariadb.name();
+    match e {
+        mysql::Error::MySqlError(m) if m.code == 1045 || m.code == 1044 => OpenError::Credentials { engine, target, detail: m.message.clone() },
+        mysql::Error::MySqlError(m) if m.code == 1049 => {
+            OpenError::MissingDatabase { engine, target, database: database_of(url).unwrap_or_default() }
+        }
+        mysql::Error::MySqlError(m) => OpenError::Other { engine, target, detail: m.message.clone() },
+        other => OpenError::Unreachable { engine, target, detail: other.to_string() },
+    }
+}
+
+/// The innermost cause of an error, where the client library wraps an I/O error.
+fn source_text(e: &dyn StdError) -> String {
+    let mut text = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        text = s.to_string();
+        cur = s.source();
+    }
+    text
+}
+
+fn pg_error(e: &postgres::Error) -> ConnError {
+    use postgres::error::SqlState;
+    match e.code() {
+        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED => {
+            ConnError::Retry(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string()))
+        }
+        // An administrator's termination of the backend is a lost connection too.
+        Some(c) if *c == SqlState::ADMIN_SHUTDOWN || c.code().starts_with("08") => ConnError::Lost(e.to_string()),
+        Some(_) => ConnError::Statement(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string())),
+        None if e.is_closed() => ConnError::Lost(source_text(e)),
+        None => ConnError::Lost(source_text(e)),
+    }
+}
+
+fn my_error(e: &mysql::Error) -> ConnError {
+    match e {
+        // 1213: deadlock found; 1205: lock wait timeout; both roll the transaction back.
+        mysql::Error::MySqlError(m) if m.code == 1213 || m.code == 1205 => ConnError::Retry(m.message.clone()),
+        // 1927: connection killed; 2006/2013: server gone away / lost during query.
+        mysql::Error::MySqlError(m) if m.code == 1927 || m.code == 2006 || m.code == 2013 => ConnError::Lost(m.message.clone()),
+        mysql::Error::MySqlError(m) => ConnError::Statement(m.message.clone()),
+        mysql::Error::IoError(_) | mysql::Error::CodecError(_) => ConnError::Lost(e.to_string()),
+        mysql::Error::DriverError(_) => ConnError::Lost(e.to_string()),
+        other => ConnError::Statement(other.to_string()),
+    }
+}
+
+/// The parameter type a value is declared with: SQLite's storage classes as PostgreSQL types.
+/// A NULL leaves the type to the server.
+fn pg_type(v: &Value) -> Type {
+    match v {
+        Value::Int(_) => Type::INT8,
+        Value::Real(_) => Type::FLOAT8,
+        Value::Text(_) => Type::TEXT,
+        Value::Blob(_) => Type::BYTEA,
+        Value::Null => Type::UNKNOWN,
+    }
+}
+
+/// An Ensemble value bound to the type PostgreSQL settled on for the parameter. Integers
+/// narrow only when they fit; a text never becomes a number.
+struct PgArg<'a>(&'a Value);
+
+impl std::fmt::Debug for PgArg<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+type BoxError = Box<dyn StdError + Sync + Send>;
+
+impl ToSql for PgArg<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        let mismatch = || -> BoxError { format!("cannot bind {} as {ty}", self.0.type_name()).into() };
+        match self.0 {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Int(i) => match *ty {
+                Type::INT8 => i.to_sql(ty, out),
+                Type::INT4 => i32::try_from(*i).map_err(|_| mismatch())?.to_sql(ty, out),
+                Type::INT2 => i16::try_from(*i).map_err(|_| mismatch())?.to_sql(ty, out),
+                Type::FLOAT8 => (*i as f64).to_sql(ty, out),
+                Type::BOOL => (*i != 0).to_sql(ty, out),
+                _ => Err(mismatch()),
+            },
+            Value::Real(f) => match *ty {
+                Type::FLOAT8 => f.to_sql(ty, out),
+                Type::FLOAT4 => (*f as f32).to_sql(ty, out),
+                _ => Err(mismatch()),
+            },
+            Value::Text(s) => match *ty {
+                Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN => s.as_str().to_sql(ty, out),
+                _ => Err(mismatch()),
+            },
+            Value::Blob(b) => match *ty {
+                Type::BYTEA => b.as_slice().to_sql(ty, out),
+                _ => Err(mismatch()),
+            },
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    postgres::types::to_sql_checked!();
+}
+
+/// A PostgreSQL result value as Ensemble's. `NUMERIC` (what `SUM` and `AVG` of integers return)
+/// becomes an integer when it has no fractional digits, as SQLite's `SUM` of integers is, and a
+/// real otherwise; `BOOL` becomes 0 or 1, as SQLite has no booleans.
+struct PgValue(Value);
+
+impl<'a> FromSql<'a> for PgValue {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
+        Ok(PgValue(match *ty {
+            Type::INT8 => Value::Int(i64::from_sql(ty, raw)?),
+            Type::INT4 => Value::Int(i32::from_sql(ty, raw)?.into()),
+            Type::INT2 => Value::Int(i16::from_sql(ty, raw)?.into()),
+            Type::FLOAT8 => Value::Real(f64::from_sql(ty, raw)?),
+            Type::FLOAT4 => Value::Real(f32::from_sql(ty, raw)?.into()),
+            Type::BOOL => Value::Int(bool::from_sql(ty, raw)?.into()),
+            Type::NUMERIC => numeric(raw)?,
+            Type::BYTEA => Value::Blob(raw.to_vec()),
+            _ => Value::Text(<&str as FromSql>::from_sql(ty, raw)?.to_string()),
+        }))
+    }
+
+    fn from_sql_null(_: &Type) -> Result<Self, BoxError> {
+        Ok(PgValue(Value::Null))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// Decodes PostgreSQL's binary NUMERIC: digit count, weight, sign, display scale, then base-10000
+/// digits, the first worth 10000^weight.
+fn numeric(raw: &[u8]) -> Result<Value, BoxError> {
+    let word = |i: usize| -> Result<u16, BoxError> {
+        raw.get(i..i + 2).map(|b| u16::from_be_bytes([b[0], b[1]])).ok_or_else(|| "truncated NUMERIC".into())
+    };
+    let ndigits = word(0)? as usize;
+    let weight = word(2)? as i16 as i32;
+    let sign = word(4)?;
+    let dscale = word(6)?;
+    if sign == 0xC000 {
+        return Ok(Value::Real(f64::NAN));
+    }
+    let digits: Vec<u16> = (0..ndigits).map(|i| word(8 + 2 * i)).collect::<Result<_, _>>()?;
+    // As decimal text, so that the conversion to f64 rounds once, correctly.
+    let mut int_part = String::new();
+    let mut frac_part = String::new();
+    for (i, d) in digits.iter().enumerate() {
+        let power = weight - i as i32;
+        if power >= 0 {
+            int_part.push_str(&format!("{d:04}"));
+        } else {
+            // Fractional groups missing between the point and this digit are zeros.
+            while (frac_part.len() as i32) < (-power - 1) * 4 {
+                frac_part.push_str("0000");
+            }
+            frac_part.push_str(&format!("{d:04}"));
+        }
+    }
+    // Integer groups after the last stored digit are zeros.
+    let stored_int_groups = digits.len().min((weight + 1).max(0) as usize) as i32;
+    for _ in stored_int_groups..(weight + 1) {
+        int_part.push_str("0000");
+    }
+    let int_part = int_part.trim_start_matches('0');
+    let int_part = if int_part.is_empty() { "0" } else { int_part };
+    let negative = sign == 0x4000;
+    if dscale == 0 {
+        let n: i128 = int_part.parse()?;
+        let n = if negative { -n } else { n };
+        return Ok(Value::Int(i64::try_from(n).map_err(|_| "NUMERIC beyond 64-bit integers")?));
+    }
+    let text = format!("{}{int_part}.{}", if negative { "-" } else { "" }, if frac_part.is_empty() { "0" } else { &frac_part });
+    Ok(Value::Real(text.parse()?))
+}
+
+fn my_value(v: &Value) -> mysql::Value {
+    match v {
+        Value::Null => mysql::Value::NULL,
+        Value::Int(i) => mysql::Value::Int(*i),
+        Value::Real(f) => mysql::Value::Double(*f),
+        Value::Text(s) => mysql::Value::Bytes(s.as_bytes().to_vec()),
+        Value::Blob(b) => mysql::Value::Bytes(b.clone()),
+    }
+}
+
+/// A MariaDB result value as Ensemble's, by the column's type: `DECIMAL` (what `SUM` of
+/// integers returns) as for PostgreSQL's NUMERIC; strings as text unless the column is binary.
+fn from_my(v: mysql::Value, col: &mysql::Column) -> Result<Value, ConnError> {
+    use mysql::consts::ColumnType as T;
+    let bad = |what: &str| ConnError::Statement(format!("column `{}`: cannot read {what}", col.name_str()));
+    Ok(match v {
+        mysql::Value::NULL => Value::Null,
+        mysql::Value::Int(i) => Value::Int(i),
+        mysql::Value::UInt(u) => Value::Int(i64::try_from(u).map_err(|_| bad("an unsigned integer beyond 64-bit"))?),
+        mysql::Value::Float(f) => Value::Real(f.into()),
+        mysql::Value::Double(f) => Value::Real(f),
+        mysql::Value::Bytes(b) => match col.column_type() {
+            T::MYSQL_TYPE_NEWDECIMAL | T::MYSQL_TYPE_DECIMAL => {
+                let s = String::from_utf8(b).map_err(|_| bad("a DECIMAL"))?;
+                if s.contains('.') {
+                    Value::Real(s.parse().map_err(|_| bad("a DECIMAL"))?)
+                } else {
+                    Value::Int(s.parse().map_err(|_| bad("a DECIMAL"))?)
+                }
+            }
+            T::MYSQL_TYPE_LONGLONG | T::MYSQL_TYPE_LONG | T::MYSQL_TYPE_SHORT | T::MYSQL_TYPE_TINY | T::MYSQL_TYPE_INT24 => {
+                Value::Int(String::from_utf8(b).ok().and_then(|s| s.parse().ok()).ok_or_else(|| bad("an integer"))?)
+            }
+            T::MYSQL_TYPE_DOUBLE | T::MYSQL_TYPE_FLOAT => {
+                Value::Real(String::from_utf8(b).ok().and_then(|s| s.parse().ok()).ok_or_else(|| bad("a double"))?)
+            }
+            // Character set 63 is `binary`: a BLOB or VARBINARY.
+            _ if col.character_set() == 63 => Value::Blob(b),
+            _ => Value::Text(String::from_utf8(b).map_err(|_| bad("text that is not UTF-8"))?),
+        },
+        other => return Err(bad(&format!("{other:?}"))),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(ndigits: u16, weight: i16, sign: u16, dscale: u16, digits: &[u16]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for w in [ndigits, weight as u16, sign, dscale] {
+            v.extend_from_slice(&w.to_be_bytes());
+        }
+        for d in digits {
+            v.extend_from_slice(&d.to_be_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn numeric_decodes_integers_and_fractions() {
+        // 123456789 = 1 2345 6789 in base 10000, weight 2.
+        assert_eq!(numeric(&encode(3, 2, 0, 0, &[1, 2345, 6789])).unwrap(), Value::Int(123_456_789));
+        // 20000: one stored digit (2) of weight 1; the trailing zero group is implied.
+        assert_eq!(numeric(&encode(1, 1, 0, 0, &[2])).unwrap(), Value::Int(20_000));
+        assert_eq!(numeric(&encode(1, 0, 0x4000, 0, &[7])).unwrap(), Value::Int(-7));
+        assert_eq!(numeric(&encode(0, 0, 0, 0, &[])).unwrap(), Value::Int(0));
+        // 2.5 = 2 . 5000
+        assert_eq!(numeric(&encode(2, 0, 0, 1, &[2, 5000])).unwrap(), Value::Real(2.5));
+        // 0.0005 = weight -1: digit 5 worth 10000^-1.
+        assert_eq!(numeric(&encode(1, -1, 0, 4, &[5])).unwrap(), Value::Real(0.0005));
+        // 0.00000005 = weight -2.
+        assert_eq!(numeric(&encode(1, -2, 0, 8, &[5])).unwrap(), Value::Real(0.000_000_05));
+    }
+
+    #[test]
+    fn urls_get_another_database_and_hide_credentials_in_messages() {
+        assert_eq!(
+            with_database(Engine::Postgres, "postgres://postgres@127.0.0.1:5432/test", "ensemble_x_0").unwrap(),
+            "postgres://postgres@127.0.0.1:5432/ensemble_x_0"
+        );
+        assert_eq!(with_database(Engine::Mariadb, "mysql://root@127.0.0.1:3306", "e_1").unwrap(), "mysql://root@127.0.0.1:3306/e_1");
+        assert_eq!(target_of(Engine::Mariadb, "mysql://root:secret@db.example:3306/test"), "mysql://db.example:3306/test");
+        assert!(matches!(with_database(Engine::Mariadb, "http//nope", "x"), Err(OpenError::BadUrl { .. })));
+    }
+}

@@ -1,0 +1,448 @@
+//! An application's schema and declared statements in each server's dialect, derived once with
+//! the SQL parser when a storage opens.
+//!
+//! Applications declare SQLite SQL with named placeholders (`:cart_id`). A placeholder named twice
+//! is one parameter, and arguments come in the order names first appear (SQLite's numbering).
+//! - Placeholders: PostgreSQL takes `$k`, reusable, so `:x` becomes `$k` with `k` the name's
+//!   number; MariaDB takes `?`, one per occurrence, so each occurrence becomes `?` and the
+//!   statement keeps which argument each one binds.
+//! - Types: `INTEGER` becomes `BIGINT` (SQLite integers are 64-bit), `REAL` double precision;
+//!   `TEXT` stays `TEXT`, except on MariaDB where a key or unique column becomes `VARCHAR(255)`,
+//!   since InnoDB cannot index a `TEXT` without a prefix length.
+//! - State-update capture (for globals): PostgreSQL appends `RETURNING *` to INSERT, UPDATE and
+//!   DELETE; MariaDB has `RETURNING` on INSERT and DELETE only, so an UPDATE is captured by
+//!   selecting the keys its WHERE clause matches before it runs, and reading those rows back by
+//!   key after (exact because no other writer runs at the instance meanwhile; see the crate doc).
+//!
+//! - Names: MariaDB reserves words the applications use as names (shop's `lines`), so on MariaDB
+//!   every table and column name is quoted with backticks.
+//!
+//! Everything is rewritten on the parsed AST and rendered back; nothing is spliced into SQL text.
+
+use ensemble_app::{Application, Table};
+use sqlparser::ast::{
+    AssignmentTarget, CharacterLength, ColumnOption, DataType, Expr, FromTable, Ident, ObjectName, ObjectNamePart, SelectItem,
+    Statement as Sql, TableConstraint, TableFactor, Value as SqlValue, WildcardAdditionalOptions,
+};
+use sqlparser::dialect::SQLiteDialect;
+use sqlparser::parser::Parser;
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+/// The server engines Ensemble runs on besides SQLite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Engine {
+    Postgres,
+    Mariadb,
+}
+
+impl Engine {
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Postgres => "PostgreSQL",
+            Engine::Mariadb => "MariaDB",
+        }
+    }
+}
+
+/// A declared statement as one engine runs it.
+#[derive(Clone, Debug)]
+pub struct ServerStatement {
+    /// The statement as written, placeholders rewritten: what locals and direct runs execute.
+    pub sql: String,
+    /// For each positional parameter of `sql`, which of the declared arguments it binds.
+    pub binds: Vec<usize>,
+    /// How many arguments the declared statement takes (distinct placeholder names).
+    pub arity: usize,
+    /// What a global runs instead, so that its row changes can be captured.
+    pub capture: Capture,
+}
+
+#[derive(Clone, Debug)]
+pub enum Capture {
+    /// A query: it changes nothing.
+    Read,
+    /// The statement with `RETURNING *`: each returned row is the full image of a changed row
+    /// (the new row for INSERT and UPDATE, the old row for DELETE).
+    Returning { table: String, kind: ChangeSort, sql: String, binds: Vec<usize> },
+    /// MariaDB's UPDATE: `keys` selects the primary keys of the rows the WHERE clause matches
+    /// (run first, with `key_binds`), `sql` runs the update as written, and `reread` reads each
+    /// matched row back by its key.
+    ReadBack { table: String, keys: String, key_binds: Vec<usize>, reread: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeSort {
+    Insert,
+    Update,
+    Delete,
+}
+
+/// The whole application in one engine's dialect.
+#[derive(Debug)]
+pub struct Translated {
+    pub engine: Engine,
+    /// One `CREATE TABLE` per application table, in schema order.
+    pub ddl: Vec<String>,
+    /// By (transaction name, statement name).
+    statements: HashMap<(String, String), ServerStatement>,
+}
+
+impl Translated {
+    pub fn statement(&self, txn: &str, stmt: &str) -> Option<&ServerStatement> {
+        self.statements.get(&(txn.to_string(), stmt.to_string()))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("application `{app}`, {what}: {message}")]
+pub struct DialectError {
+    pub app: String,
+    pub what: String,
+    pub message: String,
+}
+
+/// Translates the application for `engine`. Fails, naming the statement, on what a server cannot
+/// run exactly: an UPDATE that assigns a primary-key column (its captured image would lose the
+/// old key) or reaches other tables, a DELETE of several tables.
+pub fn translate(app: &Application, engine: Engine) -> Result<Translated, DialectError> {
+    let err = |what: String, message: String| DialectError { app: app.name.to_string(), what, message };
+    let mut ddl = Vec::new();
+    for t in &app.tables {
+        ddl.push(table_ddl(t, engine).map_err(|m| err(format!("table `{}`", t.name), m))?);
+    }
+    let mut statements = HashMap::new();
+    for txn in &app.transactions {
+        for s in &txn.statements {
+            let what = || format!("transaction `{}`, statement `{}`", txn.name, s.name);
+            let translated = statement(app, s.sql, engine).map_err(|m| err(what(), m))?;
+            statements.insert((txn.name.to_string(), s.name.to_string()), translated);
+        }
+    }
+    Ok(Translated { engine, ddl, statements })
+}
+
+/// A schema name as SQL built here must write it on `engine` (see the module doc).
+pub fn ident(engine: Engine, name: &str) -> String {
+    match engine {
+        Engine::Postgres => name.to_string(),
+        Engine::Mariadb => format!("`{name}`"),
+    }
+}
+
+/// `names` as a comma-separated list of [`ident`]s.
+pub fn idents<S: AsRef<str>>(engine: Engine, names: &[S]) -> String {
+    names.iter().map(|n| ident(engine, n.as_ref())).collect::<Vec<_>>().join(", ")
+}
+
+fn quote(id: &mut Ident, engine: Engine) {
+    if engine == Engine::Mariadb && id.quote_style.is_none() {
+        id.quote_style = Some('`');
+    }
+}
+
+fn quote_object(name: &mut ObjectName, engine: Engine) {
+    for part in &mut name.0 {
+        if let ObjectNamePart::Identifier(id) = part {
+            quote(id, engine);
+        }
+    }
+}
+
+/// Quotes every table and column name of a statement for `engine`.
+fn quote_names(stmt: &mut Sql, engine: Engine) {
+    if engine != Engine::Mariadb {
+        return;
+    }
+    let _ = sqlparser::ast::visit_expressions_mut(stmt, |e: &mut Expr| {
+        match e {
+            Expr::Identifier(id) => quote(id, engine),
+            Expr::CompoundIdentifier(ids) => ids.iter_mut().for_each(|id| quote(id, engine)),
+            _ => {}
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    let _ = sqlparser::ast::visit_relations_mut(stmt, |name: &mut ObjectName| {
+        quote_object(name, engine);
+        ControlFlow::<()>::Continue(())
+    });
+    match stmt {
+        Sql::Insert(i) => i.columns.iter_mut().for_each(|c| quote_object(c, engine)),
+        Sql::Update(u) => {
+            for a in &mut u.assignments {
+                match &mut a.target {
+                    AssignmentTarget::ColumnName(c) => quote_object(c, engine),
+                    AssignmentTarget::Tuple(cs) => cs.iter_mut().for_each(|c| quote_object(c, engine)),
+                }
+            }
+        }
+        Sql::CreateTable(ct) => {
+            quote_object(&mut ct.name, engine);
+            ct.columns.iter_mut().for_each(|c| quote(&mut c.name, engine));
+        }
+        _ => {}
+    }
+}
+
+fn parse_one(sql: &str) -> Result<Sql, String> {
+    let mut parsed = Parser::parse_sql(&SQLiteDialect {}, sql).map_err(|e| e.to_string())?;
+    match parsed.len() {
+        1 => Ok(parsed.remove(0)),
+        n => Err(format!("expected one statement, found {n}")),
+    }
+}
+
+fn table_ddl(t: &Table, engine: Engine) -> Result<String, String> {
+    let Sql::CreateTable(mut ct) = parse_one(&t.ddl)? else { return Err("not a CREATE TABLE".into()) };
+    let mut keyed: Vec<String> = t.primary_key.clone();
+    for c in &ct.constraints {
+        if let TableConstraint::Unique(u) = c {
+            keyed.extend(u.columns.iter().map(|c| c.column.expr.to_string()));
+        }
+    }
+    for col in &mut ct.columns {
+        let unique = col.options.iter().any(|o| matches!(o.option, ColumnOption::Unique(_) | ColumnOption::PrimaryKey(_)));
+        let is_key = unique || keyed.contains(&col.name.value);
+        col.data_type = match (&col.data_type, engine) {
+            (DataType::Integer(_) | DataType::Int(_) | DataType::BigInt(_), _) => DataType::BigInt(None),
+            (DataType::Real | DataType::Double(_) | DataType::DoublePrecision | DataType::Float(_), _) => DataType::DoublePrecision,
+            (DataType::Text, Engine::Mariadb) if is_key => {
+                DataType::Varchar(Some(CharacterLength::IntegerLength { length: 255, unit: None }))
+            }
+            (DataType::Text, _) => DataType::Text,
+            (other, _) => return Err(format!("column `{}` has type {other}, which has no mapping to {}", col.name, engine.name())),
+        };
+    }
+    let mut stmt = Sql::CreateTable(ct);
+    quote_names(&mut stmt, engine);
+    Ok(stmt.to_string())
+}
+
+/// The placeholders of a statement in text order: (line, column, name).
+fn placeholders<V: sqlparser::ast::Visit>(node: &V) -> Vec<(u64, u64, String)> {
+    let mut found = Vec::new();
+    let _ = sqlparser::ast::visit_expressions(node, |e: &Expr| {
+        if let Expr::Value(v) = e {
+            if let SqlValue::Placeholder(name) = &v.value {
+                found.push((v.span.start.line, v.span.start.column, name.clone()));
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    found.sort();
+    found
+}
+
+/// Numbers each distinct name by first appearance, as SQLite does.
+fn numbering(all: &[(u64, u64, String)]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for (_, _, n) in all {
+        if !names.contains(n) {
+            names.push(n.clone());
+        }
+    }
+    names
+}
+
+/// Rewrites every placeholder in place, for `engine`, numbering names by `names`.
+fn rewrite<V: sqlparser::ast::VisitMut>(node: &mut V, names: &[String], engine: Engine) {
+    let _ = sqlparser::ast::visit_expressions_mut(node, |e: &mut Expr| {
+        if let Expr::Value(v) = e {
+            if let SqlValue::Placeholder(name) = &mut v.value {
+                let k = names.iter().position(|n| n == name).expect("every placeholder was numbered");
+                *name = match engine {
+                    Engine::Postgres => format!("${}", k + 1),
+                    Engine::Mariadb => "?".to_string(),
+                };
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// Which declared argument each positional parameter binds, for placeholders found in `node`.
+fn binds(found: &[(u64, u64, String)], names: &[String], engine: Engine) -> Vec<usize> {
+    match engine {
+        Engine::Postgres => (0..names.len()).collect(),
+        Engine::Mariadb => found.iter().map(|(_, _, n)| names.iter().position(|x| x == n).expect("numbered")).collect(),
+    }
+}
+
+fn wildcard() -> Vec<SelectItem> {
+    vec![SelectItem::Wildcard(WildcardAdditionalOptions::default())]
+}
+
+fn single_table(from: &[sqlparser::ast::TableWithJoins]) -> Result<String, String> {
+    match from {
+        [t] if t.joins.is_empty() => match &t.relation {
+            TableFactor::Table { name, alias: None, .. } => Ok(name.to_string()),
+            _ => Err("a write must name its one table directly, without an alias".into()),
+        },
+        _ => Err("a write must touch exactly one table".into()),
+    }
+}
+
+fn statement(app: &Application, sql: &str, engine: Engine) -> Result<ServerStatement, String> {
+    let original = parse_one(sql)?;
+    let found = placeholders(&original);
+    let names = numbering(&found);
+    let mut plain = original.clone();
+    rewrite(&mut plain, &names, engine);
+    quote_names(&mut plain, engine);
+    let arity = names.len();
+    let positional = binds(&found, &names, engine);
+    let returning = |mut stmt: Sql, table: String, kind: ChangeSort| -> Result<Capture, String> {
+        match &mut stmt {
+            Sql::Insert(i) => i.returning = Some(wildcard()),
+            Sql::Update(u) => u.returning = Some(wildcard()),
+            Sql::Delete(d) => d.returning = Some(wildcard()),
+            _ => unreachable!("only writes are captured"),
+        }
+        Ok(Capture::Returning { table, kind, sql: stmt.to_string(), binds: positional.clone() })
+    };
+    let known = |table: String| -> Result<String, String> {
+        let bare = table.trim_matches('`');
+        app.table(bare).map(|t| t.name.clone()).ok_or_else(|| format!("writes table `{bare}`, which the schema does not declare"))
+    };
+    let capture = match &plain {
+        Sql::Query(_) => Capture::Read,
+        Sql::Insert(i) => {
+            let table = known(i.table.to_string())?;
+            returning(plain.clone(), table, ChangeSort::Insert)?
+        }
+        Sql::Delete(d) => {
+            if !d.tables.is_empty() || d.using.is_some() {
+                return Err("a DELETE must touch exactly one table".into());
+            }
+            let from = match &d.from {
+                FromTable::WithFromKeyword(f) | FromTable::WithoutKeyword(f) => f,
+            };
+            let table = known(single_table(from)?)?;
+            returning(plain.clone(), table, ChangeSort::Delete)?
+        }
+        Sql::Update(u) => {
+            if u.from.is_some() {
+                return Err("an UPDATE must not read other tables in a FROM clause".into());
+            }
+            let table = known(single_table(std::slice::from_ref(&u.table))?)?;
+            let schema = app.table(&table).expect("checked");
+            for a in &u.assignments {
+                let bare = |c: &ObjectName| c.to_string().trim_matches('`').to_string();
+                let cols: Vec<String> = match &a.target {
+                    AssignmentTarget::ColumnName(c) => vec![bare(c)],
+                    AssignmentTarget::Tuple(cs) => cs.iter().map(bare).collect(),
+                };
+                if let Some(c) = cols.iter().find(|c| schema.primary_key.contains(c)) {
+                    return Err(format!("assigns primary-key column `{c}` of `{table}`: a captured row image would lose its old key"));
+                }
+            }
+            match engine {
+                Engine::Postgres => returning(plain.clone(), table, ChangeSort::Update)?,
+                Engine::Mariadb => {
+                    let Sql::Update(orig) = &original else { unreachable!() };
+                    let key_cols = idents(engine, &schema.primary_key);
+                    let from = ident(engine, &table);
+                    let (keys, key_binds) = match &orig.selection {
+                        Some(selection) => {
+                            let found = placeholders(selection);
+                            // The WHERE clause as a query's, to rewrite and quote as one.
+                            let mut query = parse_one(&format!("SELECT 1 FROM t WHERE {selection}"))?;
+                            let Sql::Query(q) = &mut query else { unreachable!() };
+                            let sqlparser::ast::SetExpr::Select(sel) = q.body.as_mut() else { unreachable!() };
+                            let mut selection = sel.selection.take().expect("a WHERE clause");
+                            rewrite(&mut selection, &names, engine);
+                            let _ = sqlparser::ast::visit_expressions_mut(&mut selection, |e: &mut Expr| {
+                                match e {
+                                    Expr::Identifier(id) => quote(id, engine),
+                                    Expr::CompoundIdentifier(ids) => ids.iter_mut().for_each(|id| quote(id, engine)),
+                                    _ => {}
+                                }
+                                ControlFlow::<()>::Continue(())
+                            });
+                            (format!("SELECT {key_cols} FROM {from} WHERE {selection}"), binds(&found, &names, engine))
+                        }
+                        None => (format!("SELECT {key_cols} FROM {from}"), Vec::new()),
+                    };
+                    let by_key: Vec<String> = schema.primary_key.iter().map(|c| format!("{} = ?", ident(engine, c))).collect();
+                    let reread = format!("SELECT * FROM {from} WHERE {}", by_key.join(" AND "));
+                    Capture::ReadBack { table, keys, key_binds, reread }
+                }
+            }
+        }
+        other => return Err(format!("only SELECT, INSERT, UPDATE and DELETE can be declared, not `{other}`")),
+    };
+    Ok(ServerStatement { sql: plain.to_string(), binds: positional, arity, capture })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ensemble_app::apps;
+
+    #[test]
+    fn placeholders_are_numbered_by_first_appearance_and_reused_on_postgres() {
+        let app = apps::tpcw::application();
+        let t = translate(&app, Engine::Postgres).unwrap();
+        let s = t.statement("getBestSellers", "best_sellers").unwrap();
+        assert!(s.sql.contains("i_subject = $1"), "{}", s.sql);
+        assert!(s.sql.contains("o_date > $2 OR (o_date = $2 AND o_id >= $3)"), "{}", s.sql);
+        assert_eq!(s.arity, 3);
+        assert_eq!(s.binds, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn mariadb_binds_each_occurrence() {
+        let app = apps::tpcw::application();
+        let t = translate(&app, Engine::Mariadb).unwrap();
+        let s = t.statement("getBestSellers", "best_sellers").unwrap();
+        assert!(!s.sql.contains(':') && !s.sql.contains('$'), "{}", s.sql);
+        assert_eq!(s.binds, vec![0, 1, 1, 2]);
+        assert_eq!(s.arity, 3);
+    }
+
+    #[test]
+    fn writes_are_captured_by_returning_or_read_back() {
+        let app = apps::shop::application();
+        let pg = translate(&app, Engine::Postgres).unwrap();
+        let Capture::Returning { sql, kind, .. } = &pg.statement("add_item", "update_line").unwrap().capture else { panic!() };
+        assert_eq!(*kind, ChangeSort::Update);
+        assert!(sql.ends_with("RETURNING *"), "{sql}");
+        let my = translate(&app, Engine::Mariadb).unwrap();
+        let Capture::ReadBack { keys, key_binds, reread, .. } = &my.statement("add_item", "update_line").unwrap().capture else {
+            panic!()
+        };
+        assert_eq!(keys, "SELECT `cart_id`, `item_id` FROM `cart_lines` WHERE `cart_id` = ? AND `item_id` = ?");
+        // The update binds (new_qty, cart_id, item_id); its WHERE clause only the last two.
+        assert_eq!(*key_binds, vec![1, 2]);
+        assert_eq!(reread, "SELECT * FROM `cart_lines` WHERE `cart_id` = ? AND `item_id` = ?");
+        let Capture::Returning { kind, .. } = &my.statement("add_item", "insert_line").unwrap().capture else { panic!() };
+        assert_eq!(*kind, ChangeSort::Insert);
+    }
+
+    #[test]
+    fn ddl_maps_types_per_engine() {
+        let app = apps::tpcw::application();
+        let my = translate(&app, Engine::Mariadb).unwrap();
+        let customer = my.ddl.iter().find(|d| d.starts_with("CREATE TABLE `customer`")).unwrap();
+        assert!(customer.contains("`c_uname` VARCHAR(255) NOT NULL UNIQUE"), "{customer}");
+        assert!(customer.contains("`c_id` BIGINT PRIMARY KEY"), "{customer}");
+        // A word MariaDB reserves, as shop's column name.
+        let shop = translate(&apps::shop::application(), Engine::Mariadb).unwrap();
+        let orders = shop.ddl.iter().find(|d| d.starts_with("CREATE TABLE `orders`")).unwrap();
+        assert!(orders.contains("`lines` BIGINT NOT NULL"), "{orders}");
+        let pg = translate(&app, Engine::Postgres).unwrap();
+        let country = pg.ddl.iter().find(|d| d.starts_with("CREATE TABLE country")).unwrap();
+        assert!(country.contains("co_exchange DOUBLE PRECISION"), "{country}");
+        assert!(country.contains("co_name TEXT NOT NULL UNIQUE"), "{country}");
+    }
+
+    #[test]
+    fn every_shipped_application_translates_for_both_engines() {
+        for name in ensemble_app::APPLICATIONS {
+            let app = ensemble_app::application(name).unwrap();
+            for engine in [Engine::Postgres, Engine::Mariadb] {
+                translate(&app, engine).unwrap_or_else(|e| panic!("{name} on {}: {e}", engine.name()));
+            }
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! The server backends: each Conveyor Belt instance is its own database on an unmodified
+//! PostgreSQL or MariaDB server, reached only through the server's ordinary client protocol (the
+//! `postgres` and `mysql` crates). They implement the same storage contract as `ensemble-sqlite`.
+//!
+//! * **Serial order.** Every database holds the one-row `_ensemble_meta(globals, local_writes)`
+//!   table, read inside every transaction and written by the ones that write, exactly as on
+//!   SQLite. A transaction that may write (every global, every local whose type declares a
+//!   write, every application of state updates) takes the instance's *writer lock* before it
+//!   reads anything: on PostgreSQL `LOCK TABLE _ensemble_meta IN EXCLUSIVE MODE` as its first
+//!   statement (so its SERIALIZABLE snapshot is taken after the previous writer committed), on
+//!   MariaDB `SELECT … FROM _ensemble_meta FOR UPDATE` under SERIALIZABLE (InnoDB's strict
+//!   two-phase locking). Writers at an instance therefore run one after another, each seeing
+//!   every earlier one: commit order is serialization order, on either engine, and the counters
+//!   are written under the lock. A read-only local reads one snapshot without locks (PostgreSQL
+//!   REPEATABLE READ READ ONLY; MariaDB REPEATABLE READ WITH CONSISTENT SNAPSHOT): the committed
+//!   writers it sees are a prefix of the lock order, and it reads the counters from the same
+//!   snapshot, so its position is that prefix. ARCHITECTURE.md has the argument in full.
+//! * **State updates** are captured through the client interface alone (`dialect`): `RETURNING *`
+//!   on PostgreSQL's INSERT, UPDATE and DELETE and on MariaDB's INSERT and DELETE; a MariaDB UPDATE
+//!   by selecting the keys it will match first and reading those rows back after. Each change is
+//!   a full row image named by primary key, applied elsewhere by key.
+//! * **Victims and lost connections.** A serialization failure or deadlock, or a connection lost
+//!   before COMMIT, rolls the transaction back and runs it again (counted, reported as
+//!   `storage_retries`); a connection lost during COMMIT fails the job loudly, since its outcome is
+//!   unknown.
+//! * **Databases** (`admin`): `ensemble_<run>_<i>` per instance, on one server or one per
+//!   instance, created with byte-order collation so text compares and sorts as in SQLite.
+
+pub mod admin;
+pub mod conn;
+pub mod dialect;
+mod storage;
+
+pub use conn::{ConnError, OpenError};
+pub use dialect::{translate, Engine, Translated};
+pub use storage::{ServerError, ServerStorage, META_TABLE};

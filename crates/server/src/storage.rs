@@ -1,0 +1,536 @@
+//! The storage contract over one server database: what `ensemble-sqlite` does for SQLite, through
+//! a PostgreSQL or MariaDB client connection.
+
+use crate::conn::{placeholder, Conn, ConnError, OpenError};
+use crate::dialect::{ident, idents, Capture, ChangeSort, Engine, Translated};
+use ensemble_app::{
+    Application, ChangeKind, Dataset, Db, DbError, ExecRole, InstanceId, Position, RowChange, StateUpdate, StorageJob, StorageResult,
+    TxnError, TxnType,
+};
+use ensemble_core::{Outcome, Request, RequestError, Rows, Storage, Value};
+use std::sync::Arc;
+
+/// The counters that place each transaction in the serial order, as in SQLite's backend.
+pub const META_TABLE: &str = "_ensemble_meta";
+
+/// How often one transaction is run again after the server chose it as a victim before the
+/// storage gives up on it. Writers at an instance queue on one lock, so a victim is rare; a
+/// transaction that keeps losing is a bug worth seeing.
+const MAX_RETRIES: u32 = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error("{0}")]
+    Conn(#[from] ConnError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// One connection to an instance's database on a server.
+pub struct ServerStorage {
+    conn: Conn,
+    url: String,
+    app: Arc<Application>,
+    sql: Arc<Translated>,
+    instance: InstanceId,
+}
+
+/// Whether a transaction may write, which decides how it starts (see the crate doc).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Takes the instance's writer lock before its first read.
+    Writer,
+    /// Reads one snapshot, takes no lock.
+    Reader,
+}
+
+impl ServerStorage {
+    pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
+        let conn = Conn::open(sql.engine, url)?;
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance };
+        s.configure()?;
+        Ok(s)
+    }
+
+    fn configure(&mut self) -> Result<(), ConnError> {
+        if self.sql.engine == Engine::Mariadb {
+            // The isolation of writers; readers set theirs per transaction.
+            self.conn.batch("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")?;
+            // Strict mode: a value that does not fit is an error, as in PostgreSQL, not a
+            // silently truncated write that would differ from the SQLite replay.
+            self.conn.batch("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'")?;
+        }
+        Ok(())
+    }
+
+    /// Opens a new connection after the server dropped the old one.
+    fn reconnect(&mut self) -> Result<(), ServerError> {
+        self.conn = Conn::open(self.sql.engine, &self.url)?;
+        self.configure()?;
+        Ok(())
+    }
+
+    pub fn engine(&self) -> Engine {
+        self.sql.engine
+    }
+
+    pub fn application(&self) -> &Arc<Application> {
+        &self.app
+    }
+
+    /// Creates the application's tables and the counters. Run once per database.
+    pub fn create_schema(&mut self) -> Result<(), ServerError> {
+        for ddl in self.sql.ddl.clone() {
+            self.conn.batch(&ddl).map_err(|e| ServerError::Invalid(format!("creating a table with `{ddl}`: {e}")))?;
+        }
+        self.conn.batch(&format!(
+            "CREATE TABLE {META_TABLE} (id BIGINT PRIMARY KEY, globals BIGINT NOT NULL, local_writes BIGINT NOT NULL)"
+        ))?;
+        self.conn.batch(&format!("INSERT INTO {META_TABLE} (id, globals, local_writes) VALUES (0, 0, 0)"))?;
+        Ok(())
+    }
+
+    /// Loads the rows of `data` that `keep(table, columns, row)` accepts, in one transaction.
+    pub fn load(&mut self, data: &Dataset, keep: impl Fn(&str, &[String], &[Value]) -> bool) -> Result<u64, ServerError> {
+        self.conn.batch(self.begin_plain())?;
+        let mut n = 0;
+        for t in &data.tables {
+            if self.app.table(&t.table).is_none() {
+                return Err(ServerError::Invalid(format!("dataset has rows for unknown table `{}`", t.table)));
+            }
+            let rows: Vec<&[Value]> = t.rows.iter().filter(|r| keep(&t.table, &t.columns, r)).map(|r| r.as_slice()).collect();
+            self.conn.insert_rows(&t.table, &t.columns, &rows)?;
+            n += rows.len() as u64;
+        }
+        self.conn.batch("COMMIT")?;
+        Ok(n)
+    }
+
+    fn begin_plain(&self) -> &'static str {
+        match self.sql.engine {
+            Engine::Postgres => "BEGIN",
+            Engine::Mariadb => "START TRANSACTION",
+        }
+    }
+
+    /// `(globals seen, local writing transactions committed)`.
+    pub fn counters(&mut self) -> Result<(u64, u64), ServerError> {
+        Ok(self.read_counters(false)?)
+    }
+
+    fn read_counters(&mut self, lock: bool) -> Result<(u64, u64), ConnError> {
+        let for_update = if lock && self.sql.engine == Engine::Mariadb { " FOR UPDATE" } else { "" };
+        let (rows, _) = self.conn.run(&format!("SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0{for_update}"), &[])?;
+        match rows.as_slice() {
+            [r] => match (&r[0], &r[1]) {
+                (Value::Int(g), Value::Int(l)) => Ok((*g as u64, *l as u64)),
+                other => Err(ConnError::Statement(format!("{META_TABLE} holds {other:?}"))),
+            },
+            _ => Err(ConnError::Statement(format!("{META_TABLE} must hold exactly one row, it holds {}", rows.len()))),
+        }
+    }
+
+    /// Every row of `table` in primary-key order.
+    pub fn dump(&mut self, table: &str) -> Result<Rows, ServerError> {
+        let t = self.app.table(table).ok_or_else(|| ServerError::Invalid(format!("unknown table `{table}`")))?;
+        let engine = self.sql.engine;
+        let (rows, _) = self.conn.run(&format!("SELECT * FROM {} ORDER BY {}", ident(engine, &t.name), idents(engine, &t.primary_key)), &[])?;
+        Ok(rows)
+    }
+
+    /// Starts a transaction of `kind` and reads the counters inside it.
+    fn begin(&mut self, kind: Kind) -> Result<(u64, u64), ConnError> {
+        match (self.sql.engine, kind) {
+            // The table lock is the first thing the transaction does, so its snapshot is taken
+            // after the previous writer committed (PostgreSQL takes a SERIALIZABLE snapshot at
+            // the first query, and LOCK TABLE is not one).
+            (Engine::Postgres, Kind::Writer) => {
+                self.conn.batch(&format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE"))?
+            }
+            (Engine::Postgres, Kind::Reader) => self.conn.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?,
+            // The session is SERIALIZABLE; the counters are read FOR UPDATE first, which takes
+            // the writer lock.
+            (Engine::Mariadb, Kind::Writer) => self.conn.batch("START TRANSACTION")?,
+            (Engine::Mariadb, Kind::Reader) => {
+                self.conn.batch("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")?;
+                self.conn.batch("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")?;
+            }
+        }
+        self.read_counters(kind == Kind::Writer)
+    }
+
+    /// Runs a transaction straight on the database, as the application would without Ensemble:
+    /// no counters, no capture, the server's own SERIALIZABLE isolation and row locking. The
+    /// overhead baseline uses it. Serialization failures are retried, as a client would.
+    pub fn execute_direct(&mut self, request: &Request) -> Result<(Outcome, u32), RequestError> {
+        let app = Arc::clone(&self.app);
+        let txn = app.check_request(request)?;
+        let storage_err = |e: String| RequestError::Storage { txn: request.txn.clone(), message: e };
+        let mut retries = 0;
+        loop {
+            let begin = match self.sql.engine {
+                Engine::Postgres => "BEGIN ISOLATION LEVEL SERIALIZABLE",
+                Engine::Mariadb => "START TRANSACTION",
+            };
+            let attempt = (|| -> Result<Outcome, ConnError> {
+                self.conn.batch(begin)?;
+                let (outcome, failure, _) = self.run_body(txn, &request.params, None);
+                if let Some(f) = failure {
+                    return Err(f);
+                }
+                self.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" })?;
+                Ok(outcome)
+            })();
+            match attempt {
+                Ok(o) => return Ok((o, retries)),
+                Err(e) => {
+                    let _ = self.conn.batch("ROLLBACK");
+                    match e {
+                        ConnError::Retry(_) if retries < MAX_RETRIES => retries += 1,
+                        ConnError::Lost(_) => {
+                            self.reconnect().map_err(|e| storage_err(e.to_string()))?;
+                            retries += 1;
+                        }
+                        e => return Err(storage_err(e.to_string())),
+                    }
+                }
+            }
+        }
+    }
+
+    fn run_body(&mut self, txn: &TxnType, params: &[Value], capture: Option<&mut Vec<RowChange>>) -> (Outcome, Option<ConnError>, u64) {
+        let mut db = ServerDb { conn: &mut self.conn, sql: &self.sql, app: &self.app, txn, capture, failure: None, changed: 0 };
+        let result = (txn.body)(&mut db, params);
+        let (failure, changed) = (db.failure.take(), db.changed);
+        (outcome_of(result), failure, changed)
+    }
+
+    /// One attempt at a job's transaction: `Err` when it must be rolled back and decided on
+    /// (retried, reconnected, or failed); `committing` tells whether the error came from COMMIT.
+    fn attempt_execute(&mut self, txn: &TxnType, request: &Request, role: ExecRole) -> Result<StorageResult, Attempt> {
+        let read_only = self.app.is_read_only(txn.name);
+        let kind = if read_only && role == ExecRole::Local { Kind::Reader } else { Kind::Writer };
+        let (globals, local_writes) = self.begin(kind).map_err(Attempt::before_commit)?;
+        self.conn.batch("SAVEPOINT body").map_err(Attempt::before_commit)?;
+        let mut changes = Vec::new();
+        let capture = (role == ExecRole::Global).then_some(&mut changes);
+        let (outcome, failure, changed) = self.run_body(txn, &request.params, capture);
+        if let Some(f) = failure {
+            return Err(Attempt::before_commit(f));
+        }
+        if !outcome.committed() {
+            self.conn.batch("ROLLBACK TO SAVEPOINT body").map_err(Attempt::before_commit)?;
+            changes.clear();
+        }
+        self.conn.batch("RELEASE SAVEPOINT body").map_err(Attempt::before_commit)?;
+        let result = match role {
+            ExecRole::Local => {
+                let wrote = outcome.committed() && changed > 0;
+                let local_writes = if wrote {
+                    self.conn.batch(&format!("UPDATE {META_TABLE} SET local_writes = local_writes + 1 WHERE id = 0")).map_err(Attempt::before_commit)?;
+                    local_writes + 1
+                } else {
+                    local_writes
+                };
+                let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
+                StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 }
+            }
+            ExecRole::Global => {
+                self.conn.batch(&format!("UPDATE {META_TABLE} SET globals = globals + 1 WHERE id = 0")).map_err(Attempt::before_commit)?;
+                let update = StateUpdate { changes, writer: None };
+                StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 }
+            }
+        };
+        self.conn.batch("COMMIT").map_err(Attempt::committing)?;
+        Ok(result)
+    }
+
+    fn attempt_apply(&mut self, first_seq: u64, updates: &[StateUpdate]) -> Result<u64, Attempt> {
+        let (globals, _) = self.begin(Kind::Writer).map_err(Attempt::before_commit)?;
+        if globals + 1 != first_seq {
+            return Err(Attempt::Fatal(format!(
+                "this database has seen {globals} global operations; the next update to apply must be {}, not {first_seq}",
+                globals + 1
+            )));
+        }
+        for (i, u) in updates.iter().enumerate() {
+            for c in &u.changes {
+                self.apply_change(c).map_err(|e| match e {
+                    ApplyError::Conn(e) => Attempt::before_commit(e),
+                    ApplyError::Diverged(m) => Attempt::Fatal(format!("update {i} (global operation {}): {m}", first_seq + i as u64)),
+                })?;
+            }
+        }
+        let last = first_seq + updates.len() as u64 - 1;
+        self.conn
+            .run(&format!("UPDATE {META_TABLE} SET globals = {} WHERE id = 0", placeholder(self.sql.engine, 1)), &[&Value::Int(last as i64)])
+            .map_err(Attempt::before_commit)?;
+        self.conn.batch("COMMIT").map_err(Attempt::committing)?;
+        Ok(last)
+    }
+
+    /// Runs `attempt` until it succeeds: a victim of a serialization failure or deadlock runs
+    /// again, a connection lost before COMMIT is reopened and the transaction runs again (the
+    /// server rolled it back), a connection lost during COMMIT fails loudly, since the outcome
+    /// is unknown and running it again could apply it twice.
+    fn retrying<T>(&mut self, what: &str, mut attempt: impl FnMut(&mut Self) -> Result<T, Attempt>) -> Result<(T, u32), String> {
+        let mut retries = 0;
+        loop {
+            match attempt(self) {
+                Ok(t) => return Ok((t, retries)),
+                Err(a) => {
+                    let _ = self.conn.batch("ROLLBACK");
+                    match a {
+                        Attempt::Again(ConnError::Retry(why)) if retries < MAX_RETRIES => {
+                            let _ = why;
+                            retries += 1;
+                        }
+                        Attempt::Again(ConnError::Retry(why)) => {
+                            return Err(format!("{what}: still a victim after {MAX_RETRIES} retries: {why}"));
+                        }
+                        Attempt::Again(ConnError::Lost(why)) => {
+                            self.reconnect().map_err(|e| format!("{what}: the {} connection was lost ({why}) and could not be reopened: {e}", self.sql.engine.name()))?;
+                            retries += 1;
+                        }
+                        Attempt::Again(ConnError::Statement(why)) => return Err(format!("{what}: {why}")),
+                        Attempt::Unknown(why) => {
+                            return Err(format!(
+                                "{what}: the {} connection was lost during COMMIT ({why}); whether it committed is unknown, so it is not run again",
+                                self.sql.engine.name()
+                            ))
+                        }
+                        Attempt::Fatal(why) => return Err(format!("{what}: {why}")),
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply_change(&mut self, change: &RowChange) -> Result<(), ApplyError> {
+        let app = Arc::clone(&self.app);
+        let table = app.table(&change.table).ok_or_else(|| ApplyError::Diverged(format!("unknown table `{}`", change.table)))?;
+        let check_cols = |cols: &[(String, Value)]| match cols.iter().find(|(c, _)| !table.has_column(c)) {
+            Some((c, _)) => Err(ApplyError::Diverged(format!("table `{}` has no column `{c}`", table.name))),
+            None => Ok(()),
+        };
+        let engine = self.sql.engine;
+        let mut k = 0;
+        let mut next = || {
+            k += 1;
+            placeholder(engine, k)
+        };
+        let name = ident(engine, &table.name);
+        let col = |c: &str| ident(engine, c);
+        let (sql, args): (String, Vec<&Value>) = match &change.kind {
+            ChangeKind::Insert { row } => {
+                check_cols(row)?;
+                let cols: Vec<String> = row.iter().map(|(c, _)| col(c)).collect();
+                let ps: Vec<String> = row.iter().map(|_| next()).collect();
+                (format!("INSERT INTO {name} ({}) VALUES ({})", cols.join(", "), ps.join(", ")), row.iter().map(|(_, v)| v).collect())
+            }
+            ChangeKind::Update { key, set } => {
+                check_cols(key)?;
+                check_cols(set)?;
+                if set.is_empty() {
+                    return Ok(());
+                }
+                let sets: Vec<String> = set.iter().map(|(c, _)| format!("{} = {}", col(c), next())).collect();
+                let wheres: Vec<String> = key.iter().map(|(c, _)| format!("{} = {}", col(c), next())).collect();
+                (
+                    format!("UPDATE {name} SET {} WHERE {}", sets.join(", "), wheres.join(" AND ")),
+                    set.iter().chain(key.iter()).map(|(_, v)| v).collect(),
+                )
+            }
+            ChangeKind::Delete { key } => {
+                check_cols(key)?;
+                let wheres: Vec<String> = key.iter().map(|(c, _)| format!("{} = {}", col(c), next())).collect();
+                (format!("DELETE FROM {name} WHERE {}", wheres.join(" AND ")), key.iter().map(|(_, v)| v).collect())
+            }
+        };
+        let (_, n) = self.conn.run(&sql, &args).map_err(ApplyError::Conn)?;
+        if n != 1 {
+            return Err(ApplyError::Diverged(format!("`{sql}` changed {n} rows instead of 1")));
+        }
+        Ok(())
+    }
+}
+
+enum Attempt {
+    /// Roll back and decide by the error.
+    Again(ConnError),
+    /// Lost while committing: the outcome is unknown.
+    Unknown(String),
+    /// Not worth running again.
+    Fatal(String),
+}
+
+impl Attempt {
+    fn before_commit(e: ConnError) -> Attempt {
+        Attempt::Again(e)
+    }
+    fn committing(e: ConnError) -> Attempt {
+        match e {
+            ConnError::Lost(why) => Attempt::Unknown(why),
+            other => Attempt::Again(other),
+        }
+    }
+}
+
+enum ApplyError {
+    Conn(ConnError),
+    Diverged(String),
+}
+
+impl Storage for ServerStorage {
+    type Job = StorageJob;
+    type Result = StorageResult;
+    fn run(&mut self, job: &StorageJob) -> StorageResult {
+        match job {
+            StorageJob::Execute { request, role } => {
+                let app = Arc::clone(&self.app);
+                let txn = match app.check_request(request) {
+                    Ok(t) => t,
+                    Err(e) => return StorageResult::Rejected(e),
+                };
+                let what = format!("transaction `{}`", request.txn);
+                match self.retrying(&what, |s| s.attempt_execute(txn, request, *role)) {
+                    Ok((mut r, n)) => {
+                        if let StorageResult::Executed { retries, .. } = &mut r {
+                            *retries = n;
+                        }
+                        r
+                    }
+                    Err(e) => StorageResult::Failed(e),
+                }
+            }
+            StorageJob::Apply { first_seq, updates } if updates.is_empty() => {
+                StorageResult::Failed(format!("empty batch of state updates at {first_seq}"))
+            }
+            StorageJob::Apply { first_seq, updates } => {
+                let what = format!("applying state updates {first_seq}..{}", first_seq + updates.len() as u64);
+                match self.retrying(&what, |s| s.attempt_apply(*first_seq, updates)) {
+                    Ok((globals_seen, retries)) => StorageResult::Applied { globals_seen, retries },
+                    Err(e) => StorageResult::Failed(e),
+                }
+            }
+        }
+    }
+}
+
+fn outcome_of(result: Result<Rows, TxnError>) -> Outcome {
+    match result {
+        Ok(rows) => Outcome::Committed(rows),
+        Err(TxnError::Abort(reason)) => Outcome::body_abort(reason),
+        Err(TxnError::Db(e)) => Outcome::body_abort(format!("statement error: {e}")),
+    }
+}
+
+/// What a transaction body sees of a server database: its own declared statements, in the
+/// engine's dialect; for a global, every write captured as row changes.
+struct ServerDb<'a> {
+    conn: &'a mut Conn,
+    sql: &'a Translated,
+    app: &'a Application,
+    txn: &'a TxnType,
+    capture: Option<&'a mut Vec<RowChange>>,
+    /// A serialization failure, deadlock or lost connection: the transaction must run again,
+    /// whatever the body makes of the error it got.
+    failure: Option<ConnError>,
+    /// Rows changed by the body's writes.
+    changed: u64,
+}
+
+impl ServerDb<'_> {
+    fn statement(&self, stmt: &str, args: &[Value]) -> Result<&crate::dialect::ServerStatement, DbError> {
+        let s = self.sql.statement(self.txn.name, stmt).ok_or_else(|| DbError::Undeclared { txn: self.txn.name.into(), stmt: stmt.into() })?;
+        if s.arity != args.len() {
+            return Err(DbError::Arity { stmt: stmt.into(), expected: s.arity, got: args.len() });
+        }
+        Ok(s)
+    }
+
+    /// Runs `sql`, remembering a failure that forces the transaction to run again.
+    fn run(&mut self, stmt: &str, sql: &str, binds: &[usize], args: &[Value]) -> Result<(Rows, u64), DbError> {
+        if let Some(f) = &self.failure {
+            return Err(DbError::Engine { stmt: stmt.into(), message: f.to_string() });
+        }
+        let bound: Vec<&Value> = binds.iter().map(|i| &args[*i]).collect();
+        self.conn.run(sql, &bound).map_err(|e| {
+            let message = e.to_string();
+            if !matches!(e, ConnError::Statement(_)) {
+                self.failure = Some(e);
+            }
+            DbError::Engine { stmt: stmt.into(), message }
+        })
+    }
+
+    fn image(&self, table: &str, row: Vec<Value>, kind: ChangeSort) -> Result<RowChange, DbError> {
+        let t = self.app.table(table).expect("translated statements name declared tables");
+        if row.len() != t.columns.len() {
+            return Err(DbError::Engine { stmt: table.into(), message: format!("a captured row of `{table}` has {} columns, the table {}", row.len(), t.columns.len()) });
+        }
+        let named: Vec<(String, Value)> = t.columns.iter().map(|c| c.name.clone()).zip(row).collect();
+        let (key, rest): (Vec<_>, Vec<_>) = named.into_iter().partition(|(c, _)| t.primary_key.contains(c));
+        let kind = match kind {
+            ChangeSort::Insert => {
+                // The row as declared: key columns in their places.
+                let row = t.columns.iter().map(|c| key.iter().chain(rest.iter()).find(|(n, _)| *n == c.name).cloned().expect("every column")).collect();
+                ChangeKind::Insert { row }
+            }
+            ChangeSort::Update => ChangeKind::Update { key, set: rest },
+            ChangeSort::Delete => ChangeKind::Delete { key },
+        };
+        Ok(RowChange { table: table.to_string(), kind })
+    }
+}
+
+impl Db for ServerDb<'_> {
+    fn query(&mut self, stmt: &str, args: &[Value]) -> Result<Rows, DbError> {
+        let s = self.statement(stmt, args)?.clone();
+        Ok(self.run(stmt, &s.sql, &s.binds, args)?.0)
+    }
+
+    fn execute(&mut self, stmt: &str, args: &[Value]) -> Result<usize, DbError> {
+        let s = self.statement(stmt, args)?.clone();
+        let writes = !matches!(s.capture, Capture::Read);
+        if self.capture.is_none() {
+            let (_, n) = self.run(stmt, &s.sql, &s.binds, args)?;
+            if writes {
+                self.changed += n;
+            }
+            return Ok(n as usize);
+        }
+        let n = match &s.capture {
+            Capture::Read => self.run(stmt, &s.sql, &s.binds, args)?.1,
+            Capture::Returning { table, kind, sql, binds } => {
+                let (rows, _) = self.run(stmt, sql, binds, args)?;
+                let n = rows.len() as u64;
+                for row in rows {
+                    let change = self.image(table, row, *kind)?;
+                    self.capture.as_mut().expect("capturing").push(change);
+                }
+                n
+            }
+            Capture::ReadBack { table, keys, key_binds, reread } => {
+                let (matched, _) = self.run(stmt, keys, key_binds, args)?;
+                let (_, n) = self.run(stmt, &s.sql, &s.binds, args)?;
+                for key in matched {
+                    let binds: Vec<usize> = (0..key.len()).collect();
+                    let (mut rows, _) = self.run(stmt, reread, &binds, &key)?;
+                    let Some(row) = rows.pop() else {
+                        return Err(DbError::Engine { stmt: stmt.into(), message: format!("a row of `{table}` it updated is gone") });
+                    };
+                    let change = self.image(table, row, ChangeSort::Update)?;
+                    self.capture.as_mut().expect("capturing").push(change);
+                }
+                n
+            }
+        };
+        if writes {
+            self.changed += n;
+        }
+        Ok(n as usize)
+    }
+}
