@@ -21,7 +21,7 @@ pub struct RunDatabases {
 pub fn for_run(exp: &Experiment) -> anyhow::Result<(Experiment, Option<RunDatabases>)> {
     let Some(engine) = exp.backend.kind.engine() else { return Ok((exp.clone(), None)) };
     let urls = exp.backend.server_urls();
-    admin::preflight(engine, &urls, false).map_err(anyhow::Error::msg)?;
+    admin::preflight(engine, &urls).map_err(anyhow::Error::msg)?;
     let mut tagged = exp.clone();
     tagged.backend.run = admin::run_tag(&exp.label);
     let mut dbs = RunDatabases { engine, urls, run: tagged.backend.run.clone(), instances: 0, keep: exp.backend.keep };

@@ -76,6 +76,19 @@ impl ServerStorage {
         self.sql.engine
     }
 
+    /// The server's id of this connection's session (PostgreSQL's backend pid, MariaDB's
+    /// connection id): what an administrator names to end it.
+    pub fn session_id(&mut self) -> Result<i64, ServerError> {
+        let sql = match self.sql.engine {
+            Engine::Postgres => "SELECT pg_backend_pid()",
+            Engine::Mariadb => "SELECT CONNECTION_ID()",
+        };
+        match self.conn.run(sql, &[])?.0.first().and_then(|r| r.first()) {
+            Some(Value::Int(id)) => Ok(*id),
+            other => Err(ServerError::Invalid(format!("session id: {other:?}"))),
+        }
+    }
+
     pub fn application(&self) -> &Arc<Application> {
         &self.app
     }

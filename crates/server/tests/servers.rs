@@ -1,0 +1,169 @@
+//! The server backends against the real local servers (PostgreSQL on 127.0.0.1:5432, MariaDB on
+//! 127.0.0.1:3306, as scripts/start-databases.sh starts them). Ignored by `./x test`, which must
+//! pass on a machine without servers; `.ci/run` starts the servers and runs these with
+//! `--ignored`, so they fail, never skip, when a server is down.
+
+use ensemble_app::{apps, ChangeKind, ExecRole, InstanceId, Position, StorageJob, StorageResult};
+use ensemble_core::{ClientId, Outcome, Request, Storage, Value};
+use ensemble_server::{admin, translate, Engine, ServerStorage};
+use std::sync::Arc;
+
+const ENGINES: [Engine; 2] = [Engine::Postgres, Engine::Mariadb];
+
+/// Databases made for one test, dropped when it ends.
+struct Scratch {
+    engine: Engine,
+    urls: Vec<String>,
+    run: String,
+    n: u32,
+}
+
+impl Scratch {
+    fn new(engine: Engine, label: &str, n: u32) -> Scratch {
+        let s = Scratch { engine, urls: vec![admin::default_url(engine).to_string()], run: admin::run_tag(label), n };
+        for i in 0..n {
+            admin::create_database(engine, &s.urls, &s.run, i).unwrap_or_else(|e| panic!("{e}"));
+        }
+        s
+    }
+
+    /// Instance `i`'s database with shop's schema and data (all of it: these tests place nothing).
+    fn shop(&self, i: u32) -> ServerStorage {
+        let app = apps::shop::application();
+        let sql = Arc::new(translate(&app, self.engine).unwrap());
+        let url = admin::instance_url(self.engine, &self.urls, &self.run, i).unwrap();
+        let mut s = ServerStorage::open(&url, app.clone(), sql, InstanceId(i)).unwrap();
+        s.create_schema().unwrap();
+        s.load(&(app.generate)(ensemble_app::DataConfig { scale: 1, seed: 1 }), |_, _, _| true).unwrap();
+        s
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for i in 0..self.n {
+            let _ = admin::drop_database(self.engine, &self.urls, &self.run, i);
+        }
+    }
+}
+
+fn request(seq: u64, txn: &str, params: Vec<Value>) -> Request {
+    Request { client: ClientId(1), seq, txn: txn.into(), params }
+}
+
+fn executed(r: StorageResult) -> (Outcome, ensemble_app::StateUpdate, Position, u32) {
+    match r {
+        StorageResult::Executed { outcome, update, position, retries, .. } => (outcome, update, position, retries),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn a_global_is_captured_at_one_instance_and_applied_at_another() {
+    for engine in ENGINES {
+        let dbs = Scratch::new(engine, "capture", 2);
+        let (mut a, mut b) = (dbs.shop(0), dbs.shop(1));
+        let run = |s: &mut ServerStorage, seq, txn: &str, params| {
+            executed(s.run(&StorageJob::Execute { request: request(seq, txn, params), role: ExecRole::Global }))
+        };
+        // A cart, an item in it twice (an insert, then an update of the same row), then the order
+        // (updates of items, an insert into orders, a status update).
+        let (o, create, p, _) = run(&mut a, 1, "create_cart", vec![Value::Int(7)]);
+        assert!(o.committed() && p == Position::Global { seq: 1 }, "{}: {o:?} {p:?}", engine.name());
+        let (o, add, _, _) = run(&mut a, 2, "add_item", vec![Value::Int(7), Value::Int(3), Value::Int(1)]);
+        assert!(o.committed(), "{o:?}");
+        let (o, again, _, _) = run(&mut a, 3, "add_item", vec![Value::Int(7), Value::Int(3), Value::Int(2)]);
+        assert!(o.committed(), "{o:?}");
+        assert!(
+            matches!(&again.changes[..], [c] if matches!(&c.kind, ChangeKind::Update { key, set } if key.len() == 2 && set == &vec![("qty".to_string(), Value::Int(3))])),
+            "{}: the second add is an update of the line to qty 3: {again:?}",
+            engine.name()
+        );
+        let (o, order, p, _) = run(&mut a, 4, "order", vec![Value::Int(7)]);
+        assert!(o.committed() && p == Position::Global { seq: 4 }, "{o:?} {p:?}");
+        assert!(order.changes.len() >= 3, "{}: {order:?}", engine.name());
+        let applied = b.run(&StorageJob::Apply { first_seq: 1, updates: vec![create, add, again, order] });
+        assert_eq!(applied, StorageResult::Applied { globals_seen: 4, retries: 0 }, "{}", engine.name());
+        for t in ["items", "carts", "cart_lines", "orders"] {
+            assert_eq!(a.dump(t).unwrap(), b.dump(t).unwrap(), "{}: table {t}", engine.name());
+        }
+        assert_eq!(b.counters().unwrap(), (4, 0));
+        // A batch that skips a global is refused, and changes nothing.
+        let (_, late, _, _) = run(&mut a, 5, "create_cart", vec![Value::Int(8)]);
+        let refused = b.run(&StorageJob::Apply { first_seq: 6, updates: vec![late] });
+        assert!(matches!(&refused, StorageResult::Failed(m) if m.contains("must be 5")), "{refused:?}");
+        assert_eq!(b.counters().unwrap(), (4, 0));
+    }
+}
+
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn locals_report_their_position_and_only_writers_count() {
+    for engine in ENGINES {
+        let dbs = Scratch::new(engine, "positions", 1);
+        let mut a = dbs.shop(0);
+        let local = |s: &mut ServerStorage, seq, txn: &str, params| {
+            executed(s.run(&StorageJob::Execute { request: request(seq, txn, params), role: ExecRole::Local }))
+        };
+        let (_, _, p, _) = local(&mut a, 1, "create_cart", vec![Value::Int(1)]);
+        assert_eq!(p, Position::Local { instance: InstanceId(0), globals_seen: 0, local_writes: 1, wrote: true }, "{}", engine.name());
+        // A read-only type runs on a snapshot and writes no counter.
+        let (o, _, p, _) = local(&mut a, 2, "browse_items", vec![Value::Int(1), Value::Int(5)]);
+        assert!(o.committed(), "{o:?}");
+        assert_eq!(p, Position::Local { instance: InstanceId(0), globals_seen: 0, local_writes: 1, wrote: false }, "{}", engine.name());
+        // A writing type whose body aborts wrote nothing.
+        let (o, _, p, _) = local(&mut a, 3, "create_cart", vec![Value::Int(1)]);
+        assert!(!o.committed(), "{}: a second cart 1 aborts: {o:?}", engine.name());
+        assert_eq!(p, Position::Local { instance: InstanceId(0), globals_seen: 0, local_writes: 1, wrote: false });
+        assert_eq!(a.counters().unwrap(), (0, 1));
+    }
+}
+
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn a_connection_the_server_drops_is_reopened_and_the_job_runs_once() {
+    for engine in ENGINES {
+        let dbs = Scratch::new(engine, "dropped", 1);
+        let mut a = dbs.shop(0);
+        let id = a.session_id().unwrap();
+        // An administrator ends the session between two jobs, as a server restart would.
+        let mut admin_conn = ensemble_server::conn::Conn::open(engine, admin::default_url(engine)).unwrap();
+        let kill = match engine {
+            Engine::Postgres => format!("SELECT pg_terminate_backend({id})"),
+            Engine::Mariadb => format!("KILL {id}"),
+        };
+        admin_conn.run(&kill, &[]).unwrap();
+        let r = a.run(&StorageJob::Execute { request: request(1, "create_cart", vec![Value::Int(9)]), role: ExecRole::Global });
+        let (o, _, p, retries) = executed(r);
+        assert!(o.committed(), "{}: {o:?}", engine.name());
+        assert_eq!(p, Position::Global { seq: 1 });
+        assert_eq!(retries, 1, "{}: one attempt lost with the connection, one that committed", engine.name());
+        assert_ne!(a.session_id().unwrap(), id, "a new session");
+        assert_eq!(a.counters().unwrap(), (1, 0), "{}: committed once", engine.name());
+        assert_eq!(a.dump("carts").unwrap().iter().filter(|r| r[0] == Value::Int(9)).count(), 1);
+    }
+}
+
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn servers_that_cannot_serve_are_named_with_what_is_wrong() {
+    let unreachable = admin::preflight(Engine::Postgres, &["postgres://postgres@127.0.0.1:1/test".into()]).unwrap_err();
+    assert!(unreachable.starts_with("cannot reach the PostgreSQL server at postgres://127.0.0.1:1/test"), "{unreachable}");
+    let unreachable = admin::preflight(Engine::Mariadb, &["mysql://root@127.0.0.1:1/test".into()]).unwrap_err();
+    assert!(unreachable.starts_with("cannot reach the MariaDB server at mysql://127.0.0.1:1/test"), "{unreachable}");
+
+    let who = admin::preflight(Engine::Postgres, &["postgres://no_such_role_ensemble@127.0.0.1:5432/test".into()]).unwrap_err();
+    assert!(who.starts_with("the PostgreSQL server at postgres://127.0.0.1:5432/test refused the credentials"), "{who}");
+    let who = admin::preflight(Engine::Mariadb, &["mysql://root:wrong-password@127.0.0.1:3306/test".into()]).unwrap_err();
+    assert!(who.starts_with("the MariaDB server at mysql://127.0.0.1:3306/test refused the credentials"), "{who}");
+    assert!(!who.contains("wrong-password"), "a message never shows the password: {who}");
+
+    let missing = admin::preflight(Engine::Postgres, &["postgres://postgres@127.0.0.1:5432/no_such_db_ensemble".into()]).unwrap_err();
+    assert!(missing.contains("has no database `no_such_db_ensemble`"), "{missing}");
+    let missing = admin::preflight(Engine::Mariadb, &["mysql://root@127.0.0.1:3306/no_such_db_ensemble".into()]).unwrap_err();
+    assert!(missing.contains("has no database `no_such_db_ensemble`"), "{missing}");
+
+    let bad = admin::preflight(Engine::Mariadb, &["mysql//root@nowhere".into()]).unwrap_err();
+    assert!(bad.starts_with("bad MariaDB URL"), "{bad}");
+}
