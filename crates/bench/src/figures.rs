@@ -28,6 +28,8 @@ pub struct FigureOpts {
     /// deterministic whatever runs beside them, so this changes wall time only; real runs share
     /// the machine's cores and are always run one at a time.
     pub jobs: usize,
+    /// The DBMS under the Conveyor Belt's instances (the belt's figures; others ignore it).
+    pub backend: crate::experiment::Backend,
 }
 
 impl Default for FigureOpts {
@@ -44,6 +46,7 @@ impl Default for FigureOpts {
             runtime: Runtime::Sim,
             run: crate::run,
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            backend: crate::experiment::Backend::default(),
         }
     }
 }
@@ -58,6 +61,7 @@ impl FigureOpts {
         e.check = self.check;
         e.record_access = self.record_access;
         e.runtime = self.runtime;
+        e.backend = self.backend.clone();
         if self.runtime == Runtime::Real {
             // An idle token on loopback would otherwise spin a core.
             e.idle_pause_us = 500;

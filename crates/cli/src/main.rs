@@ -338,6 +338,8 @@ struct FigureArgs {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS))]
     threads: u32,
     #[command(flatten)]
+    backend: BackendArgs,
+    #[command(flatten)]
     output: OutputArgs,
 }
 
@@ -743,6 +745,14 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         if let Some(c) = &r.check {
             println!("{}: {c}", r.experiment.label);
         }
+        if r.experiment.backend.kind != BackendKind::Sqlite {
+            let retries: u64 = r.processes.iter().flat_map(|p| &p.counters).filter(|(k, _)| k == "storage_retries").map(|(_, v)| v).sum();
+            println!(
+                "{}: {retries} transaction(s) run again after the {} server chose them as victims or dropped their connection (storage_retries)",
+                r.experiment.label,
+                r.experiment.backend.kind.name()
+            );
+        }
         if let Some(why) = &r.partial {
             println!("{}: PARTIAL (measured {:.1} s of the {} s window), not checked: {why}", r.experiment.label, r.summary.window_s, a.measure);
         }
@@ -775,7 +785,15 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         runtime: if a.real { Runtime::Real } else { Runtime::Sim },
         run: run_anywhere,
         jobs: a.jobs.unwrap_or(FigureOpts::default().jobs),
+        backend: a.backend.backend()?,
     };
+    if o.backend.kind != BackendKind::Sqlite && !matches!(a.name.as_str(), "gyro-fig3" | "gyro-fig4" | "table3" | "wan-scaling") {
+        bail!(
+            "--backend {} is for the Conveyor Belt's figures (gyro-fig3, gyro-fig4, table3, wan-scaling); {} on a server is not built",
+            o.backend.kind.name(),
+            a.name
+        );
+    }
     let clients = |default: &[u32]| a.clients.clone().unwrap_or_else(|| default.to_vec());
     let workload = match (a.app.as_str(), a.write_share) {
         (_, None) => None,

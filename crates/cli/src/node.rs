@@ -7,7 +7,7 @@
 use crate::systems::{self, WithHarness};
 use anyhow::Context;
 use clap::Args;
-use ensemble_bench::{Experiment, Harness};
+use ensemble_bench::{BackendKind, Experiment, Harness};
 use ensemble_net::cluster::ready_line;
 use ensemble_net::{ClusterSpec, HostId, HostedProcess, ShutdownHandle};
 use std::io::{BufRead, Write};
@@ -28,11 +28,39 @@ pub struct NodeArgs {
     /// exist), and where the host writes its report when it stops.
     #[arg(long)]
     dir: PathBuf,
+    /// The DBMS under the SQL applications' instances, instead of the experiment's: sqlite,
+    /// postgres or mariadb.
+    #[arg(long, value_parser = BackendKind::parse)]
+    backend: Option<BackendKind>,
+    /// Server URL(s) instead of the experiment's: one for every instance, or one per instance.
+    #[arg(long, value_delimiter = ',')]
+    db_url: Vec<String>,
+    /// A server backend's run tag, when the experiment carries none (a node started by hand):
+    /// this node creates the databases `ensemble_<TAG>_<i>` of the instances it runs and leaves
+    /// them when it stops. Letters, digits and `_`.
+    #[arg(long)]
+    db_run: Option<String>,
 }
 
 pub fn run(a: NodeArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&a.experiment).with_context(|| format!("reading {}", a.experiment.display()))?;
-    let exp: Experiment = serde_json::from_str(&text).with_context(|| format!("{} is not an experiment", a.experiment.display()))?;
+    let mut exp: Experiment = serde_json::from_str(&text).with_context(|| format!("{} is not an experiment", a.experiment.display()))?;
+    if let Some(kind) = a.backend {
+        exp.backend.kind = kind;
+    }
+    if !a.db_url.is_empty() {
+        exp.backend.urls = a.db_url.clone();
+    }
+    if let Some(tag) = &a.db_run {
+        anyhow::ensure!(
+            !tag.is_empty() && tag.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+            "--db-run {tag:?}: a tag is lowercase letters, digits and `_`"
+        );
+        anyhow::ensure!(exp.backend.kind.engine().is_some(), "--db-run is for a server backend (postgres, mariadb)");
+        anyhow::ensure!(exp.backend.run.is_empty() || exp.backend.run == *tag, "the experiment's databases are tagged {}, not {tag}", exp.backend.run);
+    } else if let (Some(engine), true) = (exp.backend.kind.engine(), exp.backend.run.is_empty()) {
+        anyhow::bail!("a {} backend needs its databases' run tag: the experiment carries none, so give --db-run TAG", engine.name());
+    }
     let spec = ClusterSpec::load(&a.cluster)?;
     systems::dispatch(&exp.system.clone(), Serve { exp, spec, args: a })?
 }
@@ -57,6 +85,17 @@ impl WithHarness for Serve {
         );
         let host = HostId(args.host);
         let cfg = spec.host_config(host)?;
+        let mut exp = exp;
+        if let (Some(tag), Some(engine)) = (&args.db_run, exp.backend.kind.engine()) {
+            if exp.backend.run.is_empty() {
+                exp.backend.run = tag.clone();
+                let urls = exp.backend.server_urls();
+                ensemble_server::admin::preflight(engine, &urls).map_err(anyhow::Error::msg)?;
+                for &id in cfg.processes() {
+                    ensemble_server::admin::create_database(engine, &urls, tag, id.0).map_err(anyhow::Error::msg)?;
+                }
+            }
+        }
         let mut processes = Vec::new();
         for &id in cfg.processes() {
             let storage = h.real_storage(&exp, id, &args.dir)?.map(|open| {

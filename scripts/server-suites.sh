@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The suites that need the real database servers (run by .ci/run after scripts/start-databases.sh):
+#  1. the server backends' own tests against PostgreSQL and MariaDB (ignored by `./x test`);
+#  2. every SQL application under every Conveyor Belt system on each server, simulated and as
+#     real processes, each run checked serializable by replay (`ensemble bench` exits non-zero
+#     on a failed check);
+#  3. a server that cannot serve is refused before any run starts, with a message naming it.
+# Usage: scripts/server-suites.sh [path to a built ensemble binary]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin="${1:-target/release/ensemble}"
+[ -x "$bin" ] || { echo "server-suites: $bin is not built (cargo build --release -p ensemble)" >&2; exit 1; }
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+
+cargo test --locked -p ensemble-server --test servers -- --ignored
+
+for backend in postgres mariadb; do
+  for app in shop micro tpcw rubis; do
+    echo "server-suites: $app on $backend, simulated" >&2
+    "$bin" bench "$app" --backend "$backend" --system ensemble,centralized,read-only \
+      --clients 20 --warmup 1 --measure 3 --quiet --out "$out" | tail -n 7
+    echo "server-suites: $app on $backend, real processes" >&2
+    "$bin" bench "$app" --backend "$backend" --system ensemble,centralized,read-only --real \
+      --clients 10 --warmup 1 --measure 3 --quiet --out "$out" | tail -n 7
+  done
+done
+
+# Refused before anything runs: nothing listens on port 1.
+if msg="$("$bin" bench shop --backend postgres --db-url postgres://postgres@127.0.0.1:1/test --quiet --out "$out" 2>&1)"; then
+  echo "server-suites: a run against an unreachable server did not fail" >&2; exit 1
+fi
+grep -q "cannot reach the PostgreSQL server at postgres://127.0.0.1:1/test" <<<"$msg" \
+  || { echo "server-suites: unexpected message: $msg" >&2; exit 1; }
+left="$(psql -h 127.0.0.1 -U postgres -d test -Atc "SELECT count(*) FROM pg_database WHERE datname LIKE 'ensemble\_%'")"
+[ "$left" = 0 ] || { echo "server-suites: $left PostgreSQL database(s) of runs left behind" >&2; exit 1; }
+echo "server-suites: all passed" >&2
