@@ -300,7 +300,8 @@ pub const WAN_CONFIGS: [(System, u32); 7] = [
     (System::ReadOnly, 5),
 ];
 
-fn config_name(system: System, n: u32) -> String {
+/// A configuration as Table III names it.
+pub fn config_name(system: System, n: u32) -> String {
     match system {
         System::Centralized => "Centralized".to_string(),
         System::Ensemble => format!("Ensemble-{n}"),

@@ -12,6 +12,7 @@ pub mod experiment;
 pub mod figures;
 pub mod harness;
 pub mod metrics;
+pub mod plots;
 pub mod report;
 pub mod sim_run;
 pub mod systems;

@@ -16,7 +16,9 @@ pub struct RunResult {
     pub check_passed: Option<bool>,
     /// Simulator: events processed, messages, per-process CPU utilisation in the window.
     pub sim: Option<SimFigures>,
-    /// Per process, the protocol's counters.
+    /// Per process, the protocol's counters. Result files written before runs kept them have
+    /// none, and still load (`ensemble figure --replot`).
+    #[serde(default)]
     pub processes: Vec<ProcessCounters>,
     /// Why the run ended before its window and drain did (a host died or stalled, the bench was
     /// interrupted): what was measured until then, never to be read as a complete run.

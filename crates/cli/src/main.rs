@@ -3,6 +3,7 @@
 
 mod node;
 mod overhead;
+mod plots;
 mod real;
 mod systems;
 mod xcast;
@@ -337,6 +338,10 @@ struct FigureArgs {
     /// overhead: closed-loop client threads; 1 to 256.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS))]
     threads: u32,
+    /// Run nothing: redraw the figure's plot from its result file (a `figure-*.json` this
+    /// command wrote), as SVG and PNG beside it.
+    #[arg(long, value_parser = existing_file)]
+    replot: Option<PathBuf>,
     #[command(flatten)]
     backend: BackendArgs,
     #[command(flatten)]
@@ -773,6 +778,9 @@ fn run_anywhere(e: &Experiment, progress: bool) -> anyhow::Result<ensemble_bench
 }
 
 fn figure(a: FigureArgs) -> anyhow::Result<()> {
+    if let Some(file) = &a.replot {
+        return plots::replot(&a.name, file);
+    }
     let o = FigureOpts {
         seed: a.seed,
         warmup_s: a.warmup,
@@ -823,10 +831,10 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
             return Ok(());
         }
         "xcast-latency" => return xcast::latency_figure(a.seed, a.jobs, a.real, &a.output.out),
-        "pstore-fig2" => ensemble_gdur::figures::fig2(&o, &a.output.out)?,
-        "pstore-fig3a" => ensemble_gdur::figures::fig3a(&o, &a.output.out)?,
-        "pstore-fig3b" => ensemble_gdur::figures::fig3b(&o, &a.output.out)?,
-        "pstore-fig4" => ensemble_gdur::figures::fig4(&o, &a.output.out)?,
+        "pstore-fig2" => ensemble_gdur::figures::fig2(&o)?,
+        "pstore-fig3a" => ensemble_gdur::figures::fig3a(&o)?,
+        "pstore-fig3b" => ensemble_gdur::figures::fig3b(&o)?,
+        "pstore-fig4" => ensemble_gdur::figures::fig4(&o)?,
         "pstore-table1" => ensemble_gdur::figures::table1(&o)?,
         other => bail!("unknown figure `{other}` (known: {})", FIGURES.join(", ")),
     };
@@ -840,6 +848,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     let path = a.output.out.join(format!("figure-{stem}-seed{}.json", a.seed));
     write_json(&path, &fig.runs)?;
     eprintln!("wrote {}", path.display());
+    plots::write(&a.name, &fig.runs, &path.with_extension(""))?;
     println!("{}\n\n{}", fig.title, fig.table);
     if let Some(s) = a.write_share {
         println!("mix steered to {:.0}% writing transactions (--write-share {s})", s * 100.0);

@@ -193,9 +193,9 @@ pub fn latency_figure(seed: u64, jobs: Option<usize>, real: bool, out: &Path) ->
         write_json(&path, &real_rows)?;
         eprintln!("wrote {}", path.display());
     }
-    let svg = out.join(format!("figure-xcast-latency-seed{seed}.svg"));
-    latency::plot(&rows, &svg).map_err(anyhow::Error::msg)?;
-    eprintln!("wrote {}", svg.display());
+    for path in latency::plot(&rows, &out.join(format!("figure-xcast-latency-seed{seed}"))).map_err(anyhow::Error::msg)? {
+        eprintln!("wrote {}", path.display());
+    }
     Ok(())
 }
 

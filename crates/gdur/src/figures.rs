@@ -11,15 +11,17 @@
 //! (Fig. 3(a) at 1 % global: 2,344 to 2,418 tx/s from 48 to 384 clients, then 4,707 at 6,144;
 //! the points are in its result file). A global transaction at the head of a queue holds back
 //! the commits behind it for a vote exchange, and that, not the CPU (under 50 % used there), is
-//! what the extra clients fill. Each figure prints ours beside the paper's numbers and writes
-//! its points (JSON, by the CLI) and a plot (SVG) beside them.
+//! what the extra clients fill. Each figure prints ours beside the paper's numbers; the CLI writes
+//! its runs (JSON) and, beside them, its plot ([`chart`]: SVG and PNG).
 
 use ensemble_bench::figures::{Figure, FigureOpts};
 use ensemble_bench::report::{render, RunResult};
 use ensemble_bench::{Experiment, WorkloadSpec};
 use ensemble_core::topology::Topology;
 use ensemble_kv::workload::{KvKind, KvWorkloadSpec};
-use std::path::Path;
+use ensemble_bench::plots::{group_by, load_curve, mean_ms as class_ms};
+use ensemble_bench::WorkloadSpec as Workload;
+use ensemble_plot::{Chart, Corner, Key, Line, Marker, Panel, Series};
 
 /// One configuration of a figure.
 #[derive(Clone, Debug)]
@@ -128,7 +130,7 @@ fn all_runs(peaks: Vec<Peak>) -> Vec<RunResult> {
 }
 
 /// P-Store Fig. 2: A_ge\* with 1 to 150 certifiers, 4 groups, 1 % global.
-pub fn fig2(o: &FigureOpts, out: &Path) -> anyhow::Result<Figure> {
+pub fn fig2(o: &FigureOpts) -> anyhow::Result<Figure> {
     let pools = [1u32, 10, 50, 100, 150];
     let configs: Vec<Config> = pools.iter().map(|&c| Config { certifiers: c, ..Config::new("p-store", 0.01) }).collect();
     let peaks = climb_all(&configs, o)?;
@@ -151,13 +153,12 @@ pub fn fig2(o: &FigureOpts, out: &Path) -> anyhow::Result<Figure> {
             p.checked().into(),
         ]);
     }
-    plot_peaks(&out.join(format!("figure-pstore-fig2-seed{}.svg", o.seed)), "P-Store Fig. 2: certifiers (4 groups, 1 % global)", "certifiers", &peaks, |p| f64::from(p.config.certifiers), |_| "A_ge*".into())?;
     let table = render(&rows);
     Ok(Figure { title: "P-Store Fig. 2: the convoy effect — A_ge* peak throughput by certifier pool (4 groups of 3, 1 % global TPC-B)".into(), table, runs: all_runs(peaks) })
 }
 
 /// P-Store Fig. 3(a): A_ge\* against A_full, 4 groups, 0–50 % global.
-pub fn fig3a(o: &FigureOpts, out: &Path) -> anyhow::Result<Figure> {
+pub fn fig3a(o: &FigureOpts) -> anyhow::Result<Figure> {
     let globals = [0.0, 0.01, 0.05, 0.15, 0.25, 0.5];
     let configs: Vec<Config> =
         globals.iter().flat_map(|&g| [Config::new("p-store", g), Config::new("p-store-full", g)]).collect();
@@ -191,12 +192,11 @@ pub fn fig3a(o: &FigureOpts, out: &Path) -> anyhow::Result<Figure> {
         ]);
     }
     let table = format!("{}\npaper's abort rates at peak: A_ge* 7–15 %, A_full at most 5 %", render(&rows));
-    plot_peaks(&out.join(format!("figure-pstore-fig3a-seed{}.svg", o.seed)), "P-Store Fig. 3(a): 4 groups", "global %", &peaks, |p| p.config.global * 100.0, |p| system_label(p.config.system))?;
     Ok(Figure { title: "P-Store Fig. 3(a): partial (A_ge*) against full (A_full) replication, 4 groups of 3, TPC-B".into(), table, runs: all_runs(peaks) })
 }
 
 /// P-Store Fig. 3(b): 25 % global, 2 to 8 groups.
-pub fn fig3b(o: &FigureOpts, out: &Path) -> anyhow::Result<Figure> {
+pub fn fig3b(o: &FigureOpts) -> anyhow::Result<Figure> {
     let groups = [2u32, 4, 6, 8];
     let configs: Vec<Config> = groups
         .iter()
@@ -218,13 +218,12 @@ pub fn fig3b(o: &FigureOpts, out: &Path) -> anyhow::Result<Figure> {
         ]);
     }
     let table = format!("{}\npaper: A_ge* scales out by about 0.7 per group; at 8 groups 1.7x A_full's best; A_full best at 2 groups, network-bound at 8", render(&rows));
-    plot_peaks(&out.join(format!("figure-pstore-fig3b-seed{}.svg", o.seed)), "P-Store Fig. 3(b): 25 % global", "groups", &peaks, |p| f64::from(p.config.groups), |p| system_label(p.config.system))?;
     Ok(Figure { title: "P-Store Fig. 3(b): scale-out at 25 % global, 2 to 8 groups of 3, TPC-B".into(), table, runs: all_runs(peaks) })
 }
 
 /// P-Store Fig. 4: each partition in 1 or 2 groups (and A_full), 4 groups; (a) all updates,
 /// (b) 20 % updates (read-only transactions read one account); 1 % and 25 % global.
-pub fn fig4(o: &FigureOpts, out: &Path) -> anyhow::Result<Figure> {
+pub fn fig4(o: &FigureOpts) -> anyhow::Result<Figure> {
     let mut configs = Vec::new();
     for read_only in [0.0, 0.8] {
         for global in [0.01, 0.25] {
@@ -250,22 +249,16 @@ pub fn fig4(o: &FigureOpts, out: &Path) -> anyhow::Result<Figure> {
         "{}\npaper: two copies harm A_ge* \"dramatically\" at 25 % global and barely less at 1 %; A_full beats A_ge* with two copies",
         render(&rows)
     );
-    plot_peaks(&out.join(format!("figure-pstore-fig4-seed{}.svg", o.seed)), "P-Store Fig. 4: replication factor", "configuration", &peaks, |p| configs_index(&configs, p), |p| format!("{:.0}% updates", (1.0 - p.config.read_only) * 100.0))?;
     Ok(Figure { title: "P-Store Fig. 4: replication factor x = 1, 2 (and A_full), 4 groups of 3, TPC-B".into(), table, runs: all_runs(peaks) })
 }
 
-fn configs_index(configs: &[Config], p: &Peak) -> f64 {
-    configs
-        .iter()
-        .position(|c| c.system == p.config.system && c.replication == p.config.replication && c.global == p.config.global && c.read_only == p.config.read_only)
-        .unwrap_or(0) as f64
-}
+/// Δ of P-Store's Table 1: the mean delay between two groups of the p-store topology (ms).
+const DELTA_MS: f64 = 50.0;
 
 /// P-Store Table 1: a global transaction's latency under light load, in units of Δ (50 ms):
 /// execution (r_r remote reads × 2Δ; TPC-B's global transaction reads one remote item) and
 /// termination (certification, 3Δ).
 pub fn table1(o: &FigureOpts) -> anyhow::Result<Figure> {
-    let delta_ms = 50.0;
     let mut rows = vec![["system", "global tx", "execution ms", "in Δ", "paper", "termination ms", "in Δ", "paper", "check"].map(String::from).to_vec()];
     let mut runs = Vec::new();
     // P-Store-2PC beside them: G-DUR §5.3 puts 2PC at 3 message delays, the third (the decision
@@ -285,10 +278,10 @@ pub fn table1(o: &FigureOpts) -> anyhow::Result<Figure> {
             system.into(),
             g.map_or(0, |c| c.count).to_string(),
             format!("{exec:.1}"),
-            format!("{:.2}", exec / delta_ms),
+            format!("{:.2}", exec / DELTA_MS),
             "2Δ (r_r = 1)".into(),
             format!("{term:.1}"),
-            format!("{:.2}", term / delta_ms),
+            format!("{:.2}", term / DELTA_MS),
             paper.into(),
             match r.check_passed {
                 Some(true) => "ok".into(),
@@ -327,42 +320,225 @@ fn system_label(system: &str) -> String {
     }
 }
 
-/// Peak throughput against a parameter, one line per series.
-fn plot_peaks(path: &Path, caption: &str, x_label: &str, peaks: &[Peak], x: impl Fn(&Peak) -> f64, series: impl Fn(&Peak) -> String) -> anyhow::Result<()> {
-    use plotters::prelude::*;
-    let e = |err: &dyn std::fmt::Display| anyhow::anyhow!("{}: {err}", path.display());
-    let mut names: Vec<String> = Vec::new();
-    for p in peaks {
-        if !names.contains(&series(p)) {
-            names.push(series(p));
+/// A run's configuration, read back from its experiment (so a result file redraws its plot).
+#[derive(Clone, Debug, PartialEq)]
+struct RunConfig {
+    system: String,
+    groups: u32,
+    certifiers: u32,
+    replication: u32,
+    global: f64,
+    read_only: f64,
+}
+
+fn config_of(r: &RunResult) -> RunConfig {
+    let e = &r.experiment;
+    let (global, read_only) = match &e.workload {
+        Workload::KeyValue { spec } => (spec.global, spec.read_only),
+        _ => (f64::NAN, f64::NAN),
+    };
+    RunConfig { system: e.system.clone(), groups: e.dur.groups, certifiers: e.dur.certifiers, replication: e.dur.replication, global, read_only }
+}
+
+/// The plot of figure `name` (`pstore-fig2` ...) from its runs; `None` for a name that is not
+/// P-Store's. Figures 2 to 4 are what the paper plots: latency against throughput as clients are
+/// added, a curve per configuration (the tables give each curve's peak). Table 1 is drawn as
+/// points: each system's execution and termination latency in Δ, measured (dots) and as the
+/// papers state them (triangles: execution 2Δ for one remote read; termination 3Δ for
+/// certification, 2Δ for P-Store-2PC, whose proxy answers before the third delay).
+pub fn chart(name: &str, runs: &[RunResult]) -> Option<Chart> {
+    let panel = |series, keys| Panel { x_label: "throughput (tx/s)".into(), y_label: "mean latency (ms)".into(), series, keys, legend: Corner::UpperLeft, ..Panel::default() };
+    let one = |caption: &str, panel| Some(Chart { caption: caption.into(), panels: vec![panel], panel_size: (680, 460) });
+    let systems = [Key::line("solid: A_ge*", Line::Solid), Key::line("dashed: A_full", Line::Dashed)];
+    // A colour per value of `by`; A_ge* solid and labelled, A_full dashed.
+    let by_system = |by: &dyn Fn(&RunConfig) -> String| -> Vec<Series> {
+        let mut values: Vec<String> = Vec::new();
+        group_by(runs, config_of)
+            .into_iter()
+            .map(|(c, runs)| {
+                let v = by(&c);
+                if !values.contains(&v) {
+                    values.push(v.clone());
+                }
+                let colour = values.iter().position(|x| *x == v).unwrap_or(0);
+                let full = c.system == "p-store-full";
+                Series {
+                    label: (!full).then_some(v),
+                    line: if full { Line::Dashed } else { Line::Solid },
+                    ..Series::line("", colour, load_curve(runs))
+                }
+            })
+            .collect()
+    };
+    match name {
+        "pstore-fig2" => {
+            let series = group_by(runs, config_of)
+                .into_iter()
+                .enumerate()
+                .map(|(i, (c, runs))| Series::line(format!("{} certifier{}", c.certifiers, if c.certifiers == 1 { "" } else { "s" }), i, load_curve(runs)))
+                .collect();
+            one("P-Store Fig. 2: A_ge* latency against throughput by certifier pool (4 groups of 3, 1 % global TPC-B)", panel(series, vec![]))
         }
+        "pstore-fig3a" => one(
+            "P-Store Fig. 3(a): latency against throughput, A_ge* and A_full, 4 groups of 3, TPC-B",
+            panel(by_system(&|c| format!("{:.0} % global", c.global * 100.0)), systems.to_vec()),
+        ),
+        "pstore-fig3b" => one(
+            "P-Store Fig. 3(b): latency against throughput, 2 to 8 groups of 3, 25 % global TPC-B",
+            panel(by_system(&|c| format!("{} groups", c.groups)), systems.to_vec()),
+        ),
+        "pstore-fig4" => {
+            let mut read_only: Vec<f64> = Vec::new();
+            for r in runs {
+                let c = config_of(r);
+                if !read_only.contains(&c.read_only) {
+                    read_only.push(c.read_only);
+                }
+            }
+            let panels = read_only
+                .iter()
+                .enumerate()
+                .map(|(i, &ro)| {
+                    let mine: Vec<&RunResult> = runs.iter().filter(|r| config_of(r).read_only == ro).collect();
+                    let series = group_by(mine, config_of)
+                        .into_iter()
+                        .map(|(c, runs)| {
+                            let (colour, name) = match (c.system.as_str(), c.replication) {
+                                ("p-store-full", _) => (2, "A_full".to_string()),
+                                (s, x) => (if x == 1 { 0 } else { 1 }, format!("{}, x = {x}", system_label(s))),
+                            };
+                            let low = c.global < 0.1;
+                            Series { label: low.then_some(name), line: if low { Line::Solid } else { Line::Dashed }, ..Series::line("", colour, load_curve(runs)) }
+                        })
+                        .collect();
+                    let keys = vec![Key::line("solid: 1 % global", Line::Solid), Key::line("dashed: 25 % global", Line::Dashed)];
+                    Panel { title: format!("({}) {:.0} % updates", ['a', 'b', 'c', 'd'][i % 4], (1.0 - ro) * 100.0), ..panel(series, keys) }
+                })
+                .collect();
+            Some(Chart {
+                caption: "P-Store Fig. 4: latency against throughput, each partition in x groups (and A_full), 4 groups of 3, TPC-B".into(),
+                panels,
+                panel_size: (560, 460),
+            })
+        }
+        "pstore-table1" => {
+            let names: Vec<String> = runs.iter().map(|r| r.experiment.system.clone()).collect();
+            let x = |i: usize| i as f64;
+            let measured = |f: &dyn Fn(&RunResult) -> f64| runs.iter().enumerate().map(|(i, r)| (x(i), f(r) / DELTA_MS)).collect::<Vec<_>>();
+            let stated = |f: &dyn Fn(&str) -> f64| names.iter().enumerate().map(|(i, n)| (x(i), f(n))).collect::<Vec<_>>();
+            let series = vec![
+                Series::points("execution", 0, Marker::Circle, measured(&global_execution_ms)),
+                Series::points("termination", 1, Marker::Circle, measured(&|r| class_ms(r, "global-update") - global_execution_ms(r))),
+                Series { label: None, ..Series::points("", 0, Marker::Triangle, stated(&|_| 2.0)) },
+                Series { label: None, ..Series::points("", 1, Marker::Triangle, stated(&|n| if n == "p-store-2pc" { 2.0 } else { 3.0 })) },
+            ];
+            let panel = Panel {
+                x_label: "system".into(),
+                y_label: "latency of a global transaction (Δ = 50 ms)".into(),
+                x_ticks: Some(names.iter().enumerate().map(|(i, n)| (x(i), if system_label(n) == *n { n.clone() } else { format!("{} ({n})", system_label(n)) })).collect()),
+                series,
+                keys: vec![Key { label: "dots: measured".into(), line: Line::None, marker: Marker::Circle }, Key { label: "triangles: as the papers state".into(), line: Line::None, marker: Marker::Triangle }],
+                legend: Corner::UpperRight,
+                ..Panel::default()
+            };
+            one("P-Store Table 1: a global transaction's latency under light load, in Δ (4 groups of 3, 50 % global)", panel)
+        }
+        _ => None,
     }
-    let xs: Vec<f64> = peaks.iter().map(&x).collect();
-    let (x0, x1) = (xs.iter().copied().fold(f64::MAX, f64::min), xs.iter().copied().fold(f64::MIN, f64::max));
-    let pad = ((x1 - x0) * 0.05).max(0.5);
-    let top = peaks.iter().map(Peak::throughput).fold(1.0, f64::max) * 1.25;
-    let root = SVGBackend::new(path, (640, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(|x| e(&x))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(caption, ("sans-serif", 18))
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(60)
-        .build_cartesian_2d((x0 - pad)..(x1 + pad), 0f64..top)
-        .map_err(|x| e(&x))?;
-    chart.configure_mesh().x_desc(x_label).y_desc("peak committed tx/s").draw().map_err(|x| e(&x))?;
-    let colours = [RGBColor(31, 119, 180), RGBColor(214, 39, 40), RGBColor(44, 160, 44), RGBColor(148, 103, 189)];
-    for (i, name) in names.iter().enumerate() {
-        let colour = colours[i % colours.len()];
-        let points: Vec<(f64, f64)> = peaks.iter().filter(|p| &series(p) == name).map(|p| (x(p), p.throughput())).collect();
-        chart
-            .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
-            .map_err(|x| e(&x))?
-            .label(name.clone())
-            .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], colour.stroke_width(2)));
-        chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, colour.filled()))).map_err(|x| e(&x))?;
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ensemble_bench::{ClassSummary, Summary};
+    use std::collections::BTreeMap;
+
+    /// A run of `config` with `clients` that measured `throughput` and these class and phase
+    /// means (ms).
+    fn run(config: &Config, clients: u32, throughput: f64, classes: &[(&str, f64)], phases: &[(&str, f64)]) -> RunResult {
+        let experiment = config.experiment(clients, &FigureOpts::default()).unwrap();
+        let class = |mean_ms: f64| ClassSummary { count: 10, throughput, mean_ms, p50_ms: mean_ms, p90_ms: mean_ms, p99_ms: mean_ms, max_ms: mean_ms };
+        let map = |m: &[(&str, f64)]| m.iter().map(|&(c, v)| (c.to_string(), class(v))).collect::<BTreeMap<_, _>>();
+        let summary = Summary {
+            window_s: 1.0,
+            throughput,
+            classes: map(classes),
+            phases: map(phases),
+            aborted: 0,
+            aborts_by_cause: BTreeMap::new(),
+            errors: 0,
+            redirects: 0,
+        };
+        RunResult { experiment, summary, check: None, check_passed: Some(true), sim: None, processes: vec![], partial: None }
     }
-    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(|x| e(&x))?;
-    root.present().map_err(|x| e(&x))?;
-    Ok(())
+
+    /// Two steps of a climb: `x` tx/s at 40 ms, then twice that at 300 ms.
+    fn climb_of(config: Config, x: f64) -> [RunResult; 2] {
+        [run(&config, 48, x, &[("all", 40.0)], &[]), run(&config, 96, 2.0 * x, &[("all", 300.0)], &[])]
+    }
+
+    /// Renders figure `name` from `runs` into a temporary directory and returns the SVG's text;
+    /// both files must exist and the SVG must carry `caption`.
+    fn renders(name: &str, runs: &[RunResult], caption: &str) -> (Chart, String) {
+        let chart = chart(name, runs).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let [svg, png] = ensemble_plot::render(&chart, &dir.path().join(format!("figure-{name}-seed1"))).unwrap();
+        let text = std::fs::read_to_string(svg).unwrap();
+        assert!(text.contains(caption), "no caption `{caption}` in the SVG of {name}");
+        assert!(std::fs::metadata(png).unwrap().len() > 4_000);
+        (chart, text)
+    }
+
+    #[test]
+    fn fig2_draws_a_curve_per_certifier_pool() {
+        let runs: Vec<RunResult> = [1, 150].into_iter().flat_map(|c| climb_of(Config { certifiers: c, ..Config::new("p-store", 0.01) }, 100.0 * f64::from(c))).collect();
+        let (chart, svg) = renders("pstore-fig2", &runs, "P-Store Fig. 2: A_ge* latency against throughput");
+        assert_eq!(chart.panels[0].series[1].points, vec![(15_000.0, 40.0), (30_000.0, 300.0)]);
+        assert!(svg.contains("1 certifier") && svg.contains("150 certifiers"));
+    }
+
+    #[test]
+    fn fig3a_and_fig3b_draw_a_curve_per_system_and_setting() {
+        let runs: Vec<RunResult> =
+            [0.01, 0.25].into_iter().flat_map(|g| [Config::new("p-store", g), Config::new("p-store-full", g)]).flat_map(|c| climb_of(c, 1000.0)).collect();
+        let (chart, svg) = renders("pstore-fig3a", &runs, "P-Store Fig. 3(a): latency against throughput");
+        let lines: Vec<Line> = chart.panels[0].series.iter().map(|s| s.line).collect();
+        assert_eq!(lines, vec![Line::Solid, Line::Dashed, Line::Solid, Line::Dashed]);
+        assert!(svg.contains("25 % global") && svg.contains("dashed: A_full"));
+        let runs: Vec<RunResult> = [2, 8].into_iter().flat_map(|g| climb_of(Config { groups: g, ..Config::new("p-store", 0.25) }, 500.0)).collect();
+        let (_, svg) = renders("pstore-fig3b", &runs, "P-Store Fig. 3(b): latency against throughput");
+        assert!(svg.contains("8 groups"));
+    }
+
+    #[test]
+    fn fig4_has_a_panel_per_update_share() {
+        let mut runs = Vec::new();
+        for read_only in [0.0, 0.8] {
+            for (system, replication) in [("p-store", 1), ("p-store", 2), ("p-store-full", 4)] {
+                runs.extend(climb_of(Config { read_only, replication, ..Config::new(system, 0.25) }, 800.0));
+            }
+        }
+        let (chart, svg) = renders("pstore-fig4", &runs, "P-Store Fig. 4: latency against throughput");
+        assert_eq!(chart.panels.len(), 2);
+        assert!(svg.contains("(b) 20 % updates"));
+    }
+
+    #[test]
+    fn table1_puts_each_phase_in_delta_beside_the_stated_one() {
+        let runs: Vec<RunResult> = ["p-store", "p-store-2pc"]
+            .into_iter()
+            .map(|s| {
+                // Every transaction global: the execution phase is the global transactions' own.
+                run(&Config::new(s, 0.5), 12, 10.0, &[("all", 250.0), ("global-update", 250.0)], &[("execution", 100.0)])
+            })
+            .collect();
+        let (chart, svg) = renders("pstore-table1", &runs, "P-Store Table 1: a global transaction");
+        let s = &chart.panels[0].series;
+        assert_eq!(s[0].points, vec![(0.0, 2.0), (1.0, 2.0)]);
+        assert_eq!(s[1].points, vec![(0.0, 3.0), (1.0, 3.0)]);
+        assert_eq!(s[3].points, vec![(0.0, 3.0), (1.0, 2.0)]);
+        assert!(svg.contains("A_ge* (p-store)"));
+        assert!(super::chart("table3", &runs).is_none());
+    }
 }

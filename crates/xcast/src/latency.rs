@@ -16,8 +16,8 @@ use ensemble_core::topology::Topology;
 use ensemble_core::{ProcessId, Time};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
-use std::path::Path;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Destination group counts of the figure.
@@ -79,7 +79,7 @@ pub fn nets() -> Vec<Net> {
 }
 
 /// One point of the figure.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
     pub net: String,
     pub delta_ms: f64,
@@ -341,11 +341,12 @@ pub fn stated(primitive: &str, groups: usize) -> Stated {
     }
 }
 
-/// Draws the figure: per net, latency to the last destination (solid) and to the first
-/// (dashed) in Δ against the number of groups, one colour per primitive; the papers' stated
-/// latencies as crosses (G-DUR §5.3) and triangles (P-Store Table 1).
-pub fn plot(rows: &[Row], path: &Path) -> Result<(), String> {
-    use plotters::prelude::*;
+/// Draws the figure to `STEM.svg` and `STEM.png`: per net, latency to the last destination
+/// (solid) and to the first (dashed) in Δ against the number of groups, one colour per
+/// primitive; the papers' stated latencies as crosses (G-DUR §5.3) and triangles (P-Store
+/// Table 1).
+pub fn plot(rows: &[Row], stem: &Path) -> Result<[PathBuf; 2], String> {
+    use ensemble_plot::{Chart, Key, Line, Marker, Panel, Series};
     let distinct = |field: fn(&Row) -> &String| {
         rows.iter().fold(Vec::<String>::new(), |mut v, r| {
             if !v.contains(field(r)) {
@@ -355,93 +356,56 @@ pub fn plot(rows: &[Row], path: &Path) -> Result<(), String> {
         })
     };
     let (nets, primitives) = (distinct(|r| &r.net), distinct(|r| &r.primitive));
-    let e = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let root = SVGBackend::new(path, (480 * nets.len().max(1) as u32, 440)).into_drawing_area();
-    root.fill(&WHITE).map_err(|x| e(&x))?;
-    let panels = root.split_evenly((1, nets.len().max(1)));
-    let colours = [
-        RGBColor(31, 119, 180),
-        RGBColor(214, 39, 40),
-        RGBColor(44, 160, 44),
-        RGBColor(148, 103, 189),
-        RGBColor(255, 127, 14),
-        RGBColor(140, 86, 75),
-    ];
     // log2 of the group count on the x axis: 1, 2, 4, 8 evenly spaced.
     let x_of = |g: usize| (g as f64).log2();
-    for (panel, net) in panels.iter().zip(&nets) {
-        let mine: Vec<&Row> = rows.iter().filter(|r| &r.net == net).collect();
-        let delta = mine.first().map_or(0.0, |r| r.delta_ms);
-        // Headroom above the data for the legend, which takes the upper part of the panel.
-        let top = (mine.iter().map(|r| r.last_delta).fold(6.0, f64::max) * 1.8).ceil();
-        let mut chart = ChartBuilder::on(panel)
-            .caption(format!("{net} (Δ = {delta} ms)"), ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(35)
-            .y_label_area_size(45)
-            .build_cartesian_2d(-0.2f64..3.2f64, 0f64..top)
-            .map_err(|x| e(&x))?;
-        chart
-            .configure_mesh()
-            .x_labels(4)
-            .y_labels(top as usize + 1)
-            .light_line_style(TRANSPARENT)
-            .x_label_formatter(&|x| format!("{}", 2f64.powf(*x).round()))
-            .y_label_formatter(&|y| format!("{y:.0}"))
-            .x_desc("destination groups")
-            .y_desc("latency (Δ)")
-            .draw()
-            .map_err(|x| e(&x))?;
-        for (i, p) in primitives.iter().enumerate() {
-            let colour = colours[i % colours.len()];
-            let points: Vec<&Row> = mine.iter().copied().filter(|r| &r.primitive == p).collect();
-            if points.is_empty() {
-                continue;
-            }
-            chart
-                .draw_series(LineSeries::new(points.iter().map(|r| (x_of(r.groups), r.last_delta)), colour.stroke_width(2)))
-                .map_err(|x| e(&x))?
-                .label(p.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
-            chart
-                .draw_series(DashedLineSeries::new(points.iter().map(|r| (x_of(r.groups), r.first_delta)), 4, 3, colour.into()))
-                .map_err(|x| e(&x))?;
-            chart
-                .draw_series(points.iter().map(|r| Circle::new((x_of(r.groups), r.last_delta), 3, colour.filled())))
-                .map_err(|x| e(&x))?;
-            let at = |d: fn(&str, usize) -> Option<f64>| -> Vec<(f64, f64)> {
-                points.iter().filter_map(|r| d(p, r.groups).map(|d| (x_of(r.groups), d))).collect()
-            };
-            chart.draw_series(at(gdur_delta).into_iter().map(|xy| Cross::new(xy, 5, colour.stroke_width(2)))).map_err(|x| e(&x))?;
-            chart
-                .draw_series(at(pstore_delta).into_iter().map(|xy| TriangleMarker::new(xy, 5, colour.filled())))
-                .map_err(|x| e(&x))?;
-        }
-        // Legend entries for the line styles and markers.
-        let grey = RGBColor(90, 90, 90);
-        let keys = ["solid: last destination", "dashed: first destination", "×: G-DUR §5.3", "▲: P-Store Table 1"];
-        for (k, label) in keys.into_iter().enumerate() {
-            chart
-                .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
-                .map_err(|x| e(&x))?
-                .label(label)
-                .legend(move |(x, y)| match k {
-                    0 => PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(2)).into_dyn(),
-                    1 => PathElement::new(vec![(x, y), (x + 8, y)], grey.stroke_width(1)).into_dyn(),
-                    2 => Cross::new((x + 10, y), 5, grey.stroke_width(2)).into_dyn(),
-                    _ => TriangleMarker::new((x + 10, y), 5, grey.filled()).into_dyn(),
+    let panels = nets
+        .iter()
+        .map(|net| {
+            let mine: Vec<&Row> = rows.iter().filter(|r| &r.net == net).collect();
+            let delta = mine.first().map_or(0.0, |r| r.delta_ms);
+            let mut series = Vec::new();
+            for (colour, p) in primitives.iter().enumerate() {
+                let points: Vec<&Row> = mine.iter().copied().filter(|r| &r.primitive == p).collect();
+                if points.is_empty() {
+                    continue;
+                }
+                let stated = |d: fn(&str, usize) -> Option<f64>| -> Vec<(f64, f64)> {
+                    points.iter().filter_map(|r| d(p, r.groups).map(|d| (x_of(r.groups), d))).collect()
+                };
+                series.push(Series::line(p.as_str(), colour, points.iter().map(|r| (x_of(r.groups), r.last_delta)).collect()));
+                series.push(Series {
+                    label: None,
+                    points: points.iter().map(|r| (x_of(r.groups), r.first_delta)).collect(),
+                    colour,
+                    line: Line::Dashed,
+                    marker: Marker::None,
                 });
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|x| e(&x))?;
-    }
-    root.present().map_err(|x| e(&x))?;
-    Ok(())
+                series.push(Series { label: None, ..Series::points("", colour, Marker::Cross, stated(gdur_delta)) });
+                series.push(Series { label: None, ..Series::points("", colour, Marker::Triangle, stated(pstore_delta)) });
+            }
+            let key = |label: &str, line, marker| Key { label: label.into(), line, marker };
+            Panel {
+                title: format!("{net} (Δ = {delta} ms)"),
+                x_label: "destination groups".into(),
+                y_label: "latency (Δ)".into(),
+                x_ticks: Some(GROUPS.iter().map(|&g| (x_of(g), g.to_string())).collect()),
+                series,
+                keys: vec![
+                    key("solid: last destination", Line::Solid, Marker::None),
+                    key("dashed: first destination", Line::Dashed, Marker::None),
+                    key("×: G-DUR §5.3", Line::None, Marker::Cross),
+                    key("▲: P-Store Table 1", Line::None, Marker::Triangle),
+                ],
+                ..Panel::default()
+            }
+        })
+        .collect();
+    let chart = Chart {
+        caption: "xcast-latency: latency to the destination groups in Δ, fault-free simulations".into(),
+        panels,
+        panel_size: (480, 440),
+    };
+    ensemble_plot::render(&chart, stem)
 }
 
 /// G-DUR §5.3's latency, in delays, for the plot's crosses.
@@ -585,9 +549,9 @@ mod tests {
             .flat_map(|n| [1, 2].map(|g| measure(&net(n), Kind::Reliable, g, 1).unwrap()))
             .collect();
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.svg");
-        plot(&rows, &path).unwrap();
-        let svg = std::fs::read_to_string(&path).unwrap();
-        assert!(svg.starts_with("<svg") && svg.contains("lan (Δ = 0.1 ms)") && svg.contains("wan-normal50-dc (Δ = 50 ms)"));
+        let [svg, png] = plot(&rows, &dir.path().join("x")).unwrap();
+        let svg = std::fs::read_to_string(&svg).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("xcast-latency: latency") && svg.contains("lan (Δ = 0.1 ms)") && svg.contains("wan-normal50-dc (Δ = 50 ms)"));
+        assert!(std::fs::metadata(&png).unwrap().len() > 1000);
     }
 }

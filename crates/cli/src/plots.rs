@@ -1,0 +1,43 @@
+//! The figures' plots: written beside each figure's result file under the same name, and redrawn
+//! from such a file (`ensemble figure NAME --replot FILE`) without running the figure again.
+
+use anyhow::Context;
+use ensemble_bench::{plots, RunResult};
+use ensemble_plot::Chart;
+use std::path::Path;
+
+/// The plot of a figure that keeps its runs (every one but `xcast-latency`, which plots its own
+/// rows, and `overhead`, which writes no file).
+fn chart(name: &str, runs: &[RunResult]) -> Option<Chart> {
+    match name {
+        "gyro-fig3" => Some(plots::gyro_fig3(runs)),
+        "gyro-fig4" => Some(plots::gyro_fig4(runs)),
+        "table3" => Some(plots::table3(runs)),
+        "wan-scaling" => Some(plots::wan_scaling(runs)),
+        other => ensemble_gdur::figures::chart(other, runs),
+    }
+}
+
+/// Writes `STEM.svg` and `STEM.png` for figure `name`.
+pub fn write(name: &str, runs: &[RunResult], stem: &Path) -> anyhow::Result<()> {
+    let chart = chart(name, runs).with_context(|| format!("figure `{name}` has no plot"))?;
+    for path in ensemble_plot::render(&chart, stem).map_err(anyhow::Error::msg)? {
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Redraws figure `name`'s plot from its result file, beside it.
+pub fn replot(name: &str, file: &Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("--replot {}", file.display()))?;
+    let stem = file.with_extension("");
+    if name == "xcast-latency" {
+        let rows: Vec<ensemble_xcast::latency::Row> = serde_json::from_str(&text).with_context(|| format!("{}: not xcast-latency's rows", file.display()))?;
+        for path in ensemble_xcast::latency::plot(&rows, &stem).map_err(anyhow::Error::msg)? {
+            eprintln!("wrote {}", path.display());
+        }
+        return Ok(());
+    }
+    let runs: Vec<RunResult> = serde_json::from_str(&text).with_context(|| format!("{}: not a figure's runs", file.display()))?;
+    write(name, &runs, &stem)
+}
