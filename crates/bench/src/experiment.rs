@@ -234,6 +234,13 @@ pub struct Experiment {
     /// systems ignore it): SQLite by default, or a database per instance on a server.
     #[serde(default)]
     pub backend: Backend,
+    /// Real runs: storage worker threads per process, each with its own database connection.
+    #[serde(default = "default_storage_workers")]
+    pub storage_workers: u32,
+}
+
+fn default_storage_workers() -> u32 {
+    2
 }
 
 /// The DBMS under each Conveyor Belt instance.
@@ -374,6 +381,7 @@ impl Experiment {
             plain_wire: false,
             dur: DurSettings::default(),
             backend: Backend::default(),
+            storage_workers: default_storage_workers(),
         })
     }
 

@@ -795,9 +795,9 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         jobs: a.jobs.unwrap_or(FigureOpts::default().jobs),
         backend: a.backend.backend()?,
     };
-    if o.backend.kind != BackendKind::Sqlite && !matches!(a.name.as_str(), "gyro-fig3" | "gyro-fig4" | "table3" | "wan-scaling") {
+    if o.backend.kind != BackendKind::Sqlite && !matches!(a.name.as_str(), "gyro-fig3" | "gyro-fig4" | "table3" | "wan-scaling" | "overhead") {
         bail!(
-            "--backend {} is for the Conveyor Belt's figures (gyro-fig3, gyro-fig4, table3, wan-scaling); {} on a server is not built",
+            "--backend {} is for the Conveyor Belt's figures (gyro-fig3, gyro-fig4, table3, wan-scaling, overhead); {} on a server is not built",
             o.backend.kind.name(),
             a.name
         );
@@ -826,7 +826,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
             figures::wan_scaling(&a.app, &o, &clients(steps), workload.as_ref())?
         }
         "overhead" => {
-            let text = overhead::run(a.threads, a.measure, a.seed, !a.output.quiet)?;
+            let text = overhead::run(a.threads, a.measure, a.seed, !a.output.quiet, o.backend.clone())?;
             println!("{text}");
             return Ok(());
         }

@@ -1,7 +1,8 @@
 //! Middleware overhead: the same shop operations, in the same run, through one Ensemble instance
-//! (a node process, clients over loopback TCP) and directly on SQLite (client threads, one
-//! connection each, no middleware), both on this machine; and the Ensemble run again on the
-//! plain wire, without a cluster secret, for what authentication costs. Reported as ratios.
+//! (a node process, clients over loopback TCP) and directly on the backend's database (client
+//! threads, one connection each, no middleware: SQLite embedded, or the PostgreSQL or MariaDB
+//! server through the same client library), both on this machine; and the Ensemble run again on
+//! the plain wire, without a cluster secret, for what authentication costs. Reported as ratios.
 
 use ensemble_app::{apps::shop, ClientCtx, DataConfig, Workload};
 use ensemble_bench::report::render;
@@ -24,23 +25,62 @@ struct Measured {
     hist: Histogram,
 }
 
-/// Runs the shop workload directly on one SQLite database with `threads` closed-loop threads.
-fn direct(threads: u32, measure_s: f64, seed: u64) -> anyhow::Result<Measured> {
+/// One client thread's connection on the direct path.
+enum Direct {
+    Sqlite(SqliteStorage),
+    Server(Box<ensemble_server::ServerStorage>),
+}
+
+impl Direct {
+    fn execute(&mut self, request: &Request) -> anyhow::Result<ensemble_core::Outcome> {
+        Ok(match self {
+            Direct::Sqlite(db) => db.execute_direct(request)?,
+            Direct::Server(db) => db.execute_direct(request)?.0,
+        })
+    }
+}
+
+/// Runs the shop workload directly on one database of the experiment's backend with `threads`
+/// closed-loop threads.
+fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64) -> anyhow::Result<Measured> {
     let app = shop::application();
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("direct.db");
-    {
-        let db = SqliteStorage::open_file(&path, app.clone(), InstanceId(0))?;
-        db.create_schema()?;
-        db.load(&(app.generate)(DataConfig { scale: 1, seed }), |_, _, _| true)?;
-    }
+    let data = (app.generate)(DataConfig { scale: 1, seed });
+    let mut direct_exp = e.clone();
+    direct_exp.label = "overhead-direct".into();
+    // A server's database for the direct path, made and dropped like a run's.
+    let (tagged, _databases) = ensemble_bench::databases::for_run(&direct_exp)?;
+    let server = match tagged.backend.kind.engine() {
+        Some(engine) => {
+            let url = ensemble_server::admin::instance_url(engine, &tagged.backend.server_urls(), &tagged.backend.run, 0).map_err(anyhow::Error::msg)?;
+            let sql = std::sync::Arc::new(ensemble_server::translate(&app, engine)?);
+            let mut db = ensemble_server::ServerStorage::open(&url, app.clone(), sql.clone(), InstanceId(0))?;
+            db.create_schema()?;
+            db.load(&data, |_, _, _| true)?;
+            Some((url, sql))
+        }
+        None => {
+            let db = SqliteStorage::open_file(&path, app.clone(), InstanceId(0))?;
+            db.create_schema()?;
+            db.load(&data, |_, _, _| true)?;
+            None
+        }
+    };
+    let open = move || -> anyhow::Result<Direct> {
+        Ok(match &server {
+            Some((url, sql)) => Direct::Server(Box::new(ensemble_server::ServerStorage::open(url, shop::application(), sql.clone(), InstanceId(0))?)),
+            None => Direct::Sqlite(SqliteStorage::open_file(&path, shop::application(), InstanceId(0))?),
+        })
+    };
+    let connections = (0..threads).map(|_| open()).collect::<anyhow::Result<Vec<_>>>()?;
     let start = Instant::now();
     let stop = start + Duration::from_secs_f64(measure_s);
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let (app, path) = (app.clone(), path.clone());
+    let handles: Vec<_> = connections
+        .into_iter()
+        .enumerate()
+        .map(|(t, mut db)| {
             std::thread::spawn(move || -> anyhow::Result<Histogram> {
-                let db = SqliteStorage::open_file(&path, app, InstanceId(0))?;
                 let mut w = shop::ShopWorkload::new(1, 0.5, 4);
                 let ctx = ClientCtx { client_index: t as u64, home: InstanceId(0), instances: 1 };
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ t as u64);
@@ -50,7 +90,7 @@ fn direct(threads: u32, measure_s: f64, seed: u64) -> anyhow::Result<Measured> {
                     let (txn, params) = w.next(&mut rng, &ctx);
                     seq += 1;
                     let t0 = Instant::now();
-                    let outcome = db.execute_direct(&Request { client: ClientId(t as u64), seq, txn: txn.clone(), params })?;
+                    let outcome = db.execute(&Request { client: ClientId(t as u64), seq, txn: txn.clone(), params })?;
                     hist.saturating_record(t0.elapsed().as_micros().max(1) as u64);
                     w.observe(&txn, &outcome);
                 }
@@ -65,7 +105,7 @@ fn direct(threads: u32, measure_s: f64, seed: u64) -> anyhow::Result<Measured> {
     Ok(Measured { ops: hist.len(), secs: start.elapsed().as_secs_f64().min(measure_s + 1.0), hist })
 }
 
-pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool) -> anyhow::Result<String> {
+pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool, backend: ensemble_bench::Backend) -> anyhow::Result<String> {
     let mut e = Experiment::new("shop", System::Centralized, 1, Topology::lan()).map_err(anyhow::Error::msg)?;
     // Loopback as it is: no emulated delay.
     e.topology.one_way_ms = vec![vec![0.0]];
@@ -76,7 +116,15 @@ pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool) -> anyhow::R
     e.idle_pause_us = 500;
     e.label = "overhead-ensemble".into();
     e.runtime = ensemble_bench::Runtime::Real;
-    let d = direct(threads, measure_s, seed)?;
+    e.backend = backend;
+    // A connection per client, as on the direct path: fewer would queue requests at the node.
+    e.storage_workers = threads;
+    let d = direct(&e, threads, measure_s, seed)?;
+    let db_name = match e.backend.kind {
+        ensemble_bench::BackendKind::Sqlite => "SQLite",
+        ensemble_bench::BackendKind::Postgres => "PostgreSQL",
+        ensemble_bench::BackendKind::Mariadb => "MariaDB",
+    };
     let harness = ensemble_bench::systems::belt::BeltHarness::new();
     let r = crate::real::run_real(&harness, &e, progress)?;
     // The same run on the plain wire: what the handshake and the per-frame seal cost.
@@ -94,7 +142,7 @@ pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool) -> anyhow::R
     let rows = vec![
         ["path", "ops/s", "mean ms", "p50 ms", "p99 ms"].map(String::from).to_vec(),
         row(
-            "directly on SQLite",
+            &format!("directly on {db_name}"),
             d_tput,
             d_mean,
             d.hist.value_at_quantile(0.5) as f64 / 1e3,
@@ -104,10 +152,11 @@ pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool) -> anyhow::R
         row("... on the plain wire (no secret)", p.summary.throughput, p_all.mean_ms, p_all.p50_ms, p_all.p99_ms),
     ];
     Ok(format!(
-        "Middleware overhead: shop (50% browse), {threads} closed-loop clients, {measure_s} s each, measured one after the other in this run\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\ncheck of the Ensemble runs: {}; {}",
+        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, {measure_s} s each, measured one after the other in this run\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean)\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\ncheck of the Ensemble runs: {}; {}",
         render(&rows),
         r.summary.throughput / d_tput,
         all.mean_ms / d_mean,
+        (all.mean_ms / d_mean - 1.0) * 100.0,
         r.summary.throughput / p.summary.throughput,
         all.mean_ms / p_all.mean_ms,
         r.check.unwrap_or_default(),

@@ -134,8 +134,74 @@ impl Conn {
     pub fn batch(&mut self, sql: &str) -> Result<(), ConnError> {
         match self {
             Conn::Postgres { client, .. } => client.batch_execute(sql).map_err(|e| pg_error(&e)),
-            Conn::Mariadb(c) => c.query_drop(sql).map_err(|e| my_error(&e)),
+            // Every result set is read: dropping the result unread would skip the errors of the
+            // batch's later statements (a COMMIT that failed).
+            Conn::Mariadb(c) => {
+                let mut result = c.query_iter(sql).map_err(|e| my_error(&e))?;
+                while let Some(set) = result.iter() {
+                    for row in set {
+                        row.map_err(|e| my_error(&e))?;
+                    }
+                }
+                Ok(())
+            }
         }
+    }
+
+    /// Runs statements without parameters as one batch, in one round trip, and returns the rows
+    /// of the last one that returns rows, integers and reals parsed from the text protocol.
+    pub fn batch_rows(&mut self, sql: &str) -> Result<Rows, ConnError> {
+        let parse = |t: &str| -> Value {
+            if let Ok(i) = t.parse::<i64>() {
+                Value::Int(i)
+            } else if let Ok(f) = t.parse::<f64>() {
+                Value::Real(f)
+            } else {
+                Value::Text(t.to_string())
+            }
+        };
+        let mut last = Vec::new();
+        match self {
+            Conn::Postgres { client, .. } => {
+                let mut current: Option<Rows> = None;
+                for m in client.simple_query(sql).map_err(|e| pg_error(&e))? {
+                    match m {
+                        postgres::SimpleQueryMessage::RowDescription(_) => current = Some(Vec::new()),
+                        postgres::SimpleQueryMessage::Row(r) => {
+                            let row = (0..r.len()).map(|i| r.get(i).map_or(Value::Null, parse)).collect();
+                            current.get_or_insert_with(Vec::new).push(row);
+                        }
+                        postgres::SimpleQueryMessage::CommandComplete(_) => {
+                            if let Some(rows) = current.take() {
+                                last = rows;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Conn::Mariadb(c) => {
+                let mut result = c.query_iter(sql).map_err(|e| my_error(&e))?;
+                while let Some(set) = result.iter() {
+                    let has_columns = !set.columns().as_ref().is_empty();
+                    let mut rows = Vec::new();
+                    for row in set {
+                        let row = row.map_err(|e| my_error(&e))?;
+                        let values = row.unwrap().into_iter().map(|v| match v {
+                            mysql::Value::NULL => Value::Null,
+                            mysql::Value::Bytes(b) => parse(&String::from_utf8_lossy(&b)),
+                            mysql::Value::Int(i) => Value::Int(i),
+                            other => Value::Text(format!("{other:?}")),
+                        });
+                        rows.push(values.collect());
+                    }
+                    if has_columns {
+                        last = rows;
+                    }
+                }
+            }
+        }
+        Ok(last)
     }
 
     /// Runs a statement with positional arguments; returns its rows (none for a write without

@@ -153,25 +153,33 @@ impl ServerStorage {
         Ok(rows)
     }
 
-    /// Starts a transaction of `kind` and reads the counters inside it.
-    fn begin(&mut self, kind: Kind) -> Result<(u64, u64), ConnError> {
-        match (self.sql.engine, kind) {
+    /// Starts a transaction of `kind` and reads the counters inside it, in one round trip (the
+    /// statements go as one batch). With `savepoint`, the batch also sets the savepoint a
+    /// global's body may roll back to.
+    fn begin(&mut self, kind: Kind, savepoint: bool) -> Result<(u64, u64), ConnError> {
+        let start = match (self.sql.engine, kind) {
             // The table lock is the first thing the transaction does, so its snapshot is taken
             // after the previous writer committed (PostgreSQL takes a SERIALIZABLE snapshot at
             // the first query, and LOCK TABLE is not one).
-            (Engine::Postgres, Kind::Writer) => {
-                self.conn.batch(&format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE"))?
-            }
-            (Engine::Postgres, Kind::Reader) => self.conn.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?,
+            (Engine::Postgres, Kind::Writer) => format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE"),
+            (Engine::Postgres, Kind::Reader) => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_string(),
             // The session is SERIALIZABLE; the counters are read FOR UPDATE first, which takes
             // the writer lock.
-            (Engine::Mariadb, Kind::Writer) => self.conn.batch("START TRANSACTION")?,
+            (Engine::Mariadb, Kind::Writer) => "START TRANSACTION".to_string(),
             (Engine::Mariadb, Kind::Reader) => {
-                self.conn.batch("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")?;
-                self.conn.batch("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")?;
+                "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY".to_string()
             }
+        };
+        let lock = if kind == Kind::Writer && self.sql.engine == Engine::Mariadb { " FOR UPDATE" } else { "" };
+        let save = if savepoint { "SAVEPOINT body; " } else { "" };
+        let rows = self.conn.batch_rows(&format!("{start}; {save}SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0{lock}"))?;
+        match rows.as_slice() {
+            [r] => match (&r[0], &r[1]) {
+                (Value::Int(g), Value::Int(l)) => Ok((*g as u64, *l as u64)),
+                other => Err(ConnError::Statement(format!("{META_TABLE} holds {other:?}"))),
+            },
+            _ => Err(ConnError::Statement(format!("{META_TABLE} must hold exactly one row, it holds {}", rows.len()))),
         }
-        self.read_counters(kind == Kind::Writer)
     }
 
     /// Runs a transaction straight on the database, as the application would without Ensemble:
@@ -225,43 +233,44 @@ impl ServerStorage {
     fn attempt_execute(&mut self, txn: &TxnType, request: &Request, role: ExecRole) -> Result<StorageResult, Attempt> {
         let read_only = self.app.is_read_only(txn.name);
         let kind = if read_only && role == ExecRole::Local { Kind::Reader } else { Kind::Writer };
-        let (globals, local_writes) = self.begin(kind).map_err(Attempt::before_commit)?;
-        self.conn.batch("SAVEPOINT body").map_err(Attempt::before_commit)?;
+        // A global keeps its sequence number whatever its body decides, so it rolls back to a
+        // savepoint; a local that aborts rolls back whole. Either way the bookkeeping rides on
+        // the first and the last round trip, so a transaction costs the server as many round
+        // trips as the application's own BEGIN, statements and COMMIT would.
+        let global = role == ExecRole::Global;
+        let (globals, local_writes) = self.begin(kind, global).map_err(Attempt::before_commit)?;
         let mut changes = Vec::new();
-        let capture = (role == ExecRole::Global).then_some(&mut changes);
+        let capture = global.then_some(&mut changes);
         let (outcome, failure, changed) = self.run_body(txn, &request.params, capture);
         if let Some(f) = failure {
             return Err(Attempt::before_commit(f));
         }
-        if !outcome.committed() {
-            self.conn.batch("ROLLBACK TO SAVEPOINT body").map_err(Attempt::before_commit)?;
-            changes.clear();
+        if global {
+            let undo = if outcome.committed() { "" } else { "ROLLBACK TO SAVEPOINT body; " };
+            if !outcome.committed() {
+                changes.clear();
+            }
+            self.conn
+                .batch(&format!("{undo}RELEASE SAVEPOINT body; UPDATE {META_TABLE} SET globals = globals + 1 WHERE id = 0; COMMIT"))
+                .map_err(Attempt::committing)?;
+            let update = StateUpdate { changes, writer: None };
+            return Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 });
         }
-        self.conn.batch("RELEASE SAVEPOINT body").map_err(Attempt::before_commit)?;
-        let result = match role {
-            ExecRole::Local => {
-                let wrote = outcome.committed() && changed > 0;
-                let local_writes = if wrote {
-                    self.conn.batch(&format!("UPDATE {META_TABLE} SET local_writes = local_writes + 1 WHERE id = 0")).map_err(Attempt::before_commit)?;
-                    local_writes + 1
-                } else {
-                    local_writes
-                };
-                let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
-                StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 }
-            }
-            ExecRole::Global => {
-                self.conn.batch(&format!("UPDATE {META_TABLE} SET globals = globals + 1 WHERE id = 0")).map_err(Attempt::before_commit)?;
-                let update = StateUpdate { changes, writer: None };
-                StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 }
-            }
+        let wrote = outcome.committed() && changed > 0;
+        let local_writes = if wrote {
+            self.conn.batch(&format!("UPDATE {META_TABLE} SET local_writes = local_writes + 1 WHERE id = 0; COMMIT")).map_err(Attempt::committing)?;
+            local_writes + 1
+        } else {
+            // Nothing to keep: a reader, a writer whose body wrote nothing, or one that aborted.
+            self.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" }).map_err(Attempt::committing)?;
+            local_writes
         };
-        self.conn.batch("COMMIT").map_err(Attempt::committing)?;
-        Ok(result)
+        let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
+        Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
     }
 
     fn attempt_apply(&mut self, first_seq: u64, updates: &[StateUpdate]) -> Result<u64, Attempt> {
-        let (globals, _) = self.begin(Kind::Writer).map_err(Attempt::before_commit)?;
+        let (globals, _) = self.begin(Kind::Writer, false).map_err(Attempt::before_commit)?;
         if globals + 1 != first_seq {
             return Err(Attempt::Fatal(format!(
                 "this database has seen {globals} global operations; the next update to apply must be {}, not {first_seq}",

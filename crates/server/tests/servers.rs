@@ -167,3 +167,16 @@ fn servers_that_cannot_serve_are_named_with_what_is_wrong() {
     let bad = admin::preflight(Engine::Mariadb, &["mysql//root@nowhere".into()]).unwrap_err();
     assert!(bad.starts_with("bad MariaDB URL"), "{bad}");
 }
+
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn an_error_in_a_later_statement_of_a_batch_is_reported() {
+    for engine in ENGINES {
+        let mut c = ensemble_server::conn::Conn::open(engine, admin::default_url(engine)).unwrap();
+        let e = c.batch("SELECT 1; SELECT no_such_column_ensemble FROM no_such_table_ensemble").unwrap_err();
+        assert!(matches!(e, ensemble_server::ConnError::Statement(_)), "{}: {e:?}", engine.name());
+        let e = c.batch_rows("SELECT 1; SELECT * FROM no_such_table_ensemble").unwrap_err();
+        assert!(matches!(e, ensemble_server::ConnError::Statement(_)), "{}: {e:?}", engine.name());
+        assert_eq!(c.batch_rows("SELECT 1; SELECT 2, 3").unwrap(), vec![vec![Value::Int(2), Value::Int(3)]], "{}", engine.name());
+    }
+}
