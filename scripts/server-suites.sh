@@ -34,4 +34,6 @@ grep -q "cannot reach the PostgreSQL server at postgres://127.0.0.1:1/test" <<<"
   || { echo "server-suites: unexpected message: $msg" >&2; exit 1; }
 left="$(psql -h 127.0.0.1 -U postgres -d test -Atc "SELECT count(*) FROM pg_database WHERE datname LIKE 'ensemble\_%'")"
 [ "$left" = 0 ] || { echo "server-suites: $left PostgreSQL database(s) of runs left behind" >&2; exit 1; }
+left="$(mariadb -h 127.0.0.1 -u root -N -e "SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE 'ensemble\\_%'")"
+[ "$left" = 0 ] || { echo "server-suites: $left MariaDB database(s) of runs left behind" >&2; exit 1; }
 echo "server-suites: all passed" >&2
