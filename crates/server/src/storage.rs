@@ -130,19 +130,8 @@ impl ServerStorage {
 
     /// `(globals seen, local writing transactions committed)`.
     pub fn counters(&mut self) -> Result<(u64, u64), ServerError> {
-        Ok(self.read_counters(false)?)
-    }
-
-    fn read_counters(&mut self, lock: bool) -> Result<(u64, u64), ConnError> {
-        let for_update = if lock && self.sql.engine == Engine::Mariadb { " FOR UPDATE" } else { "" };
-        let (rows, _) = self.conn.run(&format!("SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0{for_update}"), &[])?;
-        match rows.as_slice() {
-            [r] => match (&r[0], &r[1]) {
-                (Value::Int(g), Value::Int(l)) => Ok((*g as u64, *l as u64)),
-                other => Err(ConnError::Statement(format!("{META_TABLE} holds {other:?}"))),
-            },
-            _ => Err(ConnError::Statement(format!("{META_TABLE} must hold exactly one row, it holds {}", rows.len()))),
-        }
+        let (rows, _) = self.conn.run(&format!("SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0"), &[])?;
+        Ok(counters_of(&rows)?)
     }
 
     /// Every row of `table` in primary-key order.
@@ -173,13 +162,7 @@ impl ServerStorage {
         let lock = if kind == Kind::Writer && self.sql.engine == Engine::Mariadb { " FOR UPDATE" } else { "" };
         let save = if savepoint { "SAVEPOINT body; " } else { "" };
         let rows = self.conn.batch_rows(&format!("{start}; {save}SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0{lock}"))?;
-        match rows.as_slice() {
-            [r] => match (&r[0], &r[1]) {
-                (Value::Int(g), Value::Int(l)) => Ok((*g as u64, *l as u64)),
-                other => Err(ConnError::Statement(format!("{META_TABLE} holds {other:?}"))),
-            },
-            _ => Err(ConnError::Statement(format!("{META_TABLE} must hold exactly one row, it holds {}", rows.len()))),
-        }
+        counters_of(&rows)
     }
 
     /// Runs a transaction straight on the database, as the application would without Ensemble:
@@ -305,10 +288,7 @@ impl ServerStorage {
                 Err(a) => {
                     let _ = self.conn.batch("ROLLBACK");
                     match a {
-                        Attempt::Again(ConnError::Retry(why)) if retries < MAX_RETRIES => {
-                            let _ = why;
-                            retries += 1;
-                        }
+                        Attempt::Again(ConnError::Retry(_)) if retries < MAX_RETRIES => retries += 1,
                         Attempt::Again(ConnError::Retry(why)) => {
                             return Err(format!("{what}: still a victim after {MAX_RETRIES} retries: {why}"));
                         }
@@ -376,6 +356,17 @@ impl ServerStorage {
             return Err(ApplyError::Diverged(format!("`{sql}` changed {n} rows instead of 1")));
         }
         Ok(())
+    }
+}
+
+/// The counters from the one row of the meta table.
+fn counters_of(rows: &Rows) -> Result<(u64, u64), ConnError> {
+    match rows.as_slice() {
+        [r] => match (&r[0], &r[1]) {
+            (Value::Int(g), Value::Int(l)) => Ok((*g as u64, *l as u64)),
+            other => Err(ConnError::Statement(format!("{META_TABLE} holds {other:?}"))),
+        },
+        _ => Err(ConnError::Statement(format!("{META_TABLE} must hold exactly one row, it holds {}", rows.len()))),
     }
 }
 
