@@ -843,7 +843,8 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         ("table3" | "wan-scaling", Some(s)) => format!("{}-{}-writes{:.0}", a.name, a.app, s * 100.0),
         _ => a.name.clone(),
     };
-    // A real run must not overwrite the simulated figure's result file.
+    // A real run, or one on a server, must not overwrite the simulated SQLite figure's file.
+    let stem = if o.backend.kind != BackendKind::Sqlite { format!("{stem}-{}", o.backend.kind.name()) } else { stem };
     let stem = if a.real { format!("{stem}-real") } else { stem };
     let path = a.output.out.join(format!("figure-{stem}-seed{}.json", a.seed));
     write_json(&path, &fig.runs)?;
