@@ -30,7 +30,7 @@ pub enum ServerError {
 
 /// One connection to an instance's database on a server.
 pub struct ServerStorage {
-    conn: Conn,
+    pub(crate) conn: Conn,
     url: String,
     app: Arc<Application>,
     sql: Arc<Translated>,
@@ -66,7 +66,7 @@ impl ServerStorage {
     }
 
     /// Opens a new connection after the server dropped the old one.
-    fn reconnect(&mut self) -> Result<(), ServerError> {
+    pub(crate) fn reconnect(&mut self) -> Result<(), ServerError> {
         self.conn = Conn::open(self.sql.engine, &self.url)?;
         self.configure()?;
         Ok(())
@@ -160,8 +160,12 @@ impl ServerStorage {
             }
         };
         let lock = if kind == Kind::Writer && self.sql.engine == Engine::Mariadb { " FOR UPDATE" } else { "" };
-        let save = if savepoint { "SAVEPOINT body; " } else { "" };
-        let rows = self.conn.batch_rows(&format!("{start}; {save}SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0{lock}"))?;
+        // The savepoint comes after the writer lock: rolling back to a savepoint releases the
+        // locks taken after it (PostgreSQL ends the subtransaction that took them; MariaDB was
+        // seen to let a waiting global read the counters a body-aborted global had locked), and
+        // a global that aborts keeps its sequence number, so it must keep the lock to COMMIT.
+        let save = if savepoint { "; SAVEPOINT body" } else { "" };
+        let rows = self.conn.batch_rows(&format!("{start}; SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0{lock}{save}"))?;
         counters_of(&rows)
     }
 
@@ -204,7 +208,7 @@ impl ServerStorage {
         }
     }
 
-    fn run_body(&mut self, txn: &TxnType, params: &[Value], capture: Option<&mut Vec<RowChange>>) -> (Outcome, Option<ConnError>, u64) {
+    pub(crate) fn run_body(&mut self, txn: &TxnType, params: &[Value], capture: Option<&mut Vec<RowChange>>) -> (Outcome, Option<ConnError>, u64) {
         let mut db = ServerDb { conn: &mut self.conn, sql: &self.sql, app: &self.app, txn, capture, failure: None, changed: 0 };
         let result = (txn.body)(&mut db, params);
         let (failure, changed) = (db.failure.take(), db.changed);
@@ -310,7 +314,7 @@ impl ServerStorage {
         }
     }
 
-    fn apply_change(&mut self, change: &RowChange) -> Result<(), ApplyError> {
+    pub(crate) fn apply_change(&mut self, change: &RowChange) -> Result<(), ApplyError> {
         let app = Arc::clone(&self.app);
         let table = app.table(&change.table).ok_or_else(|| ApplyError::Diverged(format!("unknown table `{}`", change.table)))?;
         let check_cols = |cols: &[(String, Value)]| match cols.iter().find(|(c, _)| !table.has_column(c)) {
@@ -391,7 +395,7 @@ impl Attempt {
     }
 }
 
-enum ApplyError {
+pub(crate) enum ApplyError {
     Conn(ConnError),
     Diverged(String),
 }
