@@ -18,3 +18,8 @@ if ! up 3306; then
 fi
 wait_for 5432 PostgreSQL
 wait_for 3306 MariaDB
+# The two-phase-commit baseline (`--system 2pc`) gives every instance one storage connection per
+# client and parks each prepared branch's connection until its decision: 13 instances with 40
+# clients need over a thousand. MariaDB's default is 151; the setting lasts until the server
+# restarts, and this script runs before every suite that needs it.
+mariadb -h 127.0.0.1 -u root -e "SET GLOBAL max_connections = GREATEST(@@max_connections, 2000)"

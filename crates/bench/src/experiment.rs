@@ -239,7 +239,7 @@ pub struct Experiment {
     pub storage_workers: u32,
 }
 
-fn default_storage_workers() -> u32 {
+pub(crate) fn default_storage_workers() -> u32 {
     2
 }
 
@@ -390,6 +390,13 @@ impl Experiment {
     pub fn for_system(workload: &str, system: &str, instances: u32, topology: Topology) -> Result<Experiment, String> {
         if let Ok(belt) = System::parse(system) {
             return Experiment::new(workload, belt, instances, topology);
+        }
+        if system == "2pc" {
+            // The two-phase-commit baseline runs the application over Ensemble's own plan.
+            let mut e = Experiment::new(workload, System::Ensemble, instances, topology)?;
+            e.system = system.to_string();
+            e.label = format!("{workload}-{system}-{instances}");
+            return Ok(e);
         }
         let mut e = Experiment::new("shop", System::Ensemble, instances, topology)?;
         e.workload = WorkloadSpec::default_for(workload)?;

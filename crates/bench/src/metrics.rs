@@ -28,8 +28,12 @@ pub struct Metrics {
     aborted: u64,
     aborts_by_cause: BTreeMap<&'static str, u64>,
     errors: u64,
+    error_kinds: BTreeMap<String, u64>,
     redirects: u64,
 }
+
+/// How many distinct error messages a summary keeps (the rest are counted in `errors` only).
+const ERROR_KINDS: usize = 5;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClassSummary {
@@ -61,6 +65,9 @@ pub struct Summary {
     pub aborts_by_cause: BTreeMap<String, u64>,
     /// Requests refused with an error.
     pub errors: u64,
+    /// The first few distinct error messages, each with how often it came.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub error_kinds: BTreeMap<String, u64>,
     /// MAP replies followed.
     pub redirects: u64,
 }
@@ -75,6 +82,7 @@ impl Metrics {
             aborted: 0,
             aborts_by_cause: BTreeMap::new(),
             errors: 0,
+            error_kinds: BTreeMap::new(),
             redirects: 0,
         }
     }
@@ -84,8 +92,14 @@ impl Metrics {
             return;
         }
         self.redirects += c.redirects as u64;
-        if let CompletionResult::Error(_) = &c.result {
+        if let CompletionResult::Error(e) = &c.result {
             self.errors += 1;
+            let message = e.to_string();
+            if let Some(n) = self.error_kinds.get_mut(&message) {
+                *n += 1;
+            } else if self.error_kinds.len() < ERROR_KINDS {
+                self.error_kinds.insert(message, 1);
+            }
             return;
         }
         if let Some(cause) = k.abort {
@@ -141,6 +155,7 @@ impl Metrics {
             aborted: self.aborted,
             aborts_by_cause: self.aborts_by_cause.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             errors: self.errors,
+            error_kinds: self.error_kinds.clone(),
             redirects: self.redirects,
         }
     }

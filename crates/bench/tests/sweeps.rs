@@ -20,6 +20,7 @@ fn queue_model(e: &Experiment, _progress: bool) -> anyhow::Result<RunResult> {
         aborted: 0,
         aborts_by_cause: BTreeMap::new(),
         errors: 0,
+        error_kinds: Default::default(),
         redirects: 0,
     };
     Ok(RunResult { experiment: e.clone(), summary, check: Some("model".into()), check_passed: Some(true), sim: None, processes: vec![], partial: None })

@@ -161,28 +161,6 @@ pub fn check(
     }
 
     ops.sort_by_key(|(k, r, _)| (*k, r.client, r.seq));
-    let replay = SqliteStorage::open_in_memory(Arc::clone(app), InstanceId(0))?;
-    if options.case_sensitive_like {
-        replay.connection().pragma_update(None, "case_sensitive_like", true)?;
-    }
-    replay.create_schema()?;
-    replay.load(dataset, |_, _, _| true)?;
-    for (k, request, recorded) in &ops {
-        let replayed = match replay.execute_direct(request) {
-            Ok(o) => o,
-            Err(e) => {
-                report.violations.push(format!("{} #{} `{}`: replay refused it: {e}", request.client, request.seq, request.txn));
-                continue;
-            }
-        };
-        if &&replayed != recorded {
-            report.violations.push(format!(
-                "{} #{} `{}`{:?} at {k:?}: the run replied {recorded:?}, the serial replay {replayed:?}",
-                request.client, request.seq, request.txn, request.params
-            ));
-        }
-    }
-
     let globals_total = global_seqs.len() as u64;
     for (i, db) in instances.iter_mut().enumerate() {
         let (seen, _) = db.counters().map_err(|e| instance_err(i, e))?;
@@ -190,6 +168,62 @@ pub fn check(
             report.violations.push(format!("instance i{i} has seen {seen} global operations, the history has {globals_total}"));
         }
     }
+    let ordered: Vec<(String, &Request, &Outcome)> = ops.iter().map(|(k, r, o)| (format!("{k:?}"), *r, *o)).collect();
+    replay(app, plan, dataset, &ordered, instances, options, &mut report)?;
+    Ok(report)
+}
+
+/// Checks a run against a serial order another protocol built: `ordered` holds every operation
+/// that ran (not refused), in that order, each with where it sits (for messages). The run
+/// passes when every reply equals the replay's and every instance's final state is the replay's
+/// (criteria 2 and 3 of the crate doc; the positions' own checks, 1 and 4, are the belt's).
+pub fn check_order(
+    app: &Arc<Application>,
+    plan: &PartitionPlan,
+    dataset: &Dataset,
+    ordered: &[(String, &Request, &Outcome)],
+    instances: &mut [&mut dyn InstanceState],
+    options: ReplayOptions,
+) -> Result<ReplayReport, StorageError> {
+    let mut report = ReplayReport { operations: ordered.len() as u64, ..ReplayReport::default() };
+    replay(app, plan, dataset, ordered, instances, options, &mut report)?;
+    Ok(report)
+}
+
+/// Replays `ordered` on one fresh SQLite database, compares every reply, then every table with
+/// the instances' (replicated: equal at each; partitioned: the union, no row twice).
+fn replay(
+    app: &Arc<Application>,
+    plan: &PartitionPlan,
+    dataset: &Dataset,
+    ordered: &[(String, &Request, &Outcome)],
+    instances: &mut [&mut dyn InstanceState],
+    options: ReplayOptions,
+    report: &mut ReplayReport,
+) -> Result<(), StorageError> {
+    let instance_err = |i: usize, e: String| StorageError::Invalid(format!("reading instance i{i} after the run: {e}"));
+    let replay = SqliteStorage::open_in_memory(Arc::clone(app), InstanceId(0))?;
+    if options.case_sensitive_like {
+        replay.connection().pragma_update(None, "case_sensitive_like", true)?;
+    }
+    replay.create_schema()?;
+    replay.load(dataset, |_, _, _| true)?;
+    for (k, request, recorded) in ordered {
+        let replayed = match replay.execute_direct(request) {
+            Ok(o) => o,
+            Err(e) => {
+                report.violations.push(format!("{} #{} `{}`: replay refused it: {e}", request.client, request.seq, request.txn));
+                continue;
+            }
+        };
+        if &replayed != *recorded {
+            report.violations.push(format!(
+                "{} #{} `{}`{:?} at {k:?}: the run replied {recorded:?}, the serial replay {replayed:?}",
+                request.client, request.seq, request.txn, request.params
+            ));
+        }
+    }
+
     for table in &app.tables {
         let expected = replay.dump(&table.name)?;
         let want = digest_of(&table.name, expected.clone());
@@ -233,5 +267,38 @@ pub fn check(
         };
         report.tables.insert(table.name.clone(), (want.rows, verdict));
     }
-    Ok(report)
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ensemble_app::DataConfig;
+    use ensemble_core::{ClientId, Value};
+
+    /// A protocol that hands the checker its own serial order (two-phase commit's timestamps) is
+    /// held to it: two increments of one counter pass in the order they ran and fail reversed,
+    /// since each reply reads the other's write.
+    #[test]
+    fn a_serial_order_that_is_not_the_run_s_is_caught() {
+        let app = ensemble_app::application("micro").unwrap();
+        let plan = PartitionPlan::centralized(&app);
+        let data = (app.generate)(DataConfig { scale: 1, seed: 1 });
+        let mut db = SqliteStorage::open_in_memory(app.clone(), InstanceId(0)).unwrap();
+        db.create_schema().unwrap();
+        db.load(&data, |_, _, _| true).unwrap();
+        let bump = |seq| Request { client: ClientId(1), seq, txn: "local_op".into(), params: vec![Value::Int(0), Value::Int(0)] };
+        let (first, second) = (bump(1), bump(2));
+        let (o1, o2) = (db.execute_direct(&first).unwrap(), db.execute_direct(&second).unwrap());
+        assert_ne!(o1, o2, "each increment reads the value it wrote");
+        fn order<'a>(a: (&'a Request, &'a Outcome), b: (&'a Request, &'a Outcome)) -> Vec<(String, &'a Request, &'a Outcome)> {
+            vec![("1st".to_string(), a.0, a.1), ("2nd".to_string(), b.0, b.1)]
+        }
+        let mut instances: Vec<&mut dyn InstanceState> = vec![&mut db];
+        let ran = check_order(&app, &plan, &data, &order((&first, &o1), (&second, &o2)), &mut instances, ReplayOptions::default()).unwrap();
+        assert!(ran.ok(), "{}", ran.summary());
+        let reversed = check_order(&app, &plan, &data, &order((&second, &o2), (&first, &o1)), &mut instances, ReplayOptions::default()).unwrap();
+        assert!(!reversed.ok());
+        assert!(reversed.violations.iter().any(|v| v.contains("the run replied")), "{}", reversed.summary());
+    }
 }

@@ -532,8 +532,8 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
     }
     let plan = match &a.plan {
         Some(path) => {
-            if !a.system.iter().any(|s| System::parse(s).ok() == Some(System::Ensemble)) {
-                bail!("--plan {}: only the ensemble system runs a plan, and --system does not name it", path.display());
+            if !a.system.iter().any(|s| System::parse(s).ok() == Some(System::Ensemble) || s == "2pc") {
+                bail!("--plan {}: only the ensemble and 2pc systems run a plan, and --system names neither", path.display());
             }
             let app = ensemble_app::application(&a.app).map_err(anyhow::Error::msg)?;
             Some(ensemble_app::PartitionPlan::load(path, &app)?)
@@ -546,11 +546,14 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
         let counts: Vec<u32> = if belt == Some(System::Centralized) { vec![1] } else { a.instances.clone() };
         for n in counts {
             let mut e = Experiment::for_system(&a.app, system, n, topology.clone()).map_err(anyhow::Error::msg)?;
-            if let (Some(System::Ensemble), Some(plan)) = (belt, &plan) {
+            if let (true, Some(plan)) = (belt == Some(System::Ensemble) || system == "2pc", &plan) {
                 e.plan = plan.clone();
             }
             e.runtime = if a.real { Runtime::Real } else { Runtime::Sim };
             e.clients = a.clients;
+            if system == "2pc" {
+                e.storage_workers = ensemble_bench::systems::twopc::workers_for(e.clients);
+            }
             if let Some(sites) = &a.client_sites {
                 e.client_sites = sites.clone();
             }
@@ -584,8 +587,8 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
             };
             let backend = a.backend.backend()?;
             if backend.kind != BackendKind::Sqlite {
-                if belt.is_none() {
-                    bail!("--backend {} is for the Conveyor Belt systems (ensemble, centralized, read-only), not {system}", backend.kind.name());
+                if belt.is_none() && system != "2pc" {
+                    bail!("--backend {} is for the Conveyor Belt systems (ensemble, centralized, read-only) and 2pc, not {system}", backend.kind.name());
                 }
                 size = format!("{size}-{}", backend.kind.name());
             }
@@ -757,6 +760,9 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 r.experiment.label,
                 r.experiment.backend.kind.name()
             );
+        }
+        for (message, n) in &r.summary.error_kinds {
+            println!("{}: {n} request(s) refused: {message}", r.experiment.label);
         }
         if let Some(why) = &r.partial {
             println!("{}: PARTIAL (measured {:.1} s of the {} s window), not checked: {why}", r.experiment.label, r.summary.window_s, a.measure);

@@ -3,6 +3,7 @@
 //! harness's generic code.
 
 use ensemble_bench::systems::belt::BeltHarness;
+use ensemble_bench::systems::twopc::TwoPcHarness;
 use ensemble_bench::Harness;
 use ensemble_gdur::GDurHarness;
 use ensemble_primary_backup::PrimaryBackupHarness;
@@ -16,6 +17,7 @@ pub trait WithHarness {
 /// Every system name, for error messages and help.
 pub fn names() -> Vec<&'static str> {
     let mut v = BeltHarness::new().names().to_vec();
+    v.extend(TwoPcHarness::new().names());
     v.extend(PrimaryBackupHarness.names());
     v.extend(GDurHarness.names());
     v
@@ -26,6 +28,10 @@ pub fn dispatch<F: WithHarness>(system: &str, f: F) -> anyhow::Result<F::Out> {
     let belt = BeltHarness::new();
     if belt.names().contains(&system) {
         return Ok(f.with(&belt));
+    }
+    let twopc = TwoPcHarness::new();
+    if twopc.names().contains(&system) {
+        return Ok(f.with(&twopc));
     }
     let pb = PrimaryBackupHarness;
     if pb.names().contains(&system) {

@@ -468,6 +468,7 @@ mod tests {
             aborted: 0,
             aborts_by_cause: BTreeMap::new(),
             errors: 0,
+            error_kinds: Default::default(),
             redirects: 0,
         };
         RunResult { experiment, summary, check: None, check_passed: Some(true), sim: None, processes: vec![], partial: None }

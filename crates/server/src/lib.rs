@@ -30,7 +30,9 @@ pub mod admin;
 pub mod conn;
 pub mod dialect;
 mod storage;
+pub mod twopc;
 
 pub use conn::{ConnError, OpenError};
 pub use dialect::{translate, Engine, Translated};
 pub use storage::{ServerError, ServerStorage, META_TABLE};
+pub use twopc::{TwoPcShared, TwoPcStorage};

@@ -180,3 +180,72 @@ fn an_error_in_a_later_statement_of_a_batch_is_reported() {
         assert_eq!(c.batch_rows("SELECT 1; SELECT 2, 3").unwrap(), vec![vec![Value::Int(2), Value::Int(3)]], "{}", engine.name());
     }
 }
+
+/// The two-phase-commit baseline's storage on MariaDB: one-phase commits, a prepared branch that
+/// keeps its locks (another branch wanting its row waits out the bounded lock wait and votes
+/// no), a commit on the parked connection, and commit timestamps that follow the decision.
+#[test]
+#[ignore = "needs MariaDB: .ci/run starts it and runs this"]
+fn prepared_branches_hold_their_locks_until_the_decision() {
+    use ensemble_twopc::{Job, JobResult, Xid};
+    let engine = Engine::Mariadb;
+    let dbs = Scratch::new(engine, "twopc", 2);
+    let app = apps::shop::application();
+    let sql = Arc::new(translate(&app, engine).unwrap());
+    let replicated: std::collections::BTreeSet<String> = ["items", "orders"].iter().map(|s| s.to_string()).collect();
+    let storage = |i: u32| {
+        drop(dbs.shop(i));
+        let url = admin::instance_url(engine, &dbs.urls, &dbs.run, i).unwrap();
+        let shared = ensemble_server::TwoPcShared::new(&url, app.clone(), sql.clone(), InstanceId(i), &dbs.run, replicated.clone()).unwrap();
+        (ensemble_server::TwoPcStorage::open(shared.clone()).unwrap(), ensemble_server::TwoPcStorage::open(shared).unwrap())
+    };
+    let ((mut a, _), (mut b, mut b2)) = (storage(0), storage(1));
+    let committed = |r: JobResult| match r {
+        JobResult::Committed { outcome, ts, .. } => {
+            assert!(outcome.committed(), "{outcome:?}");
+            ts
+        }
+        other => panic!("{other:?}"),
+    };
+    let xid = Xid { coordinator: InstanceId(0), n: 1 };
+    // A cart touches only its partition: even as a branch it commits in one phase.
+    assert_eq!(committed(a.run(&Job::Branch { request: request(1, "create_cart", vec![Value::Int(7)]), xid })), 1);
+    assert_eq!(committed(a.run(&Job::Local { request: request(2, "add_item", vec![Value::Int(7), Value::Int(3), Value::Int(1)]) })), 2);
+    let xid = Xid { coordinator: InstanceId(0), n: 2 };
+    let (update, tick) = match a.run(&Job::Branch { request: request(3, "order", vec![Value::Int(7)]), xid }) {
+        JobResult::Prepared { outcome, update, tick, .. } => {
+            assert!(outcome.committed(), "{outcome:?}");
+            (update, tick)
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(tick, 3);
+    let replicated_part = ensemble_app::StateUpdate { changes: update.changes.iter().filter(|c| replicated.contains(&c.table)).cloned().collect(), writer: None };
+    assert!(replicated_part.changes.iter().any(|c| c.table == "items"), "{update:?}");
+    assert!(matches!(b.run(&Job::Apply { xid, update: replicated_part.clone() }), JobResult::Voted { yes: true, .. }));
+    // The same rows, by another transaction, while the branch above is prepared: it waits out
+    // the lock wait and votes no, and nothing of it stays.
+    let rival = Xid { coordinator: InstanceId(0), n: 3 };
+    match b2.run(&Job::Apply { xid: rival, update: replicated_part }) {
+        JobResult::Voted { yes: false, why: Some(why), .. } => assert!(why.contains("Lock wait timeout"), "{why}"),
+        other => panic!("a rival of a prepared branch voted {other:?}"),
+    }
+    assert_eq!(a.run(&Job::Finish { xid, commit: true, ts: 40 }), JobResult::Finished);
+    assert_eq!(b.run(&Job::Finish { xid, commit: true, ts: 40 }), JobResult::Finished);
+    assert_eq!(a.dump("items").unwrap(), b.dump("items").unwrap(), "the replicated table is the same at both instances");
+    // The decision moved B's clock: whatever B commits next comes after the order.
+    assert_eq!(committed(b2.run(&Job::Local { request: request(4, "get_cart", vec![Value::Int(8)]) })), 41);
+    let url = admin::default_url(engine);
+    let mut admin_conn = ensemble_server::conn::Conn::open(engine, url).unwrap();
+    let (left, _) = admin_conn.run("XA RECOVER", &[]).unwrap();
+    assert!(left.iter().all(|r| !format!("{r:?}").contains(&dbs.run)), "branches of this test left prepared: {left:?}");
+}
+
+#[test]
+#[ignore = "needs PostgreSQL: .ci/run starts it and runs this"]
+fn the_two_phase_commit_baseline_refuses_postgresql() {
+    let app = apps::shop::application();
+    let sql = Arc::new(translate(&app, Engine::Postgres).unwrap());
+    let e = ensemble_server::TwoPcShared::new(admin::default_url(Engine::Postgres), app, sql, InstanceId(0), "x", Default::default()).err().unwrap();
+    assert!(e.to_string().contains("MariaDB only"), "{e}");
+}

@@ -94,7 +94,7 @@ impl BeltHarness {
         BeltHarness::default()
     }
 
-    fn loaded(&self, exp: &Experiment) -> anyhow::Result<(Arc<Application>, Arc<Dataset>)> {
+    pub(crate) fn loaded(&self, exp: &Experiment) -> anyhow::Result<(Arc<Application>, Arc<Dataset>)> {
         let mut cache = self.loaded.lock().expect("no panic while holding the lock");
         if let Some((w, scale, seed, app, data)) = cache.as_ref() {
             if w == exp.workload.app() && *scale == exp.scale && *seed == exp.seed {
@@ -114,7 +114,7 @@ impl BeltHarness {
         Ok(())
     }
 
-    fn translated(&self, app: &Arc<Application>, engine: ensemble_server::Engine) -> anyhow::Result<Arc<Translated>> {
+    pub(crate) fn translated(&self, app: &Arc<Application>, engine: ensemble_server::Engine) -> anyhow::Result<Arc<Translated>> {
         let mut cache = self.translated.lock().expect("no panic while holding the lock");
         if let Some((_, _, t)) = cache.iter().find(|(a, e, _)| *a == app.name && *e == engine) {
             return Ok(t.clone());
@@ -126,7 +126,7 @@ impl BeltHarness {
 
     /// A connection to instance `id`'s database on the experiment's server (the run created the
     /// database: `crate::databases`).
-    fn open_server(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<ServerStorage> {
+    pub(crate) fn open_server(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<ServerStorage> {
         let engine = exp.backend.kind.engine().expect("a server backend");
         anyhow::ensure!(!exp.backend.run.is_empty(), "the run's {} databases were not created (no run tag)", engine.name());
         let (app, _) = self.loaded(exp)?;
@@ -135,7 +135,7 @@ impl BeltHarness {
     }
 
     /// Instance `id`'s database on a server, created and loaded.
-    fn new_server_database(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<ServerStorage> {
+    pub(crate) fn new_server_database(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<ServerStorage> {
         let (_, data) = self.loaded(exp)?;
         let mut storage = self.open_server(exp, id)?;
         storage.create_schema()?;

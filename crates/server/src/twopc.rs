@@ -1,0 +1,342 @@
+//! The two-phase-commit baseline's storage (`ensemble_twopc`) on MariaDB: one-phase
+//! transactions and XA branches (`XA START/END/PREPARE/COMMIT`) under InnoDB's SERIALIZABLE,
+//! with no writer lock and no counters: the server's own row locking is the concurrency
+//! control, as it is for a user who runs the application on a distributed database.
+//!
+//! Two things a node's storage keeps beside its connections, shared by its workers
+//! ([`TwoPcShared`]):
+//! - the instance's clock, which gives each transaction its commit timestamp (the argument is
+//!   in `ensemble_twopc`'s doc): a tick is taken while the transaction holds every lock it
+//!   will take, and a decision moves the clock up to the transaction's timestamp before its
+//!   branch commits;
+//! - the connections of prepared branches. MariaDB lets a session that prepared an XA branch do
+//!   nothing else until it commits or rolls it back, so a prepared branch parks its connection
+//!   here and the worker takes a spare one (or opens one); the decision's job commits on the
+//!   parked connection and returns it to the spares.
+//!
+//! Lock waits are bounded (`innodb_lock_wait_timeout`, [`LOCK_WAIT_S`]): a deadlock that spans
+//! instances is invisible to each server, and the bound is what breaks it. A one-phase
+//! transaction or a coordinator's branch that times out or deadlocks before it prepared runs
+//! again here (counted as a retry); a participant's branch that does votes no.
+
+use crate::conn::ConnError;
+use crate::dialect::{Engine, Translated};
+use crate::storage::{ApplyError, ServerError, ServerStorage};
+use ensemble_app::{Application, InstanceId, StateUpdate};
+use ensemble_core::{Request, Rows, Storage};
+use ensemble_twopc::{Job, JobResult, Xid};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How long a statement waits for a row lock before the server gives up on it, in seconds.
+/// MySQL Cluster, the 2PC system of Gyro's Figure 5, waits 1.2 s by default
+/// (`TransactionDeadlockDetectionTimeout`); InnoDB takes whole seconds.
+pub const LOCK_WAIT_S: u32 = 1;
+
+/// How often a one-phase transaction or a coordinator's branch runs again after the server
+/// made it a victim before the storage gives up.
+const MAX_RETRIES: u32 = 1000;
+
+/// What the workers of one instance share.
+pub struct TwoPcShared {
+    url: String,
+    app: Arc<Application>,
+    sql: Arc<Translated>,
+    instance: InstanceId,
+    /// Names this run's branches apart from any other run's on the same server (XA ids are
+    /// server-wide).
+    run: String,
+    /// Tables every instance holds: a global that changed none of their rows commits in one
+    /// phase.
+    replicated: BTreeSet<String>,
+    clock: AtomicU64,
+    parked: Mutex<HashMap<Xid, ServerStorage>>,
+    spare: Mutex<Vec<ServerStorage>>,
+}
+
+impl TwoPcShared {
+    /// Refuses an engine the baseline cannot run on correctly (see `ensemble_twopc`).
+    pub fn new(
+        url: &str,
+        app: Arc<Application>,
+        sql: Arc<Translated>,
+        instance: InstanceId,
+        run: &str,
+        replicated: BTreeSet<String>,
+    ) -> Result<Arc<TwoPcShared>, ServerError> {
+        if sql.engine != Engine::Mariadb {
+            return Err(ServerError::Invalid(format!(
+                "the 2pc baseline runs on MariaDB only: {} does not hold read locks until commit, so commit timestamps would not give a serial order",
+                sql.engine.name()
+            )));
+        }
+        Ok(Arc::new(TwoPcShared {
+            url: url.to_string(),
+            app,
+            sql,
+            instance,
+            run: run.to_string(),
+            replicated,
+            clock: AtomicU64::new(0),
+            parked: Mutex::new(HashMap::new()),
+            spare: Mutex::new(Vec::new()),
+        }))
+    }
+
+    fn connect(&self) -> Result<ServerStorage, ServerError> {
+        if let Some(s) = self.spare.lock().expect("no panic while holding the lock").pop() {
+            return Ok(s);
+        }
+        let mut s = ServerStorage::open(&self.url, self.app.clone(), self.sql.clone(), self.instance)?;
+        s.conn.batch(&format!("SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"))?;
+        Ok(s)
+    }
+
+    fn tick(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The XA id of this instance's branch of `xid`.
+    fn branch(&self, xid: Xid) -> String {
+        format!("'{}-{}-{}-{}'", self.run, xid.coordinator.0, xid.n, self.instance.0)
+    }
+}
+
+/// One worker's storage: a connection, and what the instance's workers share.
+pub struct TwoPcStorage {
+    shared: Arc<TwoPcShared>,
+    db: ServerStorage,
+}
+
+/// How one attempt went wrong.
+enum Failure {
+    /// Roll back, then run again (or vote no).
+    Victim(ConnError),
+    /// Nothing safe to do: the job fails.
+    Fatal(String),
+}
+
+impl From<ConnError> for Failure {
+    fn from(e: ConnError) -> Failure {
+        match e {
+            ConnError::Statement(m) => Failure::Fatal(m),
+            other => Failure::Victim(other),
+        }
+    }
+}
+
+impl TwoPcStorage {
+    pub fn open(shared: Arc<TwoPcShared>) -> Result<TwoPcStorage, ServerError> {
+        let db = shared.connect()?;
+        Ok(TwoPcStorage { shared, db })
+    }
+
+    /// Every row of `table`, for the check.
+    pub fn dump(&mut self, table: &str) -> Result<Rows, ServerError> {
+        self.db.dump(table)
+    }
+
+    /// Rolls back whatever the connection has open, XA branch or not; errors are moot (the
+    /// branch may be gone already).
+    fn abandon(&mut self, branch: Option<&str>) {
+        match branch {
+            Some(b) => {
+                let _ = self.db.conn.batch(&format!("XA END {b}"));
+                let _ = self.db.conn.batch(&format!("XA ROLLBACK {b}"));
+            }
+            None => {
+                let _ = self.db.conn.batch("ROLLBACK");
+            }
+        }
+    }
+
+    /// After a victim: a lost connection is opened again (the server rolled back what it had).
+    fn recover(&mut self, e: &ConnError) -> Result<(), String> {
+        if let ConnError::Lost(why) = e {
+            self.db.reconnect().map_err(|e2| format!("the connection was lost ({why}) and could not be reopened: {e2}"))?;
+            self.db.conn.batch(&format!("SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}")).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// A one-phase transaction, or a coordinator's branch (`xid`), run again while the server
+    /// makes it a victim.
+    fn execute(&mut self, request: &Request, xid: Option<Xid>) -> JobResult {
+        let app = Arc::clone(&self.shared.app);
+        let txn = match app.check_request(request) {
+            Ok(t) => t,
+            Err(e) => return JobResult::Rejected(e),
+        };
+        let branch = xid.map(|x| self.shared.branch(x));
+        let mut retries = 0;
+        loop {
+            match self.attempt(txn, request, xid) {
+                Ok(r) => {
+                    return match r {
+                        JobResult::Committed { outcome, ts, .. } => JobResult::Committed { outcome, ts, retries },
+                        JobResult::Prepared { outcome, update, tick, .. } => JobResult::Prepared { outcome, update, tick, retries },
+                        other => other,
+                    }
+                }
+                Err(Failure::Victim(e)) if retries < MAX_RETRIES => {
+                    self.abandon(branch.as_deref());
+                    if let Err(m) = self.recover(&e) {
+                        return JobResult::Failed(format!("transaction `{}`: {m}", request.txn));
+                    }
+                    retries += 1;
+                    backoff(retries);
+                }
+                Err(Failure::Victim(e)) => {
+                    self.abandon(branch.as_deref());
+                    return JobResult::GaveUp(format!("still a victim after {MAX_RETRIES} retries: {e}"));
+                }
+                Err(Failure::Fatal(m)) => {
+                    self.abandon(branch.as_deref());
+                    return JobResult::Failed(format!("transaction `{}`: {m}", request.txn));
+                }
+            }
+        }
+    }
+
+    fn attempt(&mut self, txn: &ensemble_app::TxnType, request: &Request, xid: Option<Xid>) -> Result<JobResult, Failure> {
+        let Some(xid) = xid else {
+            self.db.conn.batch("START TRANSACTION")?;
+            let (outcome, failure, _) = self.db.run_body(txn, &request.params, None);
+            if let Some(f) = failure {
+                return Err(Failure::Victim(f));
+            }
+            // Every lock this transaction takes is held: its tick orders it (crate doc).
+            let ts = self.shared.tick();
+            self.db.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" }).map_err(committing)?;
+            return Ok(JobResult::Committed { outcome, ts, retries: 0 });
+        };
+        let b = self.shared.branch(xid);
+        self.db.conn.batch(&format!("XA START {b}"))?;
+        let mut changes = Vec::new();
+        let (outcome, failure, _) = self.db.run_body(txn, &request.params, Some(&mut changes));
+        if let Some(f) = failure {
+            return Err(Failure::Victim(f));
+        }
+        let replicates = changes.iter().any(|c| self.shared.replicated.contains(&c.table));
+        if !outcome.committed() || !replicates {
+            let ts = self.shared.tick();
+            let end = if outcome.committed() { format!("XA END {b}; XA COMMIT {b} ONE PHASE") } else { format!("XA END {b}; XA ROLLBACK {b}") };
+            self.db.conn.batch(&end).map_err(committing)?;
+            return Ok(JobResult::Committed { outcome, ts, retries: 0 });
+        }
+        let fresh = self.spare_connection()?;
+        self.db.conn.batch(&format!("XA END {b}"))?;
+        self.db.conn.batch(&format!("XA PREPARE {b}")).map_err(committing)?;
+        let tick = self.shared.tick();
+        self.park_branch(xid, fresh);
+        Ok(JobResult::Prepared { outcome, update: StateUpdate { changes, writer: None }, tick, retries: 0 })
+    }
+
+    fn apply(&mut self, xid: Xid, update: &StateUpdate) -> JobResult {
+        let b = self.shared.branch(xid);
+        let attempt = (|| -> Result<ServerStorage, Failure> {
+            self.db.conn.batch(&format!("XA START {b}"))?;
+            for (k, c) in update.changes.iter().enumerate() {
+                self.db.apply_change(c).map_err(|e| match e {
+                    ApplyError::Conn(e) => Failure::from(e),
+                    ApplyError::Diverged(m) => Failure::Fatal(format!("row change {k} of {xid:?}: {m}")),
+                })?;
+            }
+            let fresh = self.spare_connection()?;
+            self.db.conn.batch(&format!("XA END {b}"))?;
+            self.db.conn.batch(&format!("XA PREPARE {b}")).map_err(committing)?;
+            Ok(fresh)
+        })();
+        match attempt {
+            Ok(fresh) => {
+                let tick = self.shared.tick();
+                self.park_branch(xid, fresh);
+                JobResult::Voted { yes: true, tick, why: None }
+            }
+            Err(Failure::Victim(e)) => {
+                self.abandon(Some(&b));
+                if let Err(m) = self.recover(&e) {
+                    return JobResult::Failed(format!("branch {xid:?}: {m}"));
+                }
+                JobResult::Voted { yes: false, tick: 0, why: Some(e.to_string()) }
+            }
+            Err(Failure::Fatal(m)) => {
+                self.abandon(Some(&b));
+                JobResult::Failed(format!("branch {xid:?}: {m}"))
+            }
+        }
+    }
+
+    /// The connection this worker goes on with once its current one holds a prepared branch,
+    /// got before preparing: a branch is never prepared on a connection that could not be
+    /// handed over. None to be had is a victim's fate (roll back, run again or vote no).
+    fn spare_connection(&self) -> Result<ServerStorage, Failure> {
+        self.shared.connect().map_err(|e| Failure::Victim(ConnError::Retry(format!("no connection to go on with once prepared: {e}"))))
+    }
+
+    /// Hands this worker's connection, which holds a prepared branch, to the shared map, and
+    /// goes on with `fresh`.
+    fn park_branch(&mut self, xid: Xid, fresh: ServerStorage) {
+        let held = std::mem::replace(&mut self.db, fresh);
+        self.shared.parked.lock().expect("no panic while holding the lock").insert(xid, held);
+    }
+
+    fn finish(&mut self, xid: Xid, commit: bool, ts: u64) -> JobResult {
+        if commit {
+            // Before the branch commits and lets a conflicting transaction take its locks here.
+            self.shared.clock.fetch_max(ts, Ordering::SeqCst);
+        }
+        let b = self.shared.branch(xid);
+        let sql = if commit { format!("XA COMMIT {b}") } else { format!("XA ROLLBACK {b}") };
+        let parked = self.shared.parked.lock().expect("no panic while holding the lock").remove(&xid);
+        let result = match parked {
+            Some(mut conn) => {
+                let r = conn.conn.batch(&sql);
+                if r.is_ok() {
+                    self.shared.spare.lock().expect("no panic while holding the lock").push(conn);
+                }
+                r
+            }
+            // MariaDB keeps a prepared branch when its session ends; any session may decide it.
+            None => self.db.conn.batch(&sql),
+        };
+        match result {
+            Ok(()) => JobResult::Finished,
+            Err(e) => JobResult::Failed(format!("{} of the prepared branch {b}: {e}", if commit { "XA COMMIT" } else { "XA ROLLBACK" })),
+        }
+    }
+}
+
+/// Waits a random time, up to 1 ms doubled per retry (at most 64 ms), before a victim runs again:
+/// two transactions that deadlocked and restart at once deadlock again, as a client of the
+/// server would find (this is the storage, not the protocol: real time and randomness belong
+/// here).
+fn backoff(retries: u32) {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(retries);
+    let cap_us = 1000u64 << retries.min(6);
+    std::thread::sleep(std::time::Duration::from_micros(h.finish() % cap_us));
+}
+
+/// An error from COMMIT or PREPARE: a lost connection leaves the outcome unknown.
+fn committing(e: ConnError) -> Failure {
+    match e {
+        ConnError::Lost(why) => Failure::Fatal(format!("the connection was lost while committing ({why}); the outcome is unknown")),
+        other => Failure::from(other),
+    }
+}
+
+impl Storage for TwoPcStorage {
+    type Job = Job;
+    type Result = JobResult;
+    fn run(&mut self, job: &Job) -> JobResult {
+        match job {
+            Job::Local { request } => self.execute(request, None),
+            Job::Branch { request, xid } => self.execute(request, Some(*xid)),
+            Job::Apply { xid, update } => self.apply(*xid, update),
+            Job::Finish { xid, commit, ts } => self.finish(*xid, *commit, *ts),
+        }
+    }
+}
