@@ -69,12 +69,49 @@ pub fn drop_database(engine: Engine, urls: &[String], run: &str, i: u32) -> Resu
     let url = server_url(urls, i)?;
     let name = database_name(run, i);
     let mut conn = Conn::open(engine, url).map_err(|e: OpenError| e.to_string())?;
+    if engine == Engine::Mariadb {
+        rollback_prepared(&mut conn, run).map_err(|e| format!("rolling back the run's prepared XA branches before dropping `{name}`: {e}"))?;
+    }
     let sql = match engine {
         // FORCE ends connections a killed node left behind.
         Engine::Postgres => format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
         Engine::Mariadb => format!("DROP DATABASE IF EXISTS {name}"),
     };
     conn.batch(&sql).map_err(|e: ConnError| format!("dropping database `{name}` on {}: {e}", engine.name()))
+}
+
+/// How long [`rollback_prepared`] waits for the server to notice that a branch's session ended.
+const DETACH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+const DETACH_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Rolls back the XA branches of run `run` still prepared on this MariaDB server (a 2PC run's
+/// node stopped before its decision, say). A prepared branch keeps its locks across sessions and
+/// server restarts, and would block dropping its database for good.
+pub fn rollback_prepared(conn: &mut Conn, run: &str) -> Result<usize, ConnError> {
+    let rows = conn.batch_rows("XA RECOVER")?;
+    let prefix = format!("{run}-");
+    let mut n = 0;
+    for row in rows {
+        // formatID, gtrid_length, bqual_length, data: the branches this project names are
+        // `run-coordinator-n-instance`, with no branch qualifier.
+        let Some(ensemble_core::Value::Text(xid)) = row.get(3) else { continue };
+        if xid.starts_with(&prefix) && xid.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            // MariaDB hands a prepared branch to other sessions only once the session that
+            // prepared it has ended; a node that just stopped may not have been noticed yet.
+            let mut waited = std::time::Duration::ZERO;
+            loop {
+                match conn.batch(&format!("XA ROLLBACK '{xid}'")) {
+                    Err(ConnError::Statement(m)) if m.contains("XAER_NOTA") && waited < DETACH_WAIT => {
+                        std::thread::sleep(DETACH_POLL);
+                        waited += DETACH_POLL;
+                    }
+                    other => break other?,
+                }
+            }
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 #[cfg(test)]

@@ -237,8 +237,20 @@ fn prepared_branches_hold_their_locks_until_the_decision() {
     assert_eq!(committed(b2.run(&Job::Local { request: request(4, "get_cart", vec![Value::Int(8)]) })), 41);
     let url = admin::default_url(engine);
     let mut admin_conn = ensemble_server::conn::Conn::open(engine, url).unwrap();
-    let (left, _) = admin_conn.run("XA RECOVER", &[]).unwrap();
-    assert!(left.iter().all(|r| !format!("{r:?}").contains(&dbs.run)), "branches of this test left prepared: {left:?}");
+    let ours = |c: &mut ensemble_server::conn::Conn| c.batch_rows("XA RECOVER").unwrap().iter().filter(|r| format!("{r:?}").contains(&dbs.run)).count();
+    assert_eq!(ours(&mut admin_conn), 0, "every branch of this test was decided");
+    // A branch whose decision never comes (its node stopped) is rolled back before the run's
+    // databases are dropped, which it would otherwise block for good.
+    let orphan = Xid { coordinator: InstanceId(1), n: 9 };
+    let insert = ensemble_app::RowChange { table: "orders".into(), kind: ChangeKind::Insert { row: vec![
+        ("cart_id".into(), Value::Int(990)), ("total".into(), Value::Int(0)), ("lines".into(), Value::Int(0)),
+    ] } };
+    assert!(matches!(b.run(&Job::Apply { xid: orphan, update: ensemble_app::StateUpdate { changes: vec![insert], writer: None } }), JobResult::Voted { yes: true, .. }));
+    assert_eq!(ours(&mut admin_conn), 1);
+    // The node stops: its connections close, the prepared one among them.
+    drop((a, b, b2));
+    assert_eq!(admin::rollback_prepared(&mut admin_conn, &dbs.run).unwrap(), 1);
+    assert_eq!(ours(&mut admin_conn), 0);
 }
 
 #[test]

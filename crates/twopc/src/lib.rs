@@ -45,8 +45,10 @@
 
 use ensemble_app::{Application, InstanceId, OpClass, PartitionPlan, StateUpdate, TablePlacement};
 use ensemble_core::{
-    Done, Effect, Event, Outcome, Process, ProcessId, Protocol, Reply, ReplyBody, Request, RequestError, Time, WorkId,
+    Done, Effect, Event, Outcome, Process, ProcessId, Protocol, Reply, ReplyBody, Request, RequestError, Time, TimerId, WorkId,
 };
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -139,6 +141,13 @@ pub struct TwoPcConfig {
     /// A request whose distributed transaction was voted down this many times is answered
     /// with an error instead of running again.
     pub max_attempts: u32,
+    /// The first wait before a voted-down transaction runs again; each further attempt may wait
+    /// up to twice as long (at most 64 times this), a uniformly random part of it. Two globals
+    /// that each hold what the other's participant needs both time out and vote no; run again
+    /// at once, they would meet again.
+    pub retry_backoff: Duration,
+    /// Seeds the back-off draws (with the instance id), so a run's choices follow its seed.
+    pub seed: u64,
 }
 
 /// Per-instance counters for the result file.
@@ -190,6 +199,10 @@ pub struct TwoPcNode {
     coordinating: BTreeMap<Xid, Coordinating>,
     /// Branches this instance prepared and voted yes on, waiting for the decision.
     prepared: BTreeSet<Xid>,
+    /// Voted-down requests waiting out their back-off: they run again when the timer fires.
+    backing_off: BTreeMap<TimerId, (Request, u32)>,
+    next_timer: u64,
+    rng: ChaCha8Rng,
     failure: Option<String>,
     stats: TwoPcStats,
 }
@@ -199,6 +212,7 @@ impl TwoPcNode {
     pub fn new(id: InstanceId, cfg: TwoPcConfig, app: Arc<Application>, plan: Arc<PartitionPlan>) -> Self {
         assert!(id.0 < cfg.instances, "instance {id} outside {} instances", cfg.instances);
         TwoPcNode {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ (u64::from(id.0) << 32)),
             id,
             cfg,
             app,
@@ -208,6 +222,8 @@ impl TwoPcNode {
             pending: BTreeMap::new(),
             coordinating: BTreeMap::new(),
             prepared: BTreeSet::new(),
+            backing_off: BTreeMap::new(),
+            next_timer: 0,
             failure: None,
             stats: TwoPcStats::default(),
         }
@@ -318,7 +334,14 @@ impl TwoPcNode {
                         let message = format!("its distributed transaction was voted down {} times", c.attempt);
                         Self::reply(&c.request, ReplyBody::Error(RequestError::Storage { txn: c.request.txn.clone(), message }), out);
                     }
-                    None => self.run(c.request, OpClass::Global, c.attempt + 1, out),
+                    None => {
+                        let cap = self.cfg.retry_backoff.saturating_mul(1 << (c.attempt - 1).min(6));
+                        let wait = cap.mul_f64(self.rng.random::<f64>());
+                        let timer = TimerId(self.next_timer);
+                        self.next_timer += 1;
+                        self.backing_off.insert(timer, (c.request, c.attempt + 1));
+                        out.push(Effect::SetTimer { id: timer, after: wait });
+                    }
                 }
             }
             (Pending::Run { request, .. }, JobResult::GaveUp(why)) => {
@@ -406,7 +429,11 @@ impl Process<TwoPc> for TwoPcNode {
         match event {
             Event::Request(r) => self.on_request(r, out),
             Event::Message { from, msg } => self.on_message(from, msg, out),
-            Event::Timer(_) => {}
+            Event::Timer(id) => {
+                if let Some((request, attempt)) = self.backing_off.remove(&id) {
+                    self.run(request, OpClass::Global, attempt, out);
+                }
+            }
             Event::StorageDone { work, result } => self.on_storage(work, result, out),
         }
     }
@@ -429,7 +456,7 @@ impl Process<TwoPc> for TwoPcNode {
     }
 
     fn quiescent(&self) -> bool {
-        self.pending.is_empty() && self.coordinating.is_empty() && self.prepared.is_empty()
+        self.pending.is_empty() && self.coordinating.is_empty() && self.prepared.is_empty() && self.backing_off.is_empty()
     }
 }
 
@@ -442,7 +469,7 @@ mod tests {
     fn node(id: u32, n: u32) -> TwoPcNode {
         let app = ensemble_app::application("shop").unwrap();
         let plan: PartitionPlan = toml::from_str(include_str!("../../../plans/shop.toml")).unwrap();
-        TwoPcNode::new(InstanceId(id), TwoPcConfig { instances: n, max_attempts: 2 }, app, Arc::new(plan))
+        TwoPcNode::new(InstanceId(id), TwoPcConfig { instances: n, max_attempts: 2, retry_backoff: Duration::from_millis(5), seed: 1 }, app, Arc::new(plan))
     }
 
     fn request(txn: &str, cart: i64) -> Request {
@@ -518,6 +545,12 @@ mod tests {
             out = handle(&mut c, Event::StorageDone { work: stored(&o)[0].0, result: JobResult::Finished });
             if attempt == 2 {
                 assert!(matches!(&replied(&out)[..], [ReplyBody::Error(RequestError::Storage { .. })]), "{out:?}");
+            } else {
+                // Not at once: after a back-off, then as a new branch.
+                let [Effect::SetTimer { id, after }] = &out[..] else { panic!("{out:?}") };
+                assert!(*after <= Duration::from_millis(5), "{after:?}");
+                assert!(!c.quiescent(), "a request waiting to run again is in flight");
+                out = handle(&mut c, Event::Timer(*id));
             }
         }
         assert_ne!(xids[0], xids[1]);

@@ -21,6 +21,9 @@ use std::sync::Arc;
 
 /// A distributed transaction voted down this often is answered with an error.
 const MAX_ATTEMPTS: u32 = 1000;
+/// The first back-off before a voted-down transaction runs again (`TwoPcConfig::retry_backoff`):
+/// a few LAN transactions' worth.
+const RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Storage workers per instance for `clients` clients. A job of the baseline can wait on a row
 /// lock that a prepared branch holds, and that branch's decision is a job of the same instance:
@@ -95,7 +98,7 @@ impl Harness for TwoPcHarness {
 
     fn process(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<Box<dyn Process<TwoPc>>> {
         let (app, _) = self.belt.loaded(exp)?;
-        let cfg = TwoPcConfig { instances: exp.instances, max_attempts: MAX_ATTEMPTS };
+        let cfg = TwoPcConfig { instances: exp.instances, max_attempts: MAX_ATTEMPTS, retry_backoff: RETRY_BACKOFF, seed: exp.seed };
         Ok(Box::new(TwoPcNode::new(InstanceId::of(id), cfg, app, Arc::new(exp.plan.clone()))))
     }
 
