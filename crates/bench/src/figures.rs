@@ -409,3 +409,129 @@ pub fn wan_scaling(app: &str, o: &FigureOpts, client_steps: &[u32], workload: Op
     let table = format!("{}\n{}", render(&rows), render(&summary));
     Ok(Figure { title: format!("Throughput against latency for {app} (wan5, clients at all five sites, up to 5 s mean latency)"), table, runs })
 }
+
+/// Gyro §VII-C: the largest factors by which Gyro beat MySQL Cluster in the LAN, per
+/// application: peak throughput, minimal latency.
+pub fn gyro_fig5_paper(app: &str) -> Option<(f64, f64)> {
+    match app {
+        "tpcw" => Some((4.2, 58.6)),
+        "rubis" => Some((1.4, 35.7)),
+        _ => None,
+    }
+}
+
+/// Gyro defines peak throughput as the largest a system sustains with a mean latency under 2 s.
+pub const PEAK_LATENCY_MS: f64 = 2000.0;
+
+/// One system at one instance count in Figure 5: its runs, its peak throughput (mean latency
+/// under [`PEAK_LATENCY_MS`]) and its minimal mean latency.
+pub struct Fig5Point {
+    pub peak: Option<f64>,
+    pub min_latency: Option<f64>,
+    pub checks: Vec<String>,
+}
+
+pub fn fig5_point(runs: &[&RunResult]) -> Fig5Point {
+    let mean = |r: &RunResult| r.summary.classes.get("all").map(|c| c.mean_ms);
+    Fig5Point {
+        peak: runs.iter().filter(|r| mean(r).is_some_and(|m| m < PEAK_LATENCY_MS)).map(|r| r.summary.throughput).reduce(f64::max),
+        min_latency: runs.iter().filter_map(|r| mean(r)).reduce(f64::min),
+        checks: runs.iter().map(|r| verdict(r)).collect(),
+    }
+}
+
+/// Gyro Figure 5: peak throughput and minimal latency of Ensemble and of the two-phase-commit
+/// baseline (`2pc`, the same plan over XA prepared branches) in the LAN, as the instances
+/// increase; both over databases on the experiment's server, as real processes. At each
+/// instance count each system runs at every client count of `client_steps` (stopping once its
+/// mean latency passes 2 s); the peak is the largest throughput under 2 s, the minimal latency
+/// the smallest mean. The table also compares the two at the most clients both ran with.
+pub fn gyro_fig5(app: &str, o: &FigureOpts, instances: &[u32], client_steps: &[u32]) -> anyhow::Result<Figure> {
+    anyhow::ensure!(o.runtime == Runtime::Real, "gyro-fig5 compares real processes over real servers: add --real");
+    let mut runs: Vec<RunResult> = vec![];
+    for &n in instances {
+        for system in ["ensemble", "2pc"] {
+            for &clients in client_steps {
+                let mut e = Experiment::for_system(app, system, n, Topology::lan()).map_err(anyhow::Error::msg)?;
+                e.clients = clients;
+                o.apply(&mut e);
+                if system == "2pc" {
+                    e.storage_workers = crate::systems::twopc::workers_for(clients);
+                }
+                e.label = format!("{app}-{system}-{n}-{clients}c");
+                let r = (o.run)(&e, o.progress)?;
+                let slow = r.summary.classes.get("all").is_none_or(|c| c.mean_ms >= PEAK_LATENCY_MS);
+                runs.push(r);
+                if slow {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(fig5_table(app, runs))
+}
+
+fn max_of(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Figure 5's table from its runs (also what `--replot` reads back).
+pub fn fig5_table(app: &str, runs: Vec<RunResult>) -> Figure {
+    let mut rows = vec![["instances", "Ensemble peak ops/s", "2PC peak ops/s", "ratio", "Ensemble min ms", "2PC min ms", "ratio", "clients", "Ensemble ms", "2PC ms", "ratio", "checks"]
+        .map(String::from)
+        .to_vec()];
+    let mut best: [Option<f64>; 2] = [None, None];
+    let mut latency_ratio_max: Option<f64> = None;
+    for (n, group) in crate::plots::group_by(&runs, |r| r.experiment.instances) {
+        let of = |s: &str| fig5_point(&group.iter().copied().filter(|r| r.experiment.system == s).collect::<Vec<_>>());
+        let (e, t) = (of("ensemble"), of("2pc"));
+        let fmt = |x: Option<f64>, digits: usize| x.map(|v| format!("{v:.digits$}")).unwrap_or_else(|| "-".into());
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        let tput = ratio(e.peak, t.peak);
+        let lat = ratio(t.min_latency, e.min_latency);
+        best[0] = max_of(best[0], e.peak);
+        best[1] = max_of(best[1], t.peak);
+        latency_ratio_max = max_of(latency_ratio_max, lat);
+        // Latency under the same load: the most clients both systems ran with.
+        let at = |s: &str, c: u32| group.iter().find(|r| r.experiment.system == s && r.experiment.clients == c).and_then(|r| r.summary.classes.get("all")).map(|x| x.mean_ms);
+        let common = group.iter().filter(|r| r.experiment.system == "ensemble").map(|r| r.experiment.clients).filter(|c| at("2pc", *c).is_some()).max();
+        let (le, lt) = common.map_or((None, None), |c| (at("ensemble", c), at("2pc", c)));
+        let loaded = ratio(lt, le);
+        latency_ratio_max = max_of(latency_ratio_max, loaded);
+        let checks: Vec<String> = e.checks.iter().chain(&t.checks).cloned().collect();
+        let all_ok = checks.iter().all(|c| c == "ok");
+        rows.push(vec![
+            n.to_string(),
+            fmt(e.peak, 1),
+            fmt(t.peak, 1),
+            tput.map(|r| format!("{r:.2}x")).unwrap_or_else(|| "-".into()),
+            fmt(e.min_latency, 2),
+            fmt(t.min_latency, 2),
+            lat.map(|r| format!("{r:.1}x")).unwrap_or_else(|| "-".into()),
+            common.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+            fmt(le, 2),
+            fmt(lt, 2),
+            loaded.map(|r| format!("{r:.1}x")).unwrap_or_else(|| "-".into()),
+            if all_ok { format!("ok ({})", checks.len()) } else { checks.join(",") },
+        ]);
+    }
+    let mut table = render(&rows);
+    let over = match (best[0], best[1]) {
+        (Some(e), Some(t)) if t > 0.0 => format!("{:.2}x", e / t),
+        _ => "-".into(),
+    };
+    table.push_str(&format!(
+        "\n\nbest peak, Ensemble over 2PC (each at its best instance count): {over}; largest latency ratio, 2PC over Ensemble (minimal, or under the same load): {}",
+        latency_ratio_max.map(|r| format!("{r:.1}x")).unwrap_or_else(|| "-".into())
+    ));
+    if let Some((t, l)) = gyro_fig5_paper(app) {
+        table.push_str(&format!("\nGyro over MySQL Cluster (Gyro §VII-C, {app}): {t}x peak throughput, {l}x lower latency"));
+    }
+    Figure { title: format!("Gyro Fig. 5 for {app}: Ensemble against two-phase commit in the LAN, peak throughput (mean under 2 s) and minimal latency"), table, runs }
+}

@@ -291,10 +291,10 @@ impl BackendArgs {
 
 #[derive(Args)]
 struct FigureArgs {
-    /// gyro-fig3, gyro-fig4, table3, wan-scaling, overhead, xcast-latency; P-Store (G-DUR engine): pstore-fig2, pstore-fig3a, pstore-fig3b, pstore-fig4, pstore-table1
+    /// gyro-fig3, gyro-fig4, gyro-fig5 (Ensemble against 2PC, real, --backend mariadb), table3, wan-scaling, overhead, xcast-latency; P-Store (G-DUR engine): pstore-fig2, pstore-fig3a, pstore-fig3b, pstore-fig4, pstore-table1
     #[arg(value_parser = FIGURES)]
     name: String,
-    /// Application, for table3 and wan-scaling.
+    /// Application, for table3, wan-scaling and gyro-fig5.
     #[arg(long, default_value = "shop")]
     app: String,
     #[arg(long, default_value_t = 1)]
@@ -314,8 +314,9 @@ struct FigureArgs {
     /// (xcast-latency: adds throughput under load on real processes over loopback).
     #[arg(long)]
     real: bool,
-    /// gyro-fig4, wan-scaling: client counts to step through, comma-separated. Each series stops
-    /// once its mean latency passes 5 s; a simulated series that has not got there by the last
+    /// gyro-fig4, wan-scaling, gyro-fig5: client counts to step through, comma-separated. Each
+    /// series stops once its mean latency passes 5 s (gyro-fig5: 2 s, Gyro's bound for peak
+    /// throughput; default 1,20,60); a simulated series that has not got there by the last
     /// count goes on by Little's law (clients = 1.1 × 5 s × the last throughput, at most eight
     /// times the last count) for up to four more steps. Default: 10,25,50,100,200,400 for
     /// gyro-fig4, 10,40,160,640,2560,10240 for wan-scaling (10,40,160,640 with --real). Each
@@ -335,6 +336,9 @@ struct FigureArgs {
     /// results). Off by default: sweeps run thousands of clients.
     #[arg(long)]
     record_access: bool,
+    /// gyro-fig5: instance counts, comma-separated (the paper: 1 to 13); each 1 to 64.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,5,7,9,11,13", value_parser = clap::value_parser!(u32).range(1..=MAX_INSTANCES))]
+    instances: Vec<u32>,
     /// overhead: closed-loop client threads; 1 to 256.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS))]
     threads: u32,
@@ -405,8 +409,8 @@ const MAX_CLIENTS: i64 = 100_000;
 const MAX_INSTANCES: i64 = 64;
 /// The most threads `figure --jobs` and `--threads` start.
 const MAX_THREADS: i64 = 256;
-const FIGURES: [&str; 11] =
-    ["gyro-fig3", "gyro-fig4", "table3", "wan-scaling", "overhead", "xcast-latency", "pstore-fig2", "pstore-fig3a", "pstore-fig3b", "pstore-fig4", "pstore-table1"];
+const FIGURES: [&str; 12] =
+    ["gyro-fig3", "gyro-fig4", "gyro-fig5", "table3", "wan-scaling", "overhead", "xcast-latency", "pstore-fig2", "pstore-fig3a", "pstore-fig3b", "pstore-fig4", "pstore-table1"];
 
 /// The lower end of a flag's range.
 enum Min {
@@ -801,9 +805,9 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         jobs: a.jobs.unwrap_or(FigureOpts::default().jobs),
         backend: a.backend.backend()?,
     };
-    if o.backend.kind != BackendKind::Sqlite && !matches!(a.name.as_str(), "gyro-fig3" | "gyro-fig4" | "table3" | "wan-scaling" | "overhead") {
+    if o.backend.kind != BackendKind::Sqlite && !matches!(a.name.as_str(), "gyro-fig3" | "gyro-fig4" | "gyro-fig5" | "table3" | "wan-scaling" | "overhead") {
         bail!(
-            "--backend {} is for the Conveyor Belt's figures (gyro-fig3, gyro-fig4, table3, wan-scaling, overhead); {} on a server is not built",
+            "--backend {} is for the Conveyor Belt's figures (gyro-fig3, gyro-fig4, gyro-fig5, table3, wan-scaling, overhead); {} on a server is not built",
             o.backend.kind.name(),
             a.name
         );
@@ -815,7 +819,10 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         ("rubis", Some(s)) => Some(WorkloadSpec::Rubis { write_share: Some(s), remote_items: 0.0 }),
         (other, Some(_)) => bail!("--write-share is for tpcw and rubis, not {other}"),
     };
-    if matches!(a.name.as_str(), "table3" | "wan-scaling") {
+    if a.name == "gyro-fig5" && o.backend.kind != BackendKind::Mariadb {
+        bail!("gyro-fig5 compares Ensemble with the 2pc baseline, which runs on MariaDB only: add --backend mariadb (and --real)");
+    }
+    if matches!(a.name.as_str(), "table3" | "wan-scaling" | "gyro-fig5") {
         ensemble_app::application(&a.app).map_err(|e| anyhow::anyhow!("--app: {e}"))?;
     }
     if a.name != "overhead" {
@@ -825,6 +832,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         "gyro-fig3" => figures::gyro_fig3(&o)?,
         "gyro-fig4" => figures::gyro_fig4(&o, &clients(&[10, 25, 50, 100, 200, 400]))?,
         "table3" => figures::table3(&a.app, &o, workload.as_ref())?,
+        "gyro-fig5" => figures::gyro_fig5(&a.app, &o, &a.instances, &clients(&[1, 20, 60]))?,
         "wan-scaling" => {
             // Real clients are tasks on this machine's two cores: tens of thousands would measure
             // the machine, not the system.
@@ -845,7 +853,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         other => bail!("unknown figure `{other}` (known: {})", FIGURES.join(", ")),
     };
     let stem = match (a.name.as_str(), a.write_share) {
-        ("table3" | "wan-scaling", None) => format!("{}-{}", a.name, a.app),
+        ("table3" | "wan-scaling" | "gyro-fig5", None) => format!("{}-{}", a.name, a.app),
         ("table3" | "wan-scaling", Some(s)) => format!("{}-{}-writes{:.0}", a.name, a.app, s * 100.0),
         _ => a.name.clone(),
     };

@@ -14,6 +14,7 @@ fn chart(name: &str, runs: &[RunResult]) -> Option<Chart> {
         "gyro-fig4" => Some(plots::gyro_fig4(runs)),
         "table3" => Some(plots::table3(runs)),
         "wan-scaling" => Some(plots::wan_scaling(runs)),
+        "gyro-fig5" => Some(plots::gyro_fig5(runs)),
         other => ensemble_gdur::figures::chart(other, runs),
     }
 }
