@@ -164,3 +164,33 @@ fn ring_of_one_runs_globals_without_a_network() {
     assert!(matches!(ring.reply(3), Some(ReplyBody::Done(Done { evidence: BeltEvidence { position: Position::Global { seq: 1 }, .. }, .. }))));
     assert!(ring.wire.is_empty());
 }
+
+/// In a ring of one, a global that arrives while another runs is taken as soon as that snapshot
+/// ends, not left in Q until some later global request comes (with every client waiting for its
+/// own global, none would come).
+#[test]
+fn ring_of_one_takes_globals_that_arrived_during_a_snapshot() {
+    let app = shop::application();
+    let plan = Arc::new(shop_plan());
+    let data = (app.generate)(DataConfig { scale: 1, seed: 1 });
+    let mut db = SqliteStorage::open_in_memory(app.clone(), InstanceId(0)).unwrap();
+    db.create_schema().unwrap();
+    db.load(&data, |_, _, _| true).unwrap();
+    let cfg = BeltConfig { instances: 1, global_execution: GlobalExecution::Parallel, idle_pause: Duration::ZERO, costs: Cpu::default() };
+    let mut node = ConveyorBelt::new(InstanceId(0), cfg, app, plan);
+    let mut out = vec![];
+    node.start(Time::ZERO, &mut out);
+    assert!(out.is_empty(), "{out:?}");
+    let order = |client: u64| Request { client: ClientId(client), seq: 1, txn: "order".into(), params: vec![Value::Int(client as i64)] };
+    node.on_event(Time::ZERO, Event::Request(order(1)), &mut out);
+    let [Effect::Storage { work, job, .. }] = &out[..] else { panic!("{out:?}") };
+    let (first, job) = (*work, job.clone());
+    out.clear();
+    node.on_event(Time::ZERO, Event::Request(order(2)), &mut out);
+    assert!(out.is_empty(), "the second waits in Q while the first runs: {out:?}");
+    let result = db.run(&job);
+    node.on_event(Time::ZERO, Event::StorageDone { work: first, result }, &mut out);
+    assert!(out.iter().any(|e| matches!(e, Effect::Reply { to: ClientId(1), .. })), "{out:?}");
+    assert!(out.iter().any(|e| matches!(e, Effect::Storage { job: ensemble_app::StorageJob::Execute { request, .. }, .. } if request.client == ClientId(2))), "{out:?}");
+    assert!(!node.quiescent());
+}

@@ -14,10 +14,14 @@
 //!   here and the worker takes a spare one (or opens one); the decision's job commits on the
 //!   parked connection and returns it to the spares.
 //!
-//! Lock waits are bounded (`innodb_lock_wait_timeout`, [`LOCK_WAIT_S`]): a deadlock that spans
-//! instances is invisible to each server, and the bound is what breaks it. A one-phase
-//! transaction or a coordinator's branch that times out or deadlocks before it prepared runs
-//! again here (counted as a retry); a participant's branch that does votes no.
+//! A deadlock that spans instances is invisible to each server. Every global locks its own
+//! instance's copy of the replicated rows first, then asks the others to apply its changes, so
+//! two globals from different instances that write the same replicated row would each hold
+//! what the other's participant needs. A participant therefore does not wait for a lock
+//! (`innodb_lock_wait_timeout = 0`): a branch whose rows are locked votes no at once, and the
+//! coordinator runs the transaction again after a back-off. A one-phase transaction or a
+//! coordinator's branch waits up to [`LOCK_WAIT_S`] (for a prepared branch's decision, say),
+//! and one that times out or deadlocks before it prepared runs again here (counted as a retry).
 
 use crate::conn::ConnError;
 use crate::dialect::{Engine, Translated};
@@ -201,7 +205,7 @@ impl TwoPcStorage {
 
     fn attempt(&mut self, txn: &ensemble_app::TxnType, request: &Request, xid: Option<Xid>) -> Result<JobResult, Failure> {
         let Some(xid) = xid else {
-            self.db.conn.batch("START TRANSACTION")?;
+            self.db.conn.batch(&format!("SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}; START TRANSACTION"))?;
             let (outcome, failure, _) = self.db.run_body(txn, &request.params, None);
             if let Some(f) = failure {
                 return Err(Failure::Victim(f));
@@ -212,7 +216,7 @@ impl TwoPcStorage {
             return Ok(JobResult::Committed { outcome, ts, retries: 0 });
         };
         let b = self.shared.branch(xid);
-        self.db.conn.batch(&format!("XA START {b}"))?;
+        self.db.conn.batch(&format!("SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}; XA START {b}"))?;
         let mut changes = Vec::new();
         let (outcome, failure, _) = self.db.run_body(txn, &request.params, Some(&mut changes));
         if let Some(f) = failure {
@@ -236,7 +240,8 @@ impl TwoPcStorage {
     fn apply(&mut self, xid: Xid, update: &StateUpdate) -> JobResult {
         let b = self.shared.branch(xid);
         let attempt = (|| -> Result<ServerStorage, Failure> {
-            self.db.conn.batch(&format!("XA START {b}"))?;
+            // A participant does not wait for a lock (see the module doc).
+            self.db.conn.batch(&format!("SET SESSION innodb_lock_wait_timeout = 0; XA START {b}"))?;
             for (k, c) in update.changes.iter().enumerate() {
                 self.db.apply_change(c).map_err(|e| match e {
                     ApplyError::Conn(e) => Failure::from(e),

@@ -182,8 +182,7 @@ fn an_error_in_a_later_statement_of_a_batch_is_reported() {
 }
 
 /// The two-phase-commit baseline's storage on MariaDB: one-phase commits, a prepared branch that
-/// keeps its locks (another branch wanting its row waits out the bounded lock wait and votes
-/// no), a commit on the parked connection, and commit timestamps that follow the decision.
+/// keeps its locks (another branch wanting its row votes no), a commit on the parked connection, and commit timestamps that follow the decision.
 #[test]
 #[ignore = "needs MariaDB: .ci/run starts it and runs this"]
 fn prepared_branches_hold_their_locks_until_the_decision() {
@@ -223,8 +222,8 @@ fn prepared_branches_hold_their_locks_until_the_decision() {
     let replicated_part = ensemble_app::StateUpdate { changes: update.changes.iter().filter(|c| replicated.contains(&c.table)).cloned().collect(), writer: None };
     assert!(replicated_part.changes.iter().any(|c| c.table == "items"), "{update:?}");
     assert!(matches!(b.run(&Job::Apply { xid, update: replicated_part.clone() }), JobResult::Voted { yes: true, .. }));
-    // The same rows, by another transaction, while the branch above is prepared: it waits out
-    // the lock wait and votes no, and nothing of it stays.
+    // The same rows, by another transaction, while the branch above is prepared: a participant
+    // does not wait for a lock, it votes no at once, and nothing of it stays.
     let rival = Xid { coordinator: InstanceId(0), n: 3 };
     match b2.run(&Job::Apply { xid: rival, update: replicated_part }) {
         JobResult::Voted { yes: false, why: Some(why), .. } => assert!(why.contains("Lock wait timeout"), "{why}"),
