@@ -316,7 +316,7 @@ struct FigureArgs {
     real: bool,
     /// gyro-fig4, wan-scaling, gyro-fig5: client counts to step through, comma-separated. Each
     /// series stops once its mean latency passes 5 s (gyro-fig5: 2 s, Gyro's bound for peak
-    /// throughput; default 1,20,60); a simulated series that has not got there by the last
+    /// throughput; default 1,10,40); a simulated series that has not got there by the last
     /// count goes on by Little's law (clients = 1.1 × 5 s × the last throughput, at most eight
     /// times the last count) for up to four more steps. Default: 10,25,50,100,200,400 for
     /// gyro-fig4, 10,40,160,640,2560,10240 for wan-scaling (10,40,160,640 with --real). Each
@@ -832,7 +832,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         "gyro-fig3" => figures::gyro_fig3(&o)?,
         "gyro-fig4" => figures::gyro_fig4(&o, &clients(&[10, 25, 50, 100, 200, 400]))?,
         "table3" => figures::table3(&a.app, &o, workload.as_ref())?,
-        "gyro-fig5" => figures::gyro_fig5(&a.app, &o, &a.instances, &clients(&[1, 20, 60]))?,
+        "gyro-fig5" => figures::gyro_fig5(&a.app, &o, &a.instances, &clients(&[1, 10, 40]))?,
         "wan-scaling" => {
             // Real clients are tasks on this machine's two cores: tens of thousands would measure
             // the machine, not the system.
