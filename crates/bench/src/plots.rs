@@ -164,6 +164,44 @@ pub fn wan_scaling(runs: &[RunResult]) -> Chart {
     }
 }
 
+/// Gyro Fig. 5: peak throughput (mean latency under 2 s) and minimal mean latency against the
+/// number of instances, Ensemble and the two-phase-commit baseline.
+pub fn gyro_fig5(runs: &[RunResult]) -> Chart {
+    let app = runs.first().map_or("", |r| r.experiment.workload.app());
+    let points = |system: &str| -> Vec<(f64, Option<f64>, Option<f64>)> {
+        group_by(runs.iter().filter(|r| r.experiment.system == system), |r| r.experiment.instances)
+            .into_iter()
+            .map(|(n, group)| {
+                let p = crate::figures::fig5_point(&group);
+                (f64::from(n), p.peak, p.min_latency)
+            })
+            .collect()
+    };
+    let (e, t) = (points("ensemble"), points("2pc"));
+    let peak = |v: &[(f64, Option<f64>, Option<f64>)]| v.iter().map(|(n, p, _)| (*n, p.unwrap_or(f64::NAN))).collect::<Vec<_>>();
+    let min = |v: &[(f64, Option<f64>, Option<f64>)]| v.iter().map(|(n, _, m)| (*n, m.unwrap_or(f64::NAN))).collect::<Vec<_>>();
+    let throughput = Panel {
+        x_label: "instances".into(),
+        y_label: "peak throughput (ops/s, mean < 2 s)".into(),
+        series: vec![Series::line("Ensemble", 0, peak(&e)), Series::line("2PC (XA)", 1, peak(&t))],
+        legend: Corner::UpperRight,
+        ..Panel::default()
+    };
+    let latency = Panel {
+        x_label: "instances".into(),
+        y_label: "minimal mean latency (ms)".into(),
+        y_scale: Scale::Log10,
+        series: vec![Series::line("Ensemble", 0, min(&e)), Series::line("2PC (XA)", 1, min(&t))],
+        legend: Corner::UpperRight,
+        ..Panel::default()
+    };
+    Chart {
+        caption: format!("Gyro Fig. 5, {app}: Ensemble against two-phase commit in the LAN (real processes, MariaDB)"),
+        panels: vec![throughput, latency],
+        panel_size: (560, 400),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,40 +295,3 @@ mod tests {
     }
 }
 
-/// Gyro Fig. 5: peak throughput (mean latency under 2 s) and minimal mean latency against the
-/// number of instances, Ensemble and the two-phase-commit baseline.
-pub fn gyro_fig5(runs: &[RunResult]) -> Chart {
-    let app = runs.first().map_or("", |r| r.experiment.workload.app());
-    let points = |system: &str| -> Vec<(f64, Option<f64>, Option<f64>)> {
-        group_by(runs.iter().filter(|r| r.experiment.system == system), |r| r.experiment.instances)
-            .into_iter()
-            .map(|(n, group)| {
-                let p = crate::figures::fig5_point(&group);
-                (f64::from(n), p.peak, p.min_latency)
-            })
-            .collect()
-    };
-    let (e, t) = (points("ensemble"), points("2pc"));
-    let peak = |v: &[(f64, Option<f64>, Option<f64>)]| v.iter().map(|(n, p, _)| (*n, p.unwrap_or(f64::NAN))).collect::<Vec<_>>();
-    let min = |v: &[(f64, Option<f64>, Option<f64>)]| v.iter().map(|(n, _, m)| (*n, m.unwrap_or(f64::NAN))).collect::<Vec<_>>();
-    let throughput = Panel {
-        x_label: "instances".into(),
-        y_label: "peak throughput (ops/s, mean < 2 s)".into(),
-        series: vec![Series::line("Ensemble", 0, peak(&e)), Series::line("2PC (XA)", 1, peak(&t))],
-        legend: Corner::UpperRight,
-        ..Panel::default()
-    };
-    let latency = Panel {
-        x_label: "instances".into(),
-        y_label: "minimal mean latency (ms)".into(),
-        y_scale: Scale::Log10,
-        series: vec![Series::line("Ensemble", 0, min(&e)), Series::line("2PC (XA)", 1, min(&t))],
-        legend: Corner::UpperRight,
-        ..Panel::default()
-    };
-    Chart {
-        caption: format!("Gyro Fig. 5, {app}: Ensemble against two-phase commit in the LAN (real processes, MariaDB)"),
-        panels: vec![throughput, latency],
-        panel_size: (560, 400),
-    }
-}
