@@ -194,6 +194,30 @@ pub fn load_partition(storage: &SqliteStorage, data: &Dataset, plan: &PartitionP
     Ok(storage.load(data, |table, cols, row| plan.holds_row(table, id, n, |c| cols.iter().position(|x| x == c).map(|p| &row[p])))?)
 }
 
+/// Client `c` of an experiment on the SQL applications, and its site: the closed-loop client
+/// that drives the workload and follows MAP replies, whatever the protocol's evidence.
+pub(crate) fn sql_client<E: 'static>(exp: &Experiment, c: u32, stop_at: Time) -> (Box<dyn Client<E>>, usize) {
+    let (site, ctx): (usize, ClientCtx) = exp.client_placement(c);
+    let client = ClosedLoopClient::new(ClientId(c as u64), ctx, exp.workload.client(exp.scale), exp.seed, exp.think_time()).stop_at(stop_at);
+    (Box::new(client), site)
+}
+
+/// A completion of a SQL transaction filed by its class (local, global, commutative) and abort
+/// cause.
+pub(crate) fn classify_sql<E>(c: &Completion<E>, class: impl Fn(&E) -> ensemble_app::OpClass) -> Classified {
+    match &c.result {
+        CompletionResult::Done(done) => Classified {
+            class: class(&done.evidence).name(),
+            abort: match &done.outcome {
+                Outcome::Aborted { cause, .. } => Some(*cause),
+                Outcome::Committed(_) => None,
+            },
+            phases: Vec::new(),
+        },
+        CompletionResult::Error(_) => Classified { class: "error", abort: None::<AbortCause>, phases: Vec::new() },
+    }
+}
+
 impl Harness for BeltHarness {
     type P = Belt;
     type S = InstanceStorage;
@@ -273,24 +297,11 @@ impl Harness for BeltHarness {
     }
 
     fn client(&self, exp: &Experiment, c: u32, stop_at: Time) -> (Box<dyn Client<BeltEvidence>>, usize) {
-        let (site, ctx): (usize, ClientCtx) = exp.client_placement(c);
-        let think = exp.think_time();
-        let client = ClosedLoopClient::new(ClientId(c as u64), ctx, exp.workload.client(exp.scale), exp.seed, think).stop_at(stop_at);
-        (Box::new(client), site)
+        sql_client(exp, c, stop_at)
     }
 
     fn classify(&self, c: &Completion<BeltEvidence>) -> Classified {
-        match &c.result {
-            CompletionResult::Done(done) => Classified {
-                class: done.evidence.class.name(),
-                abort: match &done.outcome {
-                    Outcome::Aborted { cause, .. } => Some(*cause),
-                    Outcome::Committed(_) => None,
-                },
-                phases: Vec::new(),
-            },
-            CompletionResult::Error(_) => Classified { class: "error", abort: None::<AbortCause>, phases: Vec::new() },
-        }
+        classify_sql(c, |e| e.class)
     }
 
     fn table_classes(&self) -> &'static [&'static str] {

@@ -8,11 +8,11 @@
 
 use crate::experiment::{Experiment, Runtime};
 use crate::harness::{Classified, Harness, RunOutput, StorageFactory, Verdict};
-use crate::systems::belt::BeltHarness;
+use crate::systems::belt::{classify_sql, sql_client, BeltHarness};
 use crate::BackendKind;
-use ensemble_app::{ClientCtx, ClosedLoopClient, InstanceId, TablePlacement};
+use ensemble_app::{InstanceId, TablePlacement};
 use ensemble_check::{InstanceState, ReplayOptions};
-use ensemble_core::{AbortCause, Client, ClientId, Completion, CompletionResult, Deployment, Outcome, Process, ProcessId, Request, Rows, Time};
+use ensemble_core::{Client, Completion, CompletionResult, Deployment, Outcome, Process, ProcessId, Request, Rows, Time};
 use ensemble_server::{admin, TwoPcShared, TwoPcStorage};
 use ensemble_twopc::{TwoPc, TwoPcConfig, TwoPcEvidence, TwoPcNode};
 use std::collections::BTreeSet;
@@ -121,23 +121,11 @@ impl Harness for TwoPcHarness {
     }
 
     fn client(&self, exp: &Experiment, c: u32, stop_at: Time) -> (Box<dyn Client<TwoPcEvidence>>, usize) {
-        let (site, ctx): (usize, ClientCtx) = exp.client_placement(c);
-        let client = ClosedLoopClient::new(ClientId(c as u64), ctx, exp.workload.client(exp.scale), exp.seed, exp.think_time()).stop_at(stop_at);
-        (Box::new(client), site)
+        sql_client(exp, c, stop_at)
     }
 
     fn classify(&self, c: &Completion<TwoPcEvidence>) -> Classified {
-        match &c.result {
-            CompletionResult::Done(done) => Classified {
-                class: done.evidence.class.name(),
-                abort: match &done.outcome {
-                    Outcome::Aborted { cause, .. } => Some(*cause),
-                    Outcome::Committed(_) => None,
-                },
-                phases: Vec::new(),
-            },
-            CompletionResult::Error(_) => Classified { class: "error", abort: None::<AbortCause>, phases: Vec::new() },
-        }
+        classify_sql(c, |e| e.class)
     }
 
     fn table_classes(&self) -> &'static [&'static str] {
