@@ -405,6 +405,11 @@ impl TwoPcNode {
                 if xid.coordinator.process() != from || xid.coordinator == self.id || from.0 >= self.cfg.instances {
                     return out.push(Effect::Refuse { from, what: format!("a prepare of {xid:?} not sent by its coordinator") });
                 }
+                let applying = self.pending.values().any(|p| matches!(p, Pending::Apply { xid: x } if *x == xid));
+                if applying || self.prepared.contains(&xid) {
+                    // A branch id the server holds already: starting it again would fail the job.
+                    return out.push(Effect::Refuse { from, what: format!("a second prepare of {xid:?}") });
+                }
                 self.work(Pending::Apply { xid }, Job::Apply { xid, update }, out);
             }
             Message::Vote { xid, yes, tick } => self.on_vote(from, xid, yes, tick, out),
@@ -570,6 +575,8 @@ mod tests {
         assert!(matches!(&early[..], [Effect::Refuse { .. }]));
         let out = handle(&mut p, Event::Message { from: ProcessId(0), msg: Message::Prepare { xid, update: update() } });
         let [(w, Job::Apply { .. })] = stored(&out)[..] else { panic!("{out:?}") };
+        let again = handle(&mut p, Event::Message { from: ProcessId(0), msg: Message::Prepare { xid, update: update() } });
+        assert!(matches!(&again[..], [Effect::Refuse { .. }]), "{again:?}");
         let out = handle(&mut p, Event::StorageDone { work: w, result: JobResult::Voted { yes: true, tick: 6, why: None } });
         assert_eq!(sent(&out), vec![(ProcessId(0), Message::Vote { xid, yes: true, tick: 6 })]);
         let stray = handle(&mut p, Event::Message { from: ProcessId(0), msg: Message::Vote { xid, yes: true, tick: 1 } });
