@@ -823,6 +823,9 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     if a.name == "gyro-fig5" && o.backend.kind != BackendKind::Mariadb {
         bail!("gyro-fig5 compares Ensemble with the 2pc baseline, which runs on MariaDB only: add --backend mariadb (and --real)");
     }
+    if a.name == "gyro-fig5" && !a.real {
+        bail!("gyro-fig5 compares real processes over real servers: add --real");
+    }
     if matches!(a.name.as_str(), "table3" | "wan-scaling" | "gyro-fig5") {
         ensemble_app::application(&a.app).map_err(|e| anyhow::anyhow!("--app: {e}"))?;
     }
