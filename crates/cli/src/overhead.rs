@@ -23,6 +23,9 @@ struct Measured {
     ops: u64,
     secs: f64,
     hist: Histogram,
+    /// Runs again after the server made a transaction a victim (serialization failure,
+    /// deadlock), over every operation.
+    retries: u64,
 }
 
 /// One client thread's connection on the direct path.
@@ -31,24 +34,52 @@ enum Direct {
     Server(Box<ensemble_server::ServerStorage>),
 }
 
+/// Which transactions a client thread of [`direct`] runs on its own connection.
+#[derive(Clone, Copy, PartialEq)]
+enum Txns {
+    /// The application's, as it would run them without Ensemble.
+    Application,
+    /// Ensemble's storage job for a local operation (the counters read and bumped around the
+    /// body), run in the client's thread: the node's transactions without the node, so the
+    /// difference from `Application` is what the bookkeeping costs the server, and the
+    /// difference from the run through the node is what the hop costs.
+    Bookkeeping,
+}
+
 impl Direct {
-    fn execute(&mut self, request: &Request) -> anyhow::Result<ensemble_core::Outcome> {
+    fn execute(&mut self, request: &Request, txns: Txns) -> anyhow::Result<(ensemble_core::Outcome, u32)> {
+        use ensemble_app::{ExecRole, StorageJob, StorageResult};
+        use ensemble_core::Storage;
+        if txns == Txns::Bookkeeping {
+            let job = StorageJob::Execute { request: request.clone(), role: ExecRole::Local };
+            let result = match self {
+                Direct::Sqlite(db) => db.run(&job),
+                Direct::Server(db) => db.run(&job),
+            };
+            return match result {
+                StorageResult::Executed { outcome, retries, .. } => Ok((outcome, retries)),
+                other => Err(anyhow::anyhow!("transaction `{}` through the storage job: {other:?}", request.txn)),
+            };
+        }
         Ok(match self {
-            Direct::Sqlite(db) => db.execute_direct(request)?,
-            Direct::Server(db) => db.execute_direct(request)?.0,
+            Direct::Sqlite(db) => (db.execute_direct(request)?, 0),
+            Direct::Server(db) => db.execute_direct(request)?,
         })
     }
 }
 
 /// Runs the shop workload directly on one database of the experiment's backend with `threads`
-/// closed-loop threads.
-fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64) -> anyhow::Result<Measured> {
+/// closed-loop threads, each running `txns` on its own connection.
+fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -> anyhow::Result<Measured> {
     let app = shop::application();
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("direct.db");
     let data = (app.generate)(DataConfig { scale: 1, seed });
     let mut direct_exp = e.clone();
-    direct_exp.label = "overhead-direct".into();
+    direct_exp.label = match txns {
+        Txns::Application => "overhead-direct".into(),
+        Txns::Bookkeeping => "overhead-bookkeeping".into(),
+    };
     // A server's database for the direct path, made and dropped like a run's.
     let (tagged, _databases) = ensemble_bench::databases::for_run(&direct_exp)?;
     let server = match tagged.backend.kind.engine() {
@@ -80,29 +111,83 @@ fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64) -> anyhow::Re
         .into_iter()
         .enumerate()
         .map(|(t, mut db)| {
-            std::thread::spawn(move || -> anyhow::Result<Histogram> {
+            std::thread::spawn(move || -> anyhow::Result<(Histogram, u64)> {
                 let mut w = shop::ShopWorkload::new(1, 0.5, 4);
                 let ctx = ClientCtx { client_index: t as u64, home: InstanceId(0), instances: 1 };
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ t as u64);
                 let mut hist = ensemble_bench::metrics::new_histogram();
                 let mut seq = 0;
+                let mut retries = 0u64;
                 while Instant::now() < stop {
                     let (txn, params) = w.next(&mut rng, &ctx);
                     seq += 1;
                     let t0 = Instant::now();
-                    let outcome = db.execute(&Request { client: ClientId(t as u64), seq, txn: txn.clone(), params })?;
+                    let (outcome, r) = db.execute(&Request { client: ClientId(t as u64), seq, txn: txn.clone(), params }, txns)?;
                     hist.saturating_record(t0.elapsed().as_micros().max(1) as u64);
+                    retries += r as u64;
                     w.observe(&txn, &outcome);
                 }
-                Ok(hist)
+                Ok((hist, retries))
             })
         })
         .collect();
     let mut hist = ensemble_bench::metrics::new_histogram();
+    let mut retries = 0;
     for h in handles {
-        hist.add(h.join().expect("a client thread panicked")?)?;
+        let (h, r) = h.join().expect("a client thread panicked")?;
+        hist.add(h)?;
+        retries += r;
     }
-    Ok(Measured { ops: hist.len(), secs: start.elapsed().as_secs_f64().min(measure_s + 1.0), hist })
+    Ok(Measured { ops: hist.len(), secs: start.elapsed().as_secs_f64().min(measure_s + 1.0), hist, retries })
+}
+
+/// What this machine charges for the two things the hop through a node is made of, timed here
+/// so the breakdown can be read against them: a hand-off between two threads that wait on a
+/// channel (the round trip wakes each once), and a round trip of a small message over loopback
+/// TCP between two blocking threads.
+fn floor_costs() -> anyhow::Result<(f64, f64)> {
+    use std::io::{Read, Write};
+    const ROUNDS: u32 = 5000;
+    let (to_echo, echo_rx) = std::sync::mpsc::sync_channel::<u32>(1);
+    let (echo_tx, back) = std::sync::mpsc::sync_channel::<u32>(1);
+    let echo = std::thread::spawn(move || {
+        while let Ok(v) = echo_rx.recv() {
+            if echo_tx.send(v).is_err() {
+                break;
+            }
+        }
+    });
+    let t0 = Instant::now();
+    for i in 0..ROUNDS {
+        to_echo.send(i)?;
+        back.recv()?;
+    }
+    let handoff_us = t0.elapsed().as_secs_f64() * 1e6 / ROUNDS as f64;
+    drop(to_echo);
+    echo.join().expect("the echo thread panicked");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let server = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut c, _) = listener.accept()?;
+        c.set_nodelay(true)?;
+        let mut b = [0u8; 128];
+        while c.read_exact(&mut b).is_ok() {
+            c.write_all(&b)?;
+        }
+        Ok(())
+    });
+    let mut c = std::net::TcpStream::connect(addr)?;
+    c.set_nodelay(true)?;
+    let mut b = [0u8; 128];
+    let t0 = Instant::now();
+    for _ in 0..ROUNDS {
+        c.write_all(&b)?;
+        c.read_exact(&mut b)?;
+    }
+    let tcp_us = t0.elapsed().as_secs_f64() * 1e6 / ROUNDS as f64;
+    drop(c);
+    server.join().expect("the echo server panicked")?;
+    Ok((handoff_us, tcp_us))
 }
 
 pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool, backend: ensemble_bench::Backend) -> anyhow::Result<String> {
@@ -119,7 +204,9 @@ pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool, backend: ens
     e.backend = backend;
     // A connection per client, as on the direct path: fewer would queue requests at the node.
     e.storage_workers = threads;
-    let d = direct(&e, threads, measure_s, seed)?;
+    let (handoff_us, tcp_us) = floor_costs()?;
+    let d = direct(&e, threads, measure_s, seed, Txns::Application)?;
+    let b = direct(&e, threads, measure_s, seed, Txns::Bookkeeping)?;
     let db_name = match e.backend.kind {
         ensemble_bench::BackendKind::Sqlite => "SQLite",
         ensemble_bench::BackendKind::Postgres => "PostgreSQL",
@@ -132,6 +219,11 @@ pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool, backend: ens
     plain.plain_wire = true;
     plain.label = "overhead-ensemble-plain-wire".into();
     let p = crate::real::run_real(&harness, &plain, progress)?;
+    // The node's counters cover every operation it ran, the window's and the drain's.
+    let counter = |r: &ensemble_bench::RunResult, names: &[&str]| -> u64 {
+        r.processes.iter().flat_map(|p| &p.counters).filter(|(k, _)| names.contains(&k.as_str())).map(|(_, v)| *v).sum()
+    };
+    let per_1000 = |retries: u64, ops: f64| if ops > 0.0 { retries as f64 * 1000.0 / ops } else { 0.0 };
     let all = &r.summary.classes["all"];
     let p_all = &p.summary.classes["all"];
     let d_tput = d.ops as f64 / d.secs;
@@ -148,15 +240,30 @@ pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool, backend: ens
             d.hist.value_at_quantile(0.5) as f64 / 1e3,
             d.hist.value_at_quantile(0.99) as f64 / 1e3,
         ),
+        row(
+            "Ensemble's transactions, no node",
+            b.ops as f64 / b.secs,
+            b.hist.mean() / 1e3,
+            b.hist.value_at_quantile(0.5) as f64 / 1e3,
+            b.hist.value_at_quantile(0.99) as f64 / 1e3,
+        ),
         row("through one Ensemble instance", r.summary.throughput, all.mean_ms, all.p50_ms, all.p99_ms),
         row("... on the plain wire (no secret)", p.summary.throughput, p_all.mean_ms, p_all.p50_ms, p_all.p99_ms),
     ];
     Ok(format!(
-        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, {measure_s} s each, measured one after the other in this run\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean)\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\ncheck of the Ensemble runs: {}; {}",
+        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, {measure_s} s each, measured one after the other in this run\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean)\nwhere the added mean goes: the bookkeeping in the server {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and six hand-offs between threads (client thread to its writer task, node reader to\n  protocol loop, loop to storage worker and back, loop to writer task, client reader to client thread): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\ncheck of the Ensemble runs: {}; {}",
         render(&rows),
         r.summary.throughput / d_tput,
         all.mean_ms / d_mean,
         (all.mean_ms / d_mean - 1.0) * 100.0,
+        b.hist.mean() / 1e3 - d_mean,
+        all.mean_ms - b.hist.mean() / 1e3,
+        handoff_us,
+        tcp_us,
+        (3.0 * handoff_us + tcp_us) / 1e3,
+        per_1000(d.retries, d.hist.len() as f64),
+        per_1000(b.retries, b.hist.len() as f64),
+        per_1000(counter(&r, &["storage_retries"]), counter(&r, &["locals_executed", "globals_executed"]) as f64),
         r.summary.throughput / p.summary.throughput,
         all.mean_ms / p_all.mean_ms,
         r.check.unwrap_or_default(),

@@ -25,7 +25,7 @@
 
 use crate::conn::ConnError;
 use crate::dialect::{Engine, Translated};
-use crate::storage::{ApplyError, ServerError, ServerStorage};
+use crate::storage::{backoff, ApplyError, ServerError, ServerStorage};
 use ensemble_app::{Application, InstanceId, StateUpdate};
 use ensemble_core::{Request, Rows, Storage};
 use ensemble_twopc::{Job, JobResult, Xid};
@@ -41,6 +41,11 @@ pub const LOCK_WAIT_S: u32 = 1;
 /// How often a one-phase transaction or a coordinator's branch runs again after the server
 /// made it a victim before the storage gives up.
 const MAX_RETRIES: u32 = 1000;
+
+/// The first back-off of a victim, in microseconds (then doubled per retry, up to 64 ms): here
+/// a victim is mostly a transaction that met a prepared branch's locks, which stay until the
+/// decision's round trips, longer than a one-server transaction's.
+const RETRY_BACKOFF_US: u64 = 1000;
 
 /// What the workers of one instance share.
 pub struct TwoPcShared {
@@ -189,7 +194,7 @@ impl TwoPcStorage {
                         return JobResult::Failed(format!("transaction `{}`: {m}", request.txn));
                     }
                     retries += 1;
-                    backoff(retries);
+                    backoff(retries, RETRY_BACKOFF_US);
                 }
                 Err(Failure::Victim(e)) => {
                     self.abandon(branch.as_deref());
@@ -311,18 +316,6 @@ impl TwoPcStorage {
             Err(e) => JobResult::Failed(format!("{} of the prepared branch {b}: {e}", if commit { "XA COMMIT" } else { "XA ROLLBACK" })),
         }
     }
-}
-
-/// Waits a random time, up to 1 ms doubled per retry (at most 64 ms), before a victim runs again:
-/// two transactions that deadlocked and restart at once deadlock again, as a client of the
-/// server would find (this is the storage, not the protocol: real time and randomness belong
-/// here).
-fn backoff(retries: u32) {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(retries);
-    let cap_us = 1000u64 << retries.min(6);
-    std::thread::sleep(std::time::Duration::from_micros(h.finish() % cap_us));
 }
 
 /// An error from COMMIT or PREPARE: a lost connection leaves the outcome unknown.
