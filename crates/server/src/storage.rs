@@ -18,8 +18,9 @@ pub const META_TABLE: &str = "_ensemble_meta";
 /// transaction that keeps losing is a bug worth seeing.
 const MAX_RETRIES: u32 = 100;
 
-/// A victim runs again at once this many times: the transaction that won the conflict has
-/// committed (PostgreSQL reports a write conflict only then), so a fresh snapshot usually wins.
+/// A victim runs again at once this many times: often the transaction that won the conflict has
+/// committed by then (PostgreSQL reports a write conflict only once it has), so a fresh start
+/// usually succeeds.
 const IMMEDIATE_RETRIES: u32 = 3;
 
 /// Then it backs off first up to this many microseconds, about one short transaction's time, so
