@@ -231,22 +231,14 @@ pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool, backend: ens
     let row = |name: &str, tput: f64, mean: f64, p50: f64, p99: f64| {
         vec![name.to_string(), format!("{tput:.0}"), format!("{mean:.3}"), format!("{p50:.3}"), format!("{p99:.3}")]
     };
+    let measured_row = |name: &str, m: &Measured| {
+        let ms_at = |q: f64| m.hist.value_at_quantile(q) as f64 / 1e3;
+        row(name, m.ops as f64 / m.secs, m.hist.mean() / 1e3, ms_at(0.5), ms_at(0.99))
+    };
     let rows = vec![
         ["path", "ops/s", "mean ms", "p50 ms", "p99 ms"].map(String::from).to_vec(),
-        row(
-            &format!("directly on {db_name}"),
-            d_tput,
-            d_mean,
-            d.hist.value_at_quantile(0.5) as f64 / 1e3,
-            d.hist.value_at_quantile(0.99) as f64 / 1e3,
-        ),
-        row(
-            "Ensemble's transactions, no node",
-            b.ops as f64 / b.secs,
-            b.hist.mean() / 1e3,
-            b.hist.value_at_quantile(0.5) as f64 / 1e3,
-            b.hist.value_at_quantile(0.99) as f64 / 1e3,
-        ),
+        measured_row(&format!("directly on {db_name}"), &d),
+        measured_row("Ensemble's transactions, no node", &b),
         row("through one Ensemble instance", r.summary.throughput, all.mean_ms, all.p50_ms, all.p99_ms),
         row("... on the plain wire (no secret)", p.summary.throughput, p_all.mean_ms, p_all.p50_ms, p_all.p99_ms),
     ];

@@ -208,9 +208,7 @@ impl ServerStorage {
                     match e {
                         ConnError::Retry(_) if retries < MAX_RETRIES => {
                             retries += 1;
-                            if retries > IMMEDIATE_RETRIES {
-                                backoff(retries - IMMEDIATE_RETRIES, RETRY_BACKOFF_US);
-                            }
+                            pause_before_retry(retries);
                         }
                         ConnError::Lost(_) => {
                             self.reconnect().map_err(|e| storage_err(e.to_string()))?;
@@ -309,9 +307,7 @@ impl ServerStorage {
                     match a {
                         Attempt::Again(ConnError::Retry(_)) if retries < MAX_RETRIES => {
                             retries += 1;
-                            if retries > IMMEDIATE_RETRIES {
-                                backoff(retries - IMMEDIATE_RETRIES, RETRY_BACKOFF_US);
-                            }
+                            pause_before_retry(retries);
                         }
                         Attempt::Again(ConnError::Retry(why)) => {
                             return Err(format!("{what}: still a victim after {MAX_RETRIES} retries: {why}"));
@@ -393,6 +389,14 @@ pub(crate) fn backoff(retries: u32, first_us: u64) {
     h.write_u32(retries);
     let cap_us = first_us << retries.min(6);
     std::thread::sleep(std::time::Duration::from_micros(h.finish() % cap_us));
+}
+
+/// Before the `retries`-th run of a victim of this storage: none for the first
+/// [`IMMEDIATE_RETRIES`], then [`backoff`] from [`RETRY_BACKOFF_US`].
+fn pause_before_retry(retries: u32) {
+    if retries > IMMEDIATE_RETRIES {
+        backoff(retries - IMMEDIATE_RETRIES, RETRY_BACKOFF_US);
+    }
 }
 
 /// The counters from the one row of the meta table.
