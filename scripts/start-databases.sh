@@ -23,3 +23,15 @@ wait_for 3306 MariaDB
 # clients need over a thousand. MariaDB's default is 151; the setting lasts until the server
 # restarts, and this script runs before every suite that needs it.
 mariadb -h 127.0.0.1 -u root -e "SET GLOBAL max_connections = GREATEST(@@max_connections, 2000)"
+# PostgreSQL needs the same for 2pc, and prepared transactions, which it disables by default
+# (max_prepared_transactions = 0): up to one prepared branch per client at each instance. Both
+# settings take effect only at a restart, so the server is restarted when they are too low.
+pg() { psql -h 127.0.0.1 -U postgres -d postgres -Atc "$1"; }
+if [ "$(pg 'SHOW max_prepared_transactions')" -lt 1000 ] || [ "$(pg 'SHOW max_connections')" -lt 1000 ]; then
+  echo "start-databases: setting PostgreSQL's max_prepared_transactions and max_connections to 1000 (restart)" >&2
+  pg "ALTER SYSTEM SET max_prepared_transactions = 1000" >/dev/null
+  pg "ALTER SYSTEM SET max_connections = 1000" >/dev/null
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main restart
+  wait_for 5432 PostgreSQL
+  for _ in $(seq 1 60); do pg 'SELECT 1' >/dev/null 2>&1 && break; sleep 1; done
+fi

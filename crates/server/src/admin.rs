@@ -69,8 +69,22 @@ pub fn drop_database(engine: Engine, urls: &[String], run: &str, i: u32) -> Resu
     let url = server_url(urls, i)?;
     let name = database_name(run, i);
     let mut conn = Conn::open(engine, url).map_err(|e: OpenError| e.to_string())?;
-    if engine == Engine::Mariadb {
-        rollback_prepared(&mut conn, run).map_err(|e| format!("rolling back the run's prepared XA branches before dropping `{name}`: {e}"))?;
+    match engine {
+        Engine::Mariadb => {
+            rollback_prepared(&mut conn, run).map_err(|e| format!("rolling back the run's prepared XA branches before dropping `{name}`: {e}"))?;
+        }
+        // A prepared transaction keeps its database from being dropped, even WITH (FORCE), and
+        // is rolled back only from a session of that database.
+        Engine::Postgres => {
+            let exists = conn
+                .batch_rows(&format!("SELECT 1 FROM pg_database WHERE datname = '{name}'"))
+                .map_err(|e| format!("looking for database `{name}` on PostgreSQL: {e}"))?;
+            if !exists.is_empty() {
+                let db_url = instance_url(engine, urls, run, i)?;
+                let mut db = Conn::open(engine, &db_url).map_err(|e| e.to_string())?;
+                rollback_prepared_pg(&mut db, run).map_err(|e| format!("rolling back the run's prepared transactions before dropping `{name}`: {e}"))?;
+            }
+        }
     }
     let sql = match engine {
         // FORCE ends connections a killed node left behind.
@@ -114,6 +128,45 @@ pub fn rollback_prepared(conn: &mut Conn, run: &str) -> Result<usize, ConnError>
     Ok(n)
 }
 
+/// Rolls back the transactions of run `run` still prepared in the database `conn` is connected
+/// to (PostgreSQL: a 2PC run's node stopped before its decision, say).
+pub fn rollback_prepared_pg(conn: &mut Conn, run: &str) -> Result<usize, ConnError> {
+    let rows = conn.batch_rows("SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")?;
+    let prefix = format!("{run}-");
+    let mut n = 0;
+    for row in rows {
+        let Some(ensemble_core::Value::Text(gid)) = row.first() else { continue };
+        if gid.starts_with(&prefix) && gid.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            conn.batch(&format!("ROLLBACK PREPARED '{gid}'"))?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// What the two-phase-commit baseline needs of a PostgreSQL server before it starts: prepared
+/// transactions enabled (`max_prepared_transactions` is 0 by default, and changes only with a
+/// restart).
+pub fn check_prepared_transactions(conn: &mut Conn, url: &str) -> Result<(), String> {
+    let rows = conn.batch_rows("SHOW max_prepared_transactions").map_err(|e| e.to_string())?;
+    let value = match rows.first().and_then(|r| r.first()) {
+        Some(ensemble_core::Value::Int(n)) => n.to_string(),
+        Some(ensemble_core::Value::Text(t)) => t.clone(),
+        other => return Err(format!("SHOW max_prepared_transactions gave {other:?}")),
+    };
+    prepared_transactions_enabled(&value, &crate::conn::target_of(Engine::Postgres, url))
+}
+
+/// The check of [`check_prepared_transactions`] on the setting's value.
+pub fn prepared_transactions_enabled(max_prepared_transactions: &str, server: &str) -> Result<(), String> {
+    match max_prepared_transactions.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(()),
+        _ => Err(format!(
+            "the PostgreSQL server at {server} has max_prepared_transactions = {max_prepared_transactions}: the 2pc baseline commits distributed transactions with PREPARE TRANSACTION, which needs it above 0 (scripts/start-databases.sh sets it, and restarts the server)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +185,12 @@ mod tests {
         let two = vec!["postgres://a/x".to_string(), "postgres://b/x".to_string()];
         assert_eq!(server_url(&two, 1).unwrap(), "postgres://b/x");
         assert!(server_url(&two, 2).unwrap_err().contains("one per instance"));
+    }
+
+    #[test]
+    fn a_server_without_prepared_transactions_is_named_with_the_setting() {
+        let e = prepared_transactions_enabled("0", "postgres://db1:5432").unwrap_err();
+        assert!(e.contains("postgres://db1:5432") && e.contains("max_prepared_transactions = 0"), "{e}");
+        assert!(prepared_transactions_enabled("1000", "x").is_ok());
     }
 }

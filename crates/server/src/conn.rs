@@ -44,7 +44,7 @@ pub enum OpenError {
 }
 
 /// A server's address without credentials, for messages.
-fn target_of(engine: Engine, url: &str) -> String {
+pub(crate) fn target_of(engine: Engine, url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
     let host = host.split(['?']).next().unwrap_or(host);
@@ -363,7 +363,8 @@ fn source_text(e: &dyn StdError) -> String {
 fn pg_error(e: &postgres::Error) -> ConnError {
     use postgres::error::SqlState;
     match e.code() {
-        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED => {
+        // 55P03: a lock wait ran past `lock_timeout`, which only the 2pc baseline sets.
+        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::LOCK_NOT_AVAILABLE => {
             ConnError::Retry(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string()))
         }
         // An administrator's termination of the backend is a lost connection too.

@@ -26,7 +26,7 @@ use sqlparser::ast::{
 };
 use sqlparser::dialect::SQLiteDialect;
 use sqlparser::parser::Parser;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::ControlFlow;
 
 /// The server engines Ensemble runs on besides SQLite.
@@ -56,6 +56,30 @@ pub struct ServerStatement {
     pub arity: usize,
     /// What a global runs instead, so that its row changes can be captured.
     pub capture: Capture,
+    /// How the two-phase-commit baseline makes the statement hold its locks to commit on
+    /// PostgreSQL (`crate::twopc`).
+    pub lock: TwoPhaseLock,
+}
+
+/// How a statement of the two-phase-commit baseline holds, until its transaction ends, a lock on
+/// everything it read, on PostgreSQL. Strict two-phase locking is what makes commit timestamps a
+/// serial order (`ensemble_twopc`), and PostgreSQL takes no read locks of its own: a plain
+/// SELECT reads a snapshot, and SERIALIZABLE adds SSI's predicate *tracking*, which aborts
+/// instead of making the reader wait. It offers row locks (`FOR SHARE`) and table locks, and no
+/// lock on a key range or on a key that is absent; so a read that a row lock cannot cover (a
+/// range, a join, an aggregate, or a key found absent) locks the tables it reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TwoPhaseLock {
+    /// An INSERT of given values: the row lock the server takes on the new row (and its unique
+    /// index on the key) is the whole of what it touches.
+    Rows,
+    /// One row of `table` named by its whole primary key (with any further conditions): the
+    /// row lock covers it, taken by `FOR SHARE` for a SELECT (`sql`), by the write itself for an
+    /// UPDATE or DELETE. If it matched no row, it read an absence, which no row lock covers:
+    /// the table is locked and the statement runs again.
+    Key { table: String, sql: Option<String> },
+    /// Anything else: these tables are locked before it runs.
+    Tables(Vec<String>),
 }
 
 #[derive(Clone, Debug)]
@@ -86,11 +110,36 @@ pub struct Translated {
     pub ddl: Vec<String>,
     /// By (transaction name, statement name).
     statements: HashMap<(String, String), ServerStatement>,
+    /// The tables each transaction type's declared statements write, by transaction name.
+    written: HashMap<String, BTreeSet<String>>,
 }
 
 impl Translated {
     pub fn statement(&self, txn: &str, stmt: &str) -> Option<&ServerStatement> {
         self.statements.get(&(txn.to_string(), stmt.to_string()))
+    }
+
+    /// The tables transaction type `txn` may write.
+    pub fn written(&self, txn: &str) -> BTreeSet<String> {
+        self.written.get(txn).cloned().unwrap_or_default()
+    }
+
+    /// The tables a transaction of type `txn` locks before its first statement under
+    /// [`TwoPhaseLock`]: those it writes and some statement of it locks whole. Locked only when
+    /// that statement came, after the type's writes had taken row locks, the table lock would
+    /// be an upgrade, and two transactions upgrading at once deadlock (a wait only the server's
+    /// deadlock check, after a second, would end).
+    pub fn locked_up_front(&self, txn: &str) -> Vec<String> {
+        let written = self.written(txn);
+        let mut whole = BTreeSet::new();
+        for ((t, _), s) in &self.statements {
+            if t == txn {
+                if let TwoPhaseLock::Tables(tables) = &s.lock {
+                    whole.extend(tables.iter().filter(|t| written.contains(*t)).cloned());
+                }
+            }
+        }
+        whole.into_iter().collect()
     }
 }
 
@@ -112,14 +161,23 @@ pub fn translate(app: &Application, engine: Engine) -> Result<Translated, Dialec
         ddl.push(table_ddl(t, engine).map_err(|m| err(format!("table `{}`", t.name), m))?);
     }
     let mut statements = HashMap::new();
+    let mut written = HashMap::new();
     for txn in &app.transactions {
+        let mut writes = BTreeSet::new();
         for s in &txn.statements {
             let what = || format!("transaction `{}`, statement `{}`", txn.name, s.name);
             let translated = statement(app, s.sql, engine).map_err(|m| err(what(), m))?;
+            match &translated.capture {
+                Capture::Read => {}
+                Capture::Returning { table, .. } | Capture::ReadBack { table, .. } => {
+                    writes.insert(table.clone());
+                }
+            }
             statements.insert((txn.name.to_string(), s.name.to_string()), translated);
         }
+        written.insert(txn.name.to_string(), writes);
     }
-    Ok(Translated { engine, ddl, statements })
+    Ok(Translated { engine, ddl, statements, written })
 }
 
 /// A schema name as SQL built here must write it on `engine` (see the module doc).
@@ -371,7 +429,100 @@ fn statement(app: &Application, sql: &str, engine: Engine) -> Result<ServerState
         }
         other => return Err(format!("only SELECT, INSERT, UPDATE and DELETE can be declared, not `{other}`")),
     };
-    Ok(ServerStatement { sql: plain.to_string(), binds: positional, arity, capture })
+    let lock = two_phase_lock(app, &plain, &capture)?;
+    Ok(ServerStatement { sql: plain.to_string(), binds: positional, arity, capture, lock })
+}
+
+/// How `stmt` (already in the engine's dialect) holds its read locks in the two-phase-commit
+/// baseline ([`TwoPhaseLock`]).
+fn two_phase_lock(app: &Application, stmt: &Sql, capture: &Capture) -> Result<TwoPhaseLock, String> {
+    let mut read = BTreeSet::new();
+    let _ = sqlparser::ast::visit_relations(stmt, |name: &ObjectName| {
+        read.insert(name.to_string().trim_matches('`').to_string());
+        ControlFlow::<()>::Continue(())
+    });
+    let declared = |t: &str| app.table(t).map(|t| t.name.clone()).ok_or_else(|| format!("reads table `{t}`, which the schema does not declare"));
+    let tables = read.iter().map(|t| declared(t)).collect::<Result<Vec<_>, _>>()?;
+    let everything = TwoPhaseLock::Tables(tables);
+    let keyed = |table: &str, selection: &Option<Expr>| {
+        let schema = app.table(table).expect("declared");
+        selection.as_ref().is_some_and(|w| names_key(w, &schema.primary_key))
+    };
+    Ok(match (stmt, capture) {
+        (Sql::Insert(i), _) => match i.source.as_deref().map(|q| q.body.as_ref()) {
+            Some(sqlparser::ast::SetExpr::Values(_)) => TwoPhaseLock::Rows,
+            _ => everything,
+        },
+        (Sql::Update(u), Capture::Returning { table, .. } | Capture::ReadBack { table, .. }) if keyed(table, &u.selection) && read.len() == 1 => {
+            TwoPhaseLock::Key { table: table.clone(), sql: None }
+        }
+        (Sql::Delete(d), Capture::Returning { table, .. }) if keyed(table, &d.selection) && read.len() == 1 => {
+            TwoPhaseLock::Key { table: table.clone(), sql: None }
+        }
+        (Sql::Query(q), Capture::Read) => {
+            let sqlparser::ast::SetExpr::Select(sel) = q.body.as_ref() else { return Ok(everything) };
+            let mut calls = false;
+            let _ = sqlparser::ast::visit_expressions(stmt, |e: &Expr| {
+                calls |= matches!(e, Expr::Function(_) | Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. });
+                ControlFlow::<()>::Continue(())
+            });
+            let plain_rows = !calls
+                && sel.distinct.is_none()
+                && sel.having.is_none()
+                && matches!(&sel.group_by, sqlparser::ast::GroupByExpr::Expressions(e, _) if e.is_empty())
+                && q.with.is_none()
+                && q.locks.is_empty();
+            match single_table(&sel.from) {
+                Ok(table) if plain_rows && read.len() == 1 => {
+                    let table = declared(table.trim_matches('`'))?;
+                    if !keyed(&table, &sel.selection) {
+                        return Ok(everything);
+                    }
+                    let mut locked = q.as_ref().clone();
+                    locked.locks.push(sqlparser::ast::LockClause { lock_type: sqlparser::ast::LockType::Share, of: None, nonblock: None });
+                    TwoPhaseLock::Key { table, sql: Some(locked.to_string()) }
+                }
+                _ => everything,
+            }
+        }
+        _ => everything,
+    })
+}
+
+/// Whether `selection`, a conjunction, fixes every column of `key` to a value
+/// (`column = placeholder` or `column = literal`, either way round).
+fn names_key(selection: &Expr, key: &[String]) -> bool {
+    fn fixed(e: &Expr, out: &mut BTreeSet<String>) {
+        use sqlparser::ast::BinaryOperator;
+        match e {
+            Expr::Nested(inner) => fixed(inner, out),
+            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
+                fixed(left, out);
+                fixed(right, out);
+            }
+            Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
+                let column = |e: &Expr| match e {
+                    Expr::Identifier(id) => Some(id.value.clone()),
+                    Expr::CompoundIdentifier(ids) => ids.last().map(|id| id.value.clone()),
+                    _ => None,
+                };
+                let value = |e: &Expr| matches!(e, Expr::Value(_));
+                match (column(left), column(right)) {
+                    (Some(c), None) if value(right) => {
+                        out.insert(c);
+                    }
+                    (None, Some(c)) if value(left) => {
+                        out.insert(c);
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut named = BTreeSet::new();
+    fixed(selection, &mut named);
+    !key.is_empty() && key.iter().all(|k| named.contains(k))
 }
 
 #[cfg(test)]
@@ -434,6 +585,26 @@ mod tests {
         let country = pg.ddl.iter().find(|d| d.starts_with("CREATE TABLE country")).unwrap();
         assert!(country.contains("co_exchange DOUBLE PRECISION"), "{country}");
         assert!(country.contains("co_name TEXT NOT NULL UNIQUE"), "{country}");
+    }
+
+    #[test]
+    fn two_phase_locks_lock_tables_where_a_row_lock_cannot_cover_the_read() {
+        let pg = translate(&apps::shop::application(), Engine::Postgres).unwrap();
+        let lock = |t: &str, s: &str| pg.statement(t, s).unwrap().lock.clone();
+        // The whole key: the row lock covers it.
+        let TwoPhaseLock::Key { table, sql: Some(sql) } = lock("add_item", "line_qty") else { panic!("{:?}", lock("add_item", "line_qty")) };
+        assert_eq!(table, "cart_lines");
+        assert!(sql.ends_with("FOR SHARE"), "{sql}");
+        assert_eq!(lock("add_item", "update_line"), TwoPhaseLock::Key { table: "cart_lines".into(), sql: None });
+        assert_eq!(lock("create_cart", "insert_cart"), TwoPhaseLock::Rows);
+        // Part of the key is a range, and a join reads both tables.
+        assert_eq!(lock("get_cart", "cart_lines"), TwoPhaseLock::Tables(vec!["cart_lines".into()]));
+        assert_eq!(lock("order", "cart_contents"), TwoPhaseLock::Tables(vec!["cart_lines".into(), "items".into()]));
+        assert_eq!(lock("browse_items", "items_from"), TwoPhaseLock::Tables(vec!["items".into()]));
+        assert_eq!(pg.written("order"), ["carts", "items", "orders"].iter().map(|t| t.to_string()).collect());
+        // `order` reads items and cart_lines whole, and writes items: items is locked first.
+        assert_eq!(pg.locked_up_front("order"), vec!["items".to_string()]);
+        assert!(pg.locked_up_front("add_item").is_empty());
     }
 
     #[test]

@@ -2,12 +2,13 @@
 //! a PostgreSQL or MariaDB client connection.
 
 use crate::conn::{placeholder, Conn, ConnError, OpenError};
-use crate::dialect::{ident, idents, Capture, ChangeSort, Engine, Translated};
+use crate::dialect::{ident, idents, Capture, ChangeSort, Engine, Translated, TwoPhaseLock};
 use ensemble_app::{
     Application, ChangeKind, Dataset, Db, DbError, ExecRole, InstanceId, Position, RowChange, StateUpdate, StorageJob, StorageResult,
     TxnError, TxnType,
 };
 use ensemble_core::{Outcome, Request, RequestError, Rows, Storage, Value};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The counters that place each transaction in the serial order, as in SQLite's backend.
@@ -222,7 +223,25 @@ impl ServerStorage {
     }
 
     pub(crate) fn run_body(&mut self, txn: &TxnType, params: &[Value], capture: Option<&mut Vec<RowChange>>) -> (Outcome, Option<ConnError>, u64) {
-        let mut db = ServerDb { conn: &mut self.conn, sql: &self.sql, app: &self.app, txn, capture, failure: None, changed: 0 };
+        self.run_body_locking(txn, params, capture, false)
+    }
+
+    /// [`Self::run_body`]; with `two_phase_locks`, every statement holds its read locks to
+    /// commit ([`crate::dialect::TwoPhaseLock`]), as the two-phase-commit baseline needs on
+    /// PostgreSQL.
+    pub(crate) fn run_body_locking(
+        &mut self,
+        txn: &TxnType,
+        params: &[Value],
+        capture: Option<&mut Vec<RowChange>>,
+        two_phase_locks: bool,
+    ) -> (Outcome, Option<ConnError>, u64) {
+        let locks = two_phase_locks.then(|| TableLocks { written: self.sql.written(txn.name), held: BTreeSet::new() });
+        let mut db = ServerDb { conn: &mut self.conn, sql: &self.sql, app: &self.app, txn, capture, failure: None, changed: 0, locks };
+        if two_phase_locks && db.lock_tables("(locks taken first)", &self.sql.locked_up_front(txn.name)).is_err() {
+            let failure = db.failure.take().unwrap_or_else(|| ConnError::Statement("locking the tables it reads whole failed".into()));
+            return (Outcome::body_abort(failure.to_string()), Some(failure), 0);
+        }
         let result = (txn.body)(&mut db, params);
         let (failure, changed) = (db.failure.take(), db.changed);
         (outcome_of(result), failure, changed)
@@ -493,6 +512,17 @@ struct ServerDb<'a> {
     failure: Option<ConnError>,
     /// Rows changed by the body's writes.
     changed: u64,
+    /// The tables locked so far, when statements hold their read locks to commit.
+    locks: Option<TableLocks>,
+}
+
+/// The table locks of one transaction of the two-phase-commit baseline on PostgreSQL.
+struct TableLocks {
+    /// Locked against writers and each other (`SHARE ROW EXCLUSIVE`): a transaction that read a
+    /// table in plain `SHARE` mode and then wrote it would deadlock with another that did the
+    /// same, a wait that only the lock timeout would end.
+    written: BTreeSet<String>,
+    held: BTreeSet<String>,
 }
 
 impl ServerDb<'_> {
@@ -539,14 +569,70 @@ impl ServerDb<'_> {
     }
 }
 
+impl ServerDb<'_> {
+    /// Locks those of `tables` this transaction has not locked yet, when it holds its locks to
+    /// commit.
+    fn lock_tables(&mut self, stmt: &str, tables: &[String]) -> Result<(), DbError> {
+        let Some(locks) = &mut self.locks else { return Ok(()) };
+        let engine = self.sql.engine;
+        let fresh: Vec<&String> = tables.iter().filter(|t| !locks.held.contains(*t)).collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let (against_all, against_writers): (Vec<&String>, Vec<&String>) = fresh.into_iter().partition(|t| locks.written.contains(*t));
+        locks.held.extend(against_all.iter().chain(against_writers.iter()).map(|t| t.to_string()));
+        for (group, mode) in [(against_all, "SHARE ROW EXCLUSIVE"), (against_writers, "SHARE")] {
+            if !group.is_empty() {
+                let sql = format!("LOCK TABLE {} IN {mode} MODE", idents(engine, &group));
+                self.run(stmt, &sql, &[], &[])?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Db for ServerDb<'_> {
     fn query(&mut self, stmt: &str, args: &[Value]) -> Result<Rows, DbError> {
         let s = self.statement(stmt, args)?.clone();
+        if self.locks.is_none() {
+            return Ok(self.run(stmt, &s.sql, &s.binds, args)?.0);
+        }
+        match &s.lock {
+            TwoPhaseLock::Key { table, sql } => {
+                let locked = sql.as_deref().unwrap_or(&s.sql);
+                let rows = self.run(stmt, locked, &s.binds, args)?.0;
+                if !rows.is_empty() {
+                    return Ok(rows);
+                }
+                self.lock_tables(stmt, std::slice::from_ref(table))?;
+            }
+            TwoPhaseLock::Tables(tables) => self.lock_tables(stmt, tables)?,
+            TwoPhaseLock::Rows => {}
+        }
         Ok(self.run(stmt, &s.sql, &s.binds, args)?.0)
     }
 
     fn execute(&mut self, stmt: &str, args: &[Value]) -> Result<usize, DbError> {
         let s = self.statement(stmt, args)?.clone();
+        if self.locks.is_some() {
+            match &s.lock {
+                TwoPhaseLock::Key { table, .. } => {
+                    let n = self.execute_once(stmt, &s, args)?;
+                    if n > 0 {
+                        return Ok(n);
+                    }
+                    self.lock_tables(stmt, std::slice::from_ref(table))?;
+                }
+                TwoPhaseLock::Tables(tables) => self.lock_tables(stmt, tables)?,
+                TwoPhaseLock::Rows => {}
+            }
+        }
+        self.execute_once(stmt, &s, args)
+    }
+}
+
+impl ServerDb<'_> {
+    fn execute_once(&mut self, stmt: &str, s: &crate::dialect::ServerStatement, args: &[Value]) -> Result<usize, DbError> {
         let writes = !matches!(s.capture, Capture::Read);
         if self.capture.is_none() {
             let (_, n) = self.run(stmt, &s.sql, &s.binds, args)?;

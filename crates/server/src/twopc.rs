@@ -1,7 +1,12 @@
-//! The two-phase-commit baseline's storage (`ensemble_twopc`) on MariaDB: one-phase
-//! transactions and XA branches (`XA START/END/PREPARE/COMMIT`) under InnoDB's SERIALIZABLE,
-//! with no writer lock and no counters: the server's own row locking is the concurrency
-//! control, as it is for a user who runs the application on a distributed database.
+//! The two-phase-commit baseline's storage (`ensemble_twopc`): one-phase transactions and
+//! prepared branches, with no writer lock and no counters: the server's own locking is the
+//! concurrency control, as it is for a user who runs the application on a distributed database.
+//! - MariaDB: XA branches (`XA START/END/PREPARE/COMMIT`) under InnoDB's SERIALIZABLE, strict
+//!   two-phase locking with row and next-key locks.
+//! - PostgreSQL: `PREPARE TRANSACTION`/`COMMIT PREPARED` under READ COMMITTED, every statement
+//!   holding its read locks to commit as `dialect::TwoPhaseLock` says (PostgreSQL takes none of
+//!   its own), and `lock_timeout` bounding each wait. The server must have
+//!   `max_prepared_transactions` above 0, checked when an instance's storage is made.
 //!
 //! Two things a node's storage keeps beside its connections, shared by its workers
 //! ([`TwoPcShared`]):
@@ -9,7 +14,7 @@
 //!   in `ensemble_twopc`'s doc): a tick is taken while the transaction holds every lock it
 //!   will take, and a decision moves the clock up to the transaction's timestamp before its
 //!   branch commits;
-//! - the connections of prepared branches. MariaDB lets a session that prepared an XA branch do
+//! - on MariaDB, the connections of prepared branches. MariaDB lets a session that prepared an XA branch do
 //!   nothing else until it commits or rolls it back, so a prepared branch parks its connection
 //!   here and the worker takes a spare one (or opens one); the decision's job commits on the
 //!   parked connection and returns it to the spares.
@@ -18,7 +23,7 @@
 //! instance's copy of the replicated rows first, then asks the others to apply its changes, so
 //! two globals from different instances that write the same replicated row would each hold
 //! what the other's participant needs. A participant therefore does not wait for a lock
-//! (`innodb_lock_wait_timeout = 0`): a branch whose rows are locked votes no at once, and the
+//! (`innodb_lock_wait_timeout = 0`; PostgreSQL's `lock_timeout` of 1 ms): a branch whose rows are locked votes no at once, and the
 //! coordinator runs the transaction again after a back-off. A one-phase transaction or a
 //! coordinator's branch waits up to [`LOCK_WAIT_S`] (for a prepared branch's decision, say),
 //! and one that times out or deadlocks before it prepared runs again here (counted as a retry).
@@ -37,6 +42,9 @@ use std::sync::{Arc, Mutex};
 /// MySQL Cluster, the 2PC system of Gyro's Figure 5, waits 1.2 s by default
 /// (`TransactionDeadlockDetectionTimeout`); InnoDB takes whole seconds.
 pub const LOCK_WAIT_S: u32 = 1;
+
+/// How long a PostgreSQL lock wait lasts before the server looks for a deadlock, in ms.
+const DEADLOCK_CHECK_MS: u32 = 10;
 
 /// How often a one-phase transaction or a coordinator's branch runs again after the server
 /// made it a victim before the storage gives up.
@@ -74,11 +82,9 @@ impl TwoPcShared {
         run: &str,
         replicated: BTreeSet<String>,
     ) -> Result<Arc<TwoPcShared>, ServerError> {
-        if sql.engine != Engine::Mariadb {
-            return Err(ServerError::Invalid(format!(
-                "the 2pc baseline runs on MariaDB only: {} does not hold read locks until commit, so commit timestamps would not give a serial order",
-                sql.engine.name()
-            )));
+        if sql.engine == Engine::Postgres {
+            let mut conn = crate::conn::Conn::open(sql.engine, url)?;
+            crate::admin::check_prepared_transactions(&mut conn, url).map_err(ServerError::Invalid)?;
         }
         Ok(Arc::new(TwoPcShared {
             url: url.to_string(),
@@ -98,8 +104,73 @@ impl TwoPcShared {
             return Ok(s);
         }
         let mut s = ServerStorage::open(&self.url, self.app.clone(), self.sql.clone(), self.instance)?;
-        s.conn.batch(&format!("SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}"))?;
+        if self.engine() == Engine::Postgres {
+            // Table locks make deadlocks within one server common, and PostgreSQL looks for one
+            // only after a lock wait of `deadlock_timeout` (1 s by default, as long as the lock
+            // timeout): look after 10 ms, as InnoDB finds one at once. Only a superuser (or a
+            // role granted SET on it) may change it; otherwise the server's setting stays, and
+            // deadlocks cost a lock timeout each.
+            match s.conn.batch(&format!("SET deadlock_timeout = '{DEADLOCK_CHECK_MS}ms'")) {
+                Ok(()) | Err(ConnError::Statement(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         Ok(s)
+    }
+
+    fn engine(&self) -> Engine {
+        self.sql.engine
+    }
+
+    /// Starts a transaction whose lock waits last up to [`LOCK_WAIT_S`] (`wait`) or not at all:
+    /// a one-phase transaction (`branch` None) or the branch `branch`.
+    fn begin(&self, branch: Option<&str>, wait: bool) -> String {
+        match (self.engine(), branch) {
+            (Engine::Mariadb, b) => {
+                let start = b.map_or("START TRANSACTION".to_string(), |b| format!("XA START {b}"));
+                format!("SET SESSION innodb_lock_wait_timeout = {}; {start}", if wait { LOCK_WAIT_S } else { 0 })
+            }
+            // PostgreSQL's 0 means no timeout: 1 ms is the least wait it takes. READ COMMITTED
+            // gives each statement a snapshot taken after the locks it waited for (the
+            // statements lock; see `TwoPhaseLock`).
+            (Engine::Postgres, _) => {
+                format!("SET lock_timeout = '{}ms'; BEGIN ISOLATION LEVEL READ COMMITTED", if wait { LOCK_WAIT_S * 1000 } else { 1 })
+            }
+        }
+    }
+
+    /// Ends a branch that commits or rolls back alone.
+    fn one_phase(&self, branch: &str, commit: bool) -> String {
+        match (self.engine(), commit) {
+            (Engine::Mariadb, true) => format!("XA END {branch}; XA COMMIT {branch} ONE PHASE"),
+            (Engine::Mariadb, false) => format!("XA END {branch}; XA ROLLBACK {branch}"),
+            (Engine::Postgres, true) => "COMMIT".into(),
+            (Engine::Postgres, false) => "ROLLBACK".into(),
+        }
+    }
+
+    /// The statements that prepare a branch, each its own round trip.
+    fn prepare(&self, branch: &str) -> Vec<String> {
+        match self.engine() {
+            Engine::Mariadb => vec![format!("XA END {branch}"), format!("XA PREPARE {branch}")],
+            Engine::Postgres => vec![format!("PREPARE TRANSACTION {branch}")],
+        }
+    }
+
+    /// Decides a prepared branch, from any session of its database.
+    fn decide(&self, branch: &str, commit: bool) -> String {
+        match (self.engine(), commit) {
+            (Engine::Mariadb, true) => format!("XA COMMIT {branch}"),
+            (Engine::Mariadb, false) => format!("XA ROLLBACK {branch}"),
+            (Engine::Postgres, true) => format!("COMMIT PREPARED {branch}"),
+            (Engine::Postgres, false) => format!("ROLLBACK PREPARED {branch}"),
+        }
+    }
+
+    /// Whether a session that prepared a branch must keep it until the decision: MariaDB's
+    /// does; PostgreSQL detaches a prepared transaction from its session at once.
+    fn parks_prepared(&self) -> bool {
+        self.engine() == Engine::Mariadb
     }
 
     fn tick(&self) -> u64 {
@@ -150,11 +221,11 @@ impl TwoPcStorage {
     /// branch may be gone already).
     fn abandon(&mut self, branch: Option<&str>) {
         match branch {
-            Some(b) => {
+            Some(b) if self.shared.parks_prepared() => {
                 let _ = self.db.conn.batch(&format!("XA END {b}"));
                 let _ = self.db.conn.batch(&format!("XA ROLLBACK {b}"));
             }
-            None => {
+            _ => {
                 let _ = self.db.conn.batch("ROLLBACK");
             }
         }
@@ -164,7 +235,6 @@ impl TwoPcStorage {
     fn recover(&mut self, e: &ConnError) -> Result<(), String> {
         if let ConnError::Lost(why) = e {
             self.db.reconnect().map_err(|e2| format!("the connection was lost ({why}) and could not be reopened: {e2}"))?;
-            self.db.conn.batch(&format!("SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}")).map_err(|e| e.to_string())?;
         }
         Ok(())
     }
@@ -209,11 +279,12 @@ impl TwoPcStorage {
     }
 
     fn attempt(&mut self, txn: &ensemble_app::TxnType, request: &Request, xid: Option<Xid>) -> Result<JobResult, Failure> {
+        let locks = self.shared.engine() == Engine::Postgres;
         let Some(xid) = xid else {
-            self.db.conn.batch(&format!("SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}; START TRANSACTION"))?;
-            let (outcome, failure, _) = self.db.run_body(txn, &request.params, None);
+            self.db.conn.batch(&self.shared.begin(None, true))?;
+            let (outcome, failure, _) = self.db.run_body_locking(txn, &request.params, None, locks);
             if let Some(f) = failure {
-                return Err(Failure::Victim(f));
+                return Err(Failure::from(f));
             }
             // Every lock this transaction takes is held: its tick orders it (crate doc).
             let ts = self.shared.tick();
@@ -221,47 +292,39 @@ impl TwoPcStorage {
             return Ok(JobResult::Committed { outcome, ts, retries: 0 });
         };
         let b = self.shared.branch(xid);
-        self.db.conn.batch(&format!("SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_S}; XA START {b}"))?;
+        self.db.conn.batch(&self.shared.begin(Some(&b), true))?;
         let mut changes = Vec::new();
-        let (outcome, failure, _) = self.db.run_body(txn, &request.params, Some(&mut changes));
+        let (outcome, failure, _) = self.db.run_body_locking(txn, &request.params, Some(&mut changes), locks);
         if let Some(f) = failure {
-            return Err(Failure::Victim(f));
+            return Err(Failure::from(f));
         }
         let replicates = changes.iter().any(|c| self.shared.replicated.contains(&c.table));
         if !outcome.committed() || !replicates {
             let ts = self.shared.tick();
-            let end = if outcome.committed() { format!("XA END {b}; XA COMMIT {b} ONE PHASE") } else { format!("XA END {b}; XA ROLLBACK {b}") };
-            self.db.conn.batch(&end).map_err(committing)?;
+            self.db.conn.batch(&self.shared.one_phase(&b, outcome.committed())).map_err(committing)?;
             return Ok(JobResult::Committed { outcome, ts, retries: 0 });
         }
-        let fresh = self.spare_connection()?;
-        self.db.conn.batch(&format!("XA END {b}"))?;
-        self.db.conn.batch(&format!("XA PREPARE {b}")).map_err(committing)?;
+        self.prepare(xid, &b)?;
         let tick = self.shared.tick();
-        self.park_branch(xid, fresh);
         Ok(JobResult::Prepared { outcome, update: StateUpdate { changes, writer: None }, tick, retries: 0 })
     }
 
     fn apply(&mut self, xid: Xid, update: &StateUpdate) -> JobResult {
         let b = self.shared.branch(xid);
-        let attempt = (|| -> Result<ServerStorage, Failure> {
+        let attempt = (|| -> Result<(), Failure> {
             // A participant does not wait for a lock (see the module doc).
-            self.db.conn.batch(&format!("SET SESSION innodb_lock_wait_timeout = 0; XA START {b}"))?;
+            self.db.conn.batch(&self.shared.begin(Some(&b), false))?;
             for (k, c) in update.changes.iter().enumerate() {
                 self.db.apply_change(c).map_err(|e| match e {
                     ApplyError::Conn(e) => Failure::from(e),
                     ApplyError::Diverged(m) => Failure::Fatal(format!("row change {k} of {xid:?}: {m}")),
                 })?;
             }
-            let fresh = self.spare_connection()?;
-            self.db.conn.batch(&format!("XA END {b}"))?;
-            self.db.conn.batch(&format!("XA PREPARE {b}")).map_err(committing)?;
-            Ok(fresh)
+            self.prepare(xid, &b)
         })();
         match attempt {
-            Ok(fresh) => {
+            Ok(()) => {
                 let tick = self.shared.tick();
-                self.park_branch(xid, fresh);
                 JobResult::Voted { yes: true, tick, why: None }
             }
             Err(Failure::Victim(e)) => {
@@ -276,6 +339,23 @@ impl TwoPcStorage {
                 JobResult::Failed(format!("branch {xid:?}: {m}"))
             }
         }
+    }
+
+    /// Prepares this worker's transaction as branch `b` of `xid`. On MariaDB the connection
+    /// then holds the branch until its decision: it is parked, and the worker goes on with
+    /// another.
+    fn prepare(&mut self, xid: Xid, b: &str) -> Result<(), Failure> {
+        let fresh = if self.shared.parks_prepared() { Some(self.spare_connection()?) } else { None };
+        let steps = self.shared.prepare(b);
+        let (last, before) = steps.split_last().expect("at least one statement");
+        for sql in before {
+            self.db.conn.batch(sql)?;
+        }
+        self.db.conn.batch(last).map_err(committing)?;
+        if let Some(fresh) = fresh {
+            self.park_branch(xid, fresh);
+        }
+        Ok(())
     }
 
     /// The connection this worker goes on with once its current one holds a prepared branch,
@@ -298,7 +378,7 @@ impl TwoPcStorage {
             self.shared.clock.fetch_max(ts, Ordering::SeqCst);
         }
         let b = self.shared.branch(xid);
-        let sql = if commit { format!("XA COMMIT {b}") } else { format!("XA ROLLBACK {b}") };
+        let sql = self.shared.decide(&b, commit);
         let parked = self.shared.parked.lock().expect("no panic while holding the lock").remove(&xid);
         let result = match parked {
             Some(mut conn) => {
@@ -308,12 +388,13 @@ impl TwoPcStorage {
                 }
                 r
             }
-            // MariaDB keeps a prepared branch when its session ends; any session may decide it.
+            // PostgreSQL's prepared transactions belong to no session; MariaDB keeps a
+            // prepared branch when its session ends. Either way any session may decide it.
             None => self.db.conn.batch(&sql),
         };
         match result {
             Ok(()) => JobResult::Finished,
-            Err(e) => JobResult::Failed(format!("{} of the prepared branch {b}: {e}", if commit { "XA COMMIT" } else { "XA ROLLBACK" })),
+            Err(e) => JobResult::Failed(format!("`{sql}`: {e}")),
         }
     }
 }

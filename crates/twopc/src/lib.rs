@@ -35,9 +35,10 @@
 //! after T1's branch at `s` committed, which is after `s`'s clock reached T1's `ts`; T2's
 //! tick at `s` comes later, so T2's `ts` (at least that tick) is larger. Ordering the
 //! transactions by `ts` (ties broken arbitrarily: tied transactions do not conflict) is
-//! therefore a serial order equivalent to the run, and the replay check replays it. On an
-//! engine that does not hold read locks to commit (PostgreSQL's SSI), the argument fails, and
-//! the harness refuses it rather than report a check it cannot justify.
+//! therefore a serial order equivalent to the run, and the replay check replays it. An engine
+//! that does not hold read locks to commit (PostgreSQL, whose SERIALIZABLE is SSI) breaks the
+//! argument as it stands: there the storage takes the read locks itself, row and table locks
+//! held to commit (`ensemble_server::dialect::TwoPhaseLock`).
 //!
 //! A process never blocks: storage jobs run on the driver's workers. Deadlocks that span
 //! instances are not seen by any one server; the storage bounds each lock wait (a

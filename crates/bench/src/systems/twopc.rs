@@ -1,6 +1,6 @@
 //! The two-phase-commit baseline of Gyro's Figure 5 (`ensemble_twopc`) as a [`Harness`]: the
-//! belt's deployment, clients, application and plan, one database per instance on a MariaDB
-//! server, and the replay check in commit-timestamp order.
+//! belt's deployment, clients, application and plan, one database per instance on a MariaDB or
+//! PostgreSQL server, and the replay check in commit-timestamp order.
 //!
 //! Real runs only. The simulator would need a model of the servers' row locks, lock waits and
 //! prepared branches; a model that locked whole databases would flatter neither side, so the
@@ -9,7 +9,6 @@
 use crate::experiment::{Experiment, Runtime};
 use crate::harness::{Classified, Harness, RunOutput, StorageFactory, Verdict};
 use crate::systems::belt::{classify_sql, sql_client, BeltHarness};
-use crate::BackendKind;
 use ensemble_app::{InstanceId, TablePlacement};
 use ensemble_check::{InstanceState, ReplayOptions};
 use ensemble_core::{Client, Completion, CompletionResult, Deployment, Outcome, Process, ProcessId, Request, Rows, Time};
@@ -83,9 +82,9 @@ impl Harness for TwoPcHarness {
         if exp.runtime != Runtime::Real {
             return Err("2pc runs only as real processes over real servers (--real): the simulator has no model of the servers' row locks and prepared branches".into());
         }
-        if exp.backend.kind != BackendKind::Mariadb {
+        if exp.backend.kind.engine().is_none() {
             return Err(format!(
-                "2pc runs on MariaDB only (--backend mariadb), not {}: its serial order comes from commit timestamps, which order conflicting transactions only where the server holds read locks until commit (InnoDB SERIALIZABLE); PostgreSQL's SSI does not, and SQLite has no prepared transactions",
+                "2pc runs on a server (--backend mariadb|postgres), not {}: it commits distributed transactions with the server's own prepared transactions, which SQLite does not have",
                 exp.backend.kind.name()
             ));
         }
@@ -133,7 +132,7 @@ impl Harness for TwoPcHarness {
     }
 
     /// Replays the run in commit-timestamp order on SQLite (case-sensitive `LIKE`, as MariaDB's
-    /// binary collation compares) and compares every reply and every table.
+    /// binary collation and PostgreSQL's compare) and compares every reply and every table.
     fn check(&self, exp: &Experiment, run: RunOutput<'_, Self>) -> anyhow::Result<Verdict> {
         let (app, data) = self.belt.loaded(exp)?;
         let mut storages: Vec<Checked> = run.storages.into_iter().flatten().map(Checked).collect();
@@ -162,7 +161,7 @@ impl Harness for TwoPcHarness {
     }
 
     fn history(&self, _exp: &Experiment, _run: &RunOutput<'_, Self>) -> anyhow::Result<Option<ensemble_history::History>> {
-        anyhow::bail!("2pc records no row accesses (a MariaDB run); it is checked by replay")
+        anyhow::bail!("2pc records no row accesses (a server run); it is checked by replay")
     }
 }
 
