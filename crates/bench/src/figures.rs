@@ -441,7 +441,7 @@ pub fn fig5_point(runs: &[&RunResult]) -> Fig5Point {
 }
 
 /// Gyro Figure 5: peak throughput and minimal latency of Ensemble and of the two-phase-commit
-/// baseline (`2pc`, the same plan over XA prepared branches) in the LAN, as the instances
+/// baseline (`2pc`, the same plan over the server's prepared transactions) in the LAN, as the instances
 /// increase; both over databases on the experiment's server, as real processes. At each
 /// instance count each system runs at every client count of `client_steps` (stopping once its
 /// mean latency passes 2 s); the peak is the largest throughput under 2 s, the minimal latency

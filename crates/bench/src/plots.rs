@@ -168,6 +168,11 @@ pub fn wan_scaling(runs: &[RunResult]) -> Chart {
 /// number of instances, Ensemble and the two-phase-commit baseline.
 pub fn gyro_fig5(runs: &[RunResult]) -> Chart {
     let app = runs.first().map_or("", |r| r.experiment.workload.app());
+    let (server, prepared) = match runs.first().and_then(|r| r.experiment.backend.kind.engine()) {
+        Some(ensemble_server::Engine::Postgres) => ("PostgreSQL", "2PC (PREPARE TRANSACTION)"),
+        Some(ensemble_server::Engine::Mariadb) => ("MariaDB", "2PC (XA)"),
+        None => ("SQLite", "2PC"),
+    };
     let points = |system: &str| -> Vec<(f64, Option<f64>, Option<f64>)> {
         group_by(runs.iter().filter(|r| r.experiment.system == system), |r| r.experiment.instances)
             .into_iter()
@@ -183,7 +188,7 @@ pub fn gyro_fig5(runs: &[RunResult]) -> Chart {
     let throughput = Panel {
         x_label: "instances".into(),
         y_label: "peak throughput (ops/s, mean < 2 s)".into(),
-        series: vec![Series::line("Ensemble", 0, peak(&e)), Series::line("2PC (XA)", 1, peak(&t))],
+        series: vec![Series::line("Ensemble", 0, peak(&e)), Series::line(prepared, 1, peak(&t))],
         legend: Corner::UpperRight,
         ..Panel::default()
     };
@@ -191,12 +196,12 @@ pub fn gyro_fig5(runs: &[RunResult]) -> Chart {
         x_label: "instances".into(),
         y_label: "minimal mean latency (ms)".into(),
         y_scale: Scale::Log10,
-        series: vec![Series::line("Ensemble", 0, min(&e)), Series::line("2PC (XA)", 1, min(&t))],
+        series: vec![Series::line("Ensemble", 0, min(&e)), Series::line(prepared, 1, min(&t))],
         legend: Corner::UpperRight,
         ..Panel::default()
     };
     Chart {
-        caption: format!("Gyro Fig. 5, {app}: Ensemble against two-phase commit in the LAN (real processes, MariaDB)"),
+        caption: format!("Gyro Fig. 5, {app}: Ensemble against two-phase commit in the LAN (real processes, {server})"),
         panels: vec![throughput, latency],
         panel_size: (560, 400),
     }
