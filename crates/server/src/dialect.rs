@@ -57,8 +57,8 @@ pub struct ServerStatement {
     /// What a global runs instead, so that its row changes can be captured.
     pub capture: Capture,
     /// How the two-phase-commit baseline makes the statement hold its locks to commit on
-    /// PostgreSQL (`crate::twopc`).
-    pub lock: TwoPhaseLock,
+    /// PostgreSQL (`crate::twopc`); `None` on MariaDB, where InnoDB's SERIALIZABLE does.
+    pub lock: Option<TwoPhaseLock>,
 }
 
 /// How a statement of the two-phase-commit baseline holds, until its transaction ends, a lock on
@@ -70,9 +70,13 @@ pub struct ServerStatement {
 /// range, a join, an aggregate, or a key found absent) locks the tables it reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TwoPhaseLock {
-    /// An INSERT of given values: the row lock the server takes on the new row (and its unique
-    /// index on the key) is the whole of what it touches.
-    Rows,
+    /// An INSERT of given values. A new row is locked by the insert itself, and a concurrent
+    /// insert of the same key waits on it; but a duplicate of a committed row is an error that
+    /// locks nothing, though it read the row's presence. So it runs first as `sql` (with
+    /// `ON CONFLICT DO NOTHING`; `capture_sql` with `RETURNING *` too): if that inserted
+    /// nothing, the table is locked and the statement runs as written, failing as it would
+    /// have, with the row it met now kept from changing.
+    Insert { table: String, sql: String, capture_sql: String },
     /// One row of `table` named by its whole primary key (with any further conditions): the
     /// row lock covers it, taken by `FOR SHARE` for a SELECT (`sql`), by the write itself for an
     /// UPDATE or DELETE. If it matched no row, it read an absence, which no row lock covers:
@@ -134,7 +138,7 @@ impl Translated {
         let mut whole = BTreeSet::new();
         for ((t, _), s) in &self.statements {
             if t == txn {
-                if let TwoPhaseLock::Tables(tables) = &s.lock {
+                if let Some(TwoPhaseLock::Tables(tables)) = &s.lock {
                     whole.extend(tables.iter().filter(|t| written.contains(*t)).cloned());
                 }
             }
@@ -429,7 +433,10 @@ fn statement(app: &Application, sql: &str, engine: Engine) -> Result<ServerState
         }
         other => return Err(format!("only SELECT, INSERT, UPDATE and DELETE can be declared, not `{other}`")),
     };
-    let lock = two_phase_lock(app, &plain, &capture)?;
+    let lock = match engine {
+        Engine::Postgres => Some(two_phase_lock(app, &plain, &capture)?),
+        Engine::Mariadb => None,
+    };
     Ok(ServerStatement { sql: plain.to_string(), binds: positional, arity, capture, lock })
 }
 
@@ -449,8 +456,17 @@ fn two_phase_lock(app: &Application, stmt: &Sql, capture: &Capture) -> Result<Tw
         selection.as_ref().is_some_and(|w| names_key(w, &schema.primary_key))
     };
     Ok(match (stmt, capture) {
-        (Sql::Insert(i), _) => match i.source.as_deref().map(|q| q.body.as_ref()) {
-            Some(sqlparser::ast::SetExpr::Values(_)) => TwoPhaseLock::Rows,
+        (Sql::Insert(i), Capture::Returning { table, .. }) => match i.source.as_deref().map(|q| q.body.as_ref()) {
+            Some(sqlparser::ast::SetExpr::Values(_)) if i.on.is_none() => {
+                let mut quiet = i.clone();
+                quiet.on = Some(sqlparser::ast::OnInsert::OnConflict(sqlparser::ast::OnConflict {
+                    conflict_target: None,
+                    action: sqlparser::ast::OnConflictAction::DoNothing,
+                }));
+                let sql = Sql::Insert(quiet.clone()).to_string();
+                quiet.returning = Some(wildcard());
+                TwoPhaseLock::Insert { table: table.clone(), sql, capture_sql: Sql::Insert(quiet).to_string() }
+            }
             _ => everything,
         },
         (Sql::Update(u), Capture::Returning { table, .. } | Capture::ReadBack { table, .. }) if keyed(table, &u.selection) && read.len() == 1 => {
@@ -590,13 +606,16 @@ mod tests {
     #[test]
     fn two_phase_locks_lock_tables_where_a_row_lock_cannot_cover_the_read() {
         let pg = translate(&apps::shop::application(), Engine::Postgres).unwrap();
-        let lock = |t: &str, s: &str| pg.statement(t, s).unwrap().lock.clone();
+        let lock = |t: &str, s: &str| pg.statement(t, s).unwrap().lock.clone().unwrap();
         // The whole key: the row lock covers it.
         let TwoPhaseLock::Key { table, sql: Some(sql) } = lock("add_item", "line_qty") else { panic!("{:?}", lock("add_item", "line_qty")) };
         assert_eq!(table, "cart_lines");
         assert!(sql.ends_with("FOR SHARE"), "{sql}");
         assert_eq!(lock("add_item", "update_line"), TwoPhaseLock::Key { table: "cart_lines".into(), sql: None });
-        assert_eq!(lock("create_cart", "insert_cart"), TwoPhaseLock::Rows);
+        let TwoPhaseLock::Insert { table, sql, capture_sql } = lock("create_cart", "insert_cart") else { panic!() };
+        assert_eq!(table, "carts");
+        assert_eq!(sql, "INSERT INTO carts (cart_id, status) VALUES ($1, 'open') ON CONFLICT DO NOTHING");
+        assert!(capture_sql.ends_with("ON CONFLICT DO NOTHING RETURNING *"), "{capture_sql}");
         // Part of the key is a range, and a join reads both tables.
         assert_eq!(lock("get_cart", "cart_lines"), TwoPhaseLock::Tables(vec!["cart_lines".into()]));
         assert_eq!(lock("order", "cart_contents"), TwoPhaseLock::Tables(vec!["cart_lines".into(), "items".into()]));

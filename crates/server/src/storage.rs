@@ -594,10 +594,10 @@ impl ServerDb<'_> {
 impl Db for ServerDb<'_> {
     fn query(&mut self, stmt: &str, args: &[Value]) -> Result<Rows, DbError> {
         let s = self.statement(stmt, args)?.clone();
-        if self.locks.is_none() {
+        let (Some(_), Some(lock)) = (&self.locks, &s.lock) else {
             return Ok(self.run(stmt, &s.sql, &s.binds, args)?.0);
-        }
-        match &s.lock {
+        };
+        match lock {
             TwoPhaseLock::Key { table, sql } => {
                 let locked = sql.as_deref().unwrap_or(&s.sql);
                 let rows = self.run(stmt, locked, &s.binds, args)?.0;
@@ -607,15 +607,15 @@ impl Db for ServerDb<'_> {
                 self.lock_tables(stmt, std::slice::from_ref(table))?;
             }
             TwoPhaseLock::Tables(tables) => self.lock_tables(stmt, tables)?,
-            TwoPhaseLock::Rows => {}
+            TwoPhaseLock::Insert { .. } => {}
         }
         Ok(self.run(stmt, &s.sql, &s.binds, args)?.0)
     }
 
     fn execute(&mut self, stmt: &str, args: &[Value]) -> Result<usize, DbError> {
         let s = self.statement(stmt, args)?.clone();
-        if self.locks.is_some() {
-            match &s.lock {
+        if let (Some(_), Some(lock)) = (&self.locks, &s.lock) {
+            match lock {
                 TwoPhaseLock::Key { table, .. } => {
                     let n = self.execute_once(stmt, &s, args)?;
                     if n > 0 {
@@ -623,8 +623,19 @@ impl Db for ServerDb<'_> {
                     }
                     self.lock_tables(stmt, std::slice::from_ref(table))?;
                 }
+                TwoPhaseLock::Insert { table, sql, capture_sql } => {
+                    let mut quiet = s.clone();
+                    quiet.sql = sql.clone();
+                    if let Capture::Returning { sql, .. } = &mut quiet.capture {
+                        *sql = capture_sql.clone();
+                    }
+                    let n = self.execute_once(stmt, &quiet, args)?;
+                    if n > 0 {
+                        return Ok(n);
+                    }
+                    self.lock_tables(stmt, std::slice::from_ref(table))?;
+                }
                 TwoPhaseLock::Tables(tables) => self.lock_tables(stmt, tables)?,
-                TwoPhaseLock::Rows => {}
             }
         }
         self.execute_once(stmt, &s, args)
