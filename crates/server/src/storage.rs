@@ -616,8 +616,13 @@ impl Db for ServerDb<'_> {
         let s = self.statement(stmt, args)?.clone();
         if let (Some(_), Some(lock)) = (&self.locks, &s.lock) {
             match lock {
-                TwoPhaseLock::Key { table, .. } => {
-                    let n = self.execute_once(stmt, &s, args)?;
+                TwoPhaseLock::Key { table, sql } => {
+                    // A query run for its count locks its row as it does under `query`.
+                    let mut locked = s.clone();
+                    if let Some(sql) = sql {
+                        locked.sql = sql.clone();
+                    }
+                    let n = self.execute_once(stmt, &locked, args)?;
                     if n > 0 {
                         return Ok(n);
                     }

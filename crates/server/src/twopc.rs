@@ -14,17 +14,18 @@
 //!   in `ensemble_twopc`'s doc): a tick is taken while the transaction holds every lock it
 //!   will take, and a decision moves the clock up to the transaction's timestamp before its
 //!   branch commits;
-//! - on MariaDB, the connections of prepared branches. MariaDB lets a session that prepared an XA branch do
-//!   nothing else until it commits or rolls it back, so a prepared branch parks its connection
-//!   here and the worker takes a spare one (or opens one); the decision's job commits on the
-//!   parked connection and returns it to the spares.
+//! - on MariaDB, the connections of prepared branches. MariaDB lets a session that prepared an
+//!   XA branch do nothing else until it commits or rolls it back, so a prepared branch parks
+//!   its connection here and the worker takes a spare one (or opens one); the decision's job
+//!   commits on the parked connection and returns it to the spares.
 //!
 //! A deadlock that spans instances is invisible to each server. Every global locks its own
 //! instance's copy of the replicated rows first, then asks the others to apply its changes, so
 //! two globals from different instances that write the same replicated row would each hold
 //! what the other's participant needs. A participant therefore does not wait for a lock
-//! (`innodb_lock_wait_timeout = 0`; PostgreSQL's `lock_timeout` of 1 ms): a branch whose rows are locked votes no at once, and the
-//! coordinator runs the transaction again after a back-off. A one-phase transaction or a
+//! (`innodb_lock_wait_timeout = 0`; PostgreSQL's `lock_timeout` of 1 ms): a branch whose rows
+//! are locked votes no at once, and the coordinator runs the transaction again after a
+//! back-off. A one-phase transaction or a
 //! coordinator's branch waits up to [`LOCK_WAIT_S`] (for a prepared branch's decision, say),
 //! and one that times out or deadlocks before it prepared runs again here (counted as a retry).
 
@@ -104,6 +105,12 @@ impl TwoPcShared {
             return Ok(s);
         }
         let mut s = ServerStorage::open(&self.url, self.app.clone(), self.sql.clone(), self.instance)?;
+        self.configure(&mut s)?;
+        Ok(s)
+    }
+
+    /// What every session of the baseline sets beside the storage's own settings.
+    fn configure(&self, s: &mut ServerStorage) -> Result<(), ServerError> {
         if self.engine() == Engine::Postgres {
             // Table locks make deadlocks within one server common, and PostgreSQL looks for one
             // only after a lock wait of `deadlock_timeout` (1 s by default, as long as the lock
@@ -115,7 +122,7 @@ impl TwoPcShared {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(s)
+        Ok(())
     }
 
     fn engine(&self) -> Engine {
@@ -235,6 +242,7 @@ impl TwoPcStorage {
     fn recover(&mut self, e: &ConnError) -> Result<(), String> {
         if let ConnError::Lost(why) = e {
             self.db.reconnect().map_err(|e2| format!("the connection was lost ({why}) and could not be reopened: {e2}"))?;
+            self.shared.configure(&mut self.db).map_err(|e| e.to_string())?;
         }
         Ok(())
     }
