@@ -1,7 +1,8 @@
 //! A run's server databases: for a PostgreSQL or MariaDB backend, one database per instance,
 //! created before the run starts and dropped when it ends (unless `--keep`). Every server is
-//! checked first, so an unreachable server, refused credentials or a missing database is a clear
-//! error before anything runs.
+//! checked first, so an unreachable server, refused credentials, a missing database or (for the
+//! 2pc baseline) a PostgreSQL server without prepared transactions is a clear error before
+//! anything runs.
 
 use crate::experiment::Experiment;
 use ensemble_server::{admin, Engine};
@@ -22,6 +23,12 @@ pub fn for_run(exp: &Experiment) -> anyhow::Result<(Experiment, Option<RunDataba
     let Some(engine) = exp.backend.kind.engine() else { return Ok((exp.clone(), None)) };
     let urls = exp.backend.server_urls();
     admin::preflight(engine, &urls).map_err(anyhow::Error::msg)?;
+    if exp.system == "2pc" && engine == Engine::Postgres {
+        for url in &urls {
+            let mut conn = ensemble_server::conn::Conn::open(engine, url).map_err(|e| anyhow::anyhow!("{e}"))?;
+            admin::check_prepared_transactions(&mut conn, url).map_err(anyhow::Error::msg)?;
+        }
+    }
     let mut tagged = exp.clone();
     tagged.backend.run = admin::run_tag(&exp.label);
     let mut dbs = RunDatabases { engine, urls, run: tagged.backend.run.clone(), instances: 0, keep: exp.backend.keep };
