@@ -25,8 +25,7 @@ pub fn for_run(exp: &Experiment) -> anyhow::Result<(Experiment, Option<RunDataba
     admin::preflight(engine, &urls).map_err(anyhow::Error::msg)?;
     if exp.system == "2pc" && engine == Engine::Postgres {
         for url in &urls {
-            let mut conn = ensemble_server::conn::Conn::open(engine, url).map_err(|e| anyhow::anyhow!("{e}"))?;
-            admin::check_prepared_transactions(&mut conn, url).map_err(anyhow::Error::msg)?;
+            admin::check_prepared_transactions(url).map_err(anyhow::Error::msg)?;
         }
     }
     let mut tagged = exp.clone();

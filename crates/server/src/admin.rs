@@ -147,7 +147,8 @@ pub fn rollback_prepared_pg(conn: &mut Conn, run: &str) -> Result<usize, ConnErr
 /// What the two-phase-commit baseline needs of a PostgreSQL server before it starts: prepared
 /// transactions enabled (`max_prepared_transactions` is 0 by default, and changes only with a
 /// restart).
-pub fn check_prepared_transactions(conn: &mut Conn, url: &str) -> Result<(), String> {
+pub fn check_prepared_transactions(url: &str) -> Result<(), String> {
+    let mut conn = Conn::open(Engine::Postgres, url).map_err(|e| e.to_string())?;
     let rows = conn.batch_rows("SHOW max_prepared_transactions").map_err(|e| e.to_string())?;
     let value = match rows.first().and_then(|r| r.first()) {
         Some(ensemble_core::Value::Int(n)) => n.to_string(),

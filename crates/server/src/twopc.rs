@@ -84,8 +84,7 @@ impl TwoPcShared {
         replicated: BTreeSet<String>,
     ) -> Result<Arc<TwoPcShared>, ServerError> {
         if sql.engine == Engine::Postgres {
-            let mut conn = crate::conn::Conn::open(sql.engine, url)?;
-            crate::admin::check_prepared_transactions(&mut conn, url).map_err(ServerError::Invalid)?;
+            crate::admin::check_prepared_transactions(url).map_err(ServerError::Invalid)?;
         }
         Ok(Arc::new(TwoPcShared {
             url: url.to_string(),
