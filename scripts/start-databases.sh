@@ -33,7 +33,9 @@ MY_OPTIONS=(--max_connections=2000 --back_log=1000)
 if [ "$(my 'SELECT @@back_log')" -lt 1000 ]; then
   echo "start-databases: restarting MariaDB with ${MY_OPTIONS[*]}" >&2
   mariadb-admin -h 127.0.0.1 -u root shutdown
-  for _ in $(seq 1 60); do up 3306 || break; sleep 1; done
+  # The port closes before the process has exited; start-stop-daemon would then find it still
+  # running and start nothing (seen on a fresh machine: MariaDB stayed down).
+  for _ in $(seq 1 60); do up 3306 || pgrep -x mariadbd >/dev/null || break; sleep 1; done
   start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- "${MY_OPTIONS[@]}"
   wait_for 3306 MariaDB
   for _ in $(seq 1 60); do my 'SELECT 1' >/dev/null 2>&1 && break; sleep 1; done
