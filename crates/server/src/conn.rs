@@ -4,10 +4,11 @@
 //! storage must do about them.
 
 use crate::dialect::Engine;
+use crate::pg::PgSession;
 use bytes::BytesMut;
 use ensemble_core::{Rows, Value};
 use mysql::prelude::Queryable;
-use postgres::types::{FromSql, IsNull, ToSql, Type};
+use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::time::Duration;
@@ -59,7 +60,7 @@ pub fn with_database(engine: Engine, url: &str, database: &str) -> Result<String
     let bad = |detail: String| OpenError::BadUrl { engine: engine.name(), url: url.to_string(), detail };
     match engine {
         Engine::Postgres => {
-            url.parse::<postgres::Config>().map_err(|e| bad(e.to_string()))?;
+            url.parse::<tokio_postgres::Config>().map_err(|e| bad(e.to_string()))?;
             let (head, query) = url.split_once('?').map_or((url, None), |(h, q)| (h, Some(q)));
             let (scheme, rest) = head.split_once("://").ok_or_else(|| bad("expected postgres://user@host:port/database".into()))?;
             let authority = rest.split('/').next().unwrap_or(rest);
@@ -85,12 +86,21 @@ pub fn database_of(url: &str) -> Option<String> {
 }
 
 /// One open connection.
-pub enum Conn {
+pub struct Conn {
+    session: Session,
+    /// A transaction's start ([`Conn::start`]) not sent yet: it goes with the next request.
+    pending_start: Option<String>,
+    /// What the last start returned, once it has run: its error too, which is the
+    /// transaction's even when the statement it travelled with reported only its consequence.
+    started: Option<Result<Rows, ConnError>>,
+}
+
+enum Session {
     /// Statements are prepared with each parameter's type taken from its value (`pg_type`), so
     /// that a placeholder used in two places (`c_login = :now, c_expiration = :now + 7200`) has
     /// one type, as in SQLite, instead of the two PostgreSQL would infer; one prepared statement
     /// per text and signature.
-    Postgres { client: Box<postgres::Client>, prepared: HashMap<(String, Vec<u32>), postgres::Statement> },
+    Postgres { client: Box<PgSession>, prepared: HashMap<(String, Vec<u32>), tokio_postgres::Statement> },
     Mariadb(Box<mysql::Conn>),
 }
 
@@ -101,11 +111,15 @@ impl Conn {
         let target = target_of(engine, url);
         match engine {
             Engine::Postgres => {
-                let mut config: postgres::Config =
-                    url.parse().map_err(|e: postgres::Error| OpenError::BadUrl { engine: engine.name(), url: url.into(), detail: e.to_string() })?;
+                let mut config: tokio_postgres::Config = url
+                    .parse()
+                    .map_err(|e: tokio_postgres::Error| OpenError::BadUrl { engine: engine.name(), url: url.into(), detail: e.to_string() })?;
                 config.connect_timeout(CONNECT_TIMEOUT);
-                let client = config.connect(postgres::NoTls).map_err(|e| pg_open_error(&e, target, url))?;
-                Ok(Conn::Postgres { client: Box::new(client), prepared: HashMap::new() })
+                let client = PgSession::connect(&config).map_err(|e| match e {
+                    crate::pg::ConnectError::Postgres(e) => pg_open_error(&e, target, url),
+                    crate::pg::ConnectError::Runtime(e) => OpenError::Other { engine: engine.name(), target, detail: format!("starting its client runtime: {e}") },
+                })?;
+                Ok(Conn::new(Session::Postgres { client: Box::new(client), prepared: HashMap::new() }))
             }
             Engine::Mariadb => {
                 let opts = mysql::Opts::from_url(url)
@@ -118,25 +132,71 @@ impl Conn {
                     // checks `execute(..) == 1` must see the same number on every engine.
                     .additional_capabilities(mysql::consts::CapabilityFlags::CLIENT_FOUND_ROWS);
                 let conn = mysql::Conn::new(builder).map_err(|e| my_open_error(&e, target, url))?;
-                Ok(Conn::Mariadb(Box::new(conn)))
+                Ok(Conn::new(Session::Mariadb(Box::new(conn))))
             }
         }
     }
 
+    fn new(session: Session) -> Conn {
+        Conn { session, pending_start: None, started: None }
+    }
+
     pub fn engine(&self) -> Engine {
-        match self {
-            Conn::Postgres { .. } => Engine::Postgres,
-            Conn::Mariadb(_) => Engine::Mariadb,
+        match self.session {
+            Session::Postgres { .. } => Engine::Postgres,
+            Session::Mariadb(_) => Engine::Mariadb,
         }
+    }
+
+    /// Starts a transaction with `sql`, statements without parameters whose last result rows
+    /// [`Conn::started`] returns. On PostgreSQL they are held back and sent with the next
+    /// request, in the same round trip: the server runs them first, as if sent alone, so the
+    /// transaction is the same and costs one round trip less. On MariaDB (whose client has no
+    /// pipelining) they run at once.
+    pub fn start(&mut self, sql: &str) -> Result<(), ConnError> {
+        self.started = None;
+        match self.session {
+            Session::Postgres { .. } => {
+                debug_assert!(self.pending_start.is_none(), "a transaction started twice");
+                self.pending_start = Some(sql.to_string());
+            }
+            Session::Mariadb(_) => self.started = Some(Ok(self.batch_rows(sql)?)),
+        }
+        Ok(())
+    }
+
+    /// The rows the transaction's start returned; sends the start now if no request has taken
+    /// it along yet.
+    pub fn started(&mut self) -> Result<Rows, ConnError> {
+        if let Some(sql) = self.pending_start.take() {
+            return self.batch_rows(&sql);
+        }
+        self.started.take().unwrap_or_else(|| Err(ConnError::Statement("no transaction was started".into())))
+    }
+
+    /// Keeps what a start sent along with a request returned, and fails with its error.
+    fn begun(&mut self, begun: Result<Vec<tokio_postgres::SimpleQueryMessage>, tokio_postgres::Error>) -> Result<(), ConnError> {
+        store_begun(&mut self.started, begun)
+    }
+
+    /// Forgets a start not sent yet (the transaction is being given up).
+    pub fn forget_start(&mut self) {
+        self.pending_start = None;
+        self.started = None;
     }
 
     /// Runs statements without parameters or results (transaction control, DDL).
     pub fn batch(&mut self, sql: &str) -> Result<(), ConnError> {
-        match self {
-            Conn::Postgres { client, .. } => client.batch_execute(sql).map_err(|e| pg_error(&e)),
+        if let (Some(start), Session::Postgres { client, .. }) = (self.pending_start.take(), &self.session) {
+            let (begun, then) = client.pipelined(&start, |c| c.batch_execute(sql));
+            self.begun(begun)?;
+            return then.map_err(|e| pg_error(&e));
+        }
+        match &mut self.session {
+            Session::Postgres { client, .. } => client.batch_execute(sql).map_err(|e| pg_error(&e)),
             // Every result set is read: dropping the result unread would skip the errors of the
             // batch's later statements (a COMMIT that failed).
-            Conn::Mariadb(c) => {
+            Session::Mariadb(c) => {
                 let mut result = c.query_iter(sql).map_err(|e| my_error(&e))?;
                 while let Some(set) = result.iter() {
                     for row in set {
@@ -151,36 +211,15 @@ impl Conn {
     /// Runs statements without parameters as one batch, in one round trip, and returns the rows
     /// of the last one that returns rows, integers and reals parsed from the text protocol.
     pub fn batch_rows(&mut self, sql: &str) -> Result<Rows, ConnError> {
-        let parse = |t: &str| -> Value {
-            if let Ok(i) = t.parse::<i64>() {
-                Value::Int(i)
-            } else if let Ok(f) = t.parse::<f64>() {
-                Value::Real(f)
-            } else {
-                Value::Text(t.to_string())
-            }
-        };
+        if let (Some(start), Session::Postgres { client, .. }) = (self.pending_start.take(), &self.session) {
+            let (begun, then) = client.pipelined(&start, |c| c.simple_query(sql));
+            self.begun(begun)?;
+            return Ok(simple_rows(then.map_err(|e| pg_error(&e))?));
+        }
         let mut last = Vec::new();
-        match self {
-            Conn::Postgres { client, .. } => {
-                let mut current: Option<Rows> = None;
-                for m in client.simple_query(sql).map_err(|e| pg_error(&e))? {
-                    match m {
-                        postgres::SimpleQueryMessage::RowDescription(_) => current = Some(Vec::new()),
-                        postgres::SimpleQueryMessage::Row(r) => {
-                            let row = (0..r.len()).map(|i| r.get(i).map_or(Value::Null, parse)).collect();
-                            current.get_or_insert_with(Vec::new).push(row);
-                        }
-                        postgres::SimpleQueryMessage::CommandComplete(_) => {
-                            if let Some(rows) = current.take() {
-                                last = rows;
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            Conn::Mariadb(c) => {
+        match &mut self.session {
+            Session::Postgres { client, .. } => return Ok(simple_rows(client.simple_query(sql).map_err(|e| pg_error(&e))?)),
+            Session::Mariadb(c) => {
                 let mut result = c.query_iter(sql).map_err(|e| my_error(&e))?;
                 while let Some(set) = result.iter() {
                     let has_columns = !set.columns().as_ref().is_empty();
@@ -189,7 +228,7 @@ impl Conn {
                         let row = row.map_err(|e| my_error(&e))?;
                         let values = row.unwrap().into_iter().map(|v| match v {
                             mysql::Value::NULL => Value::Null,
-                            mysql::Value::Bytes(b) => parse(&String::from_utf8_lossy(&b)),
+                            mysql::Value::Bytes(b) => parse_text(&String::from_utf8_lossy(&b)),
                             mysql::Value::Int(i) => Value::Int(i),
                             other => Value::Text(format!("{other:?}")),
                         });
@@ -207,10 +246,12 @@ impl Conn {
     /// Runs a statement with positional arguments; returns its rows (none for a write without
     /// RETURNING) and the number of rows it affected.
     pub fn run(&mut self, sql: &str, args: &[&Value]) -> Result<(Rows, u64), ConnError> {
-        match self {
-            Conn::Postgres { client, prepared } => {
+        match &mut self.session {
+            Session::Postgres { client, prepared } => {
                 let types: Vec<Type> = args.iter().map(|v| pg_type(v)).collect();
                 let key = (sql.to_string(), types.iter().map(Type::oid).collect());
+                // Prepared outside the pending start, if any: a statement is not part of a
+                // transaction, and the start's round trip must carry the execution.
                 let stmt = match prepared.get(&key) {
                     Some(s) => s.clone(),
                     None => {
@@ -221,11 +262,29 @@ impl Conn {
                 };
                 let params: Vec<PgArg<'_>> = args.iter().map(|v| PgArg(v)).collect();
                 let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+                // The start's error comes first: the statement after a failed start fails only
+                // because the transaction is aborted.
+                let start = self.pending_start.take();
                 if stmt.columns().is_empty() {
-                    let n = client.execute(&stmt, &refs).map_err(|e| pg_error(&e))?;
-                    return Ok((Vec::new(), n));
+                    let n = match start {
+                        Some(start) => {
+                            let (begun, then) = client.pipelined(&start, |c| c.execute(&stmt, &refs));
+                            store_begun(&mut self.started, begun)?;
+                            then
+                        }
+                        None => client.execute(&stmt, &refs),
+                    };
+                    return Ok((Vec::new(), n.map_err(|e| pg_error(&e))?));
                 }
-                let rows = client.query(&stmt, &refs).map_err(|e| pg_error(&e))?;
+                let rows = match start {
+                    Some(start) => {
+                        let (begun, then) = client.pipelined(&start, |c| c.query(&stmt, &refs));
+                        store_begun(&mut self.started, begun)?;
+                        then
+                    }
+                    None => client.query(&stmt, &refs),
+                };
+                let rows = rows.map_err(|e| pg_error(&e))?;
                 let mut out = Vec::with_capacity(rows.len());
                 for row in &rows {
                     let mut r = Vec::with_capacity(row.len());
@@ -237,7 +296,7 @@ impl Conn {
                 let n = out.len() as u64;
                 Ok((out, n))
             }
-            Conn::Mariadb(c) => {
+            Session::Mariadb(c) => {
                 let params: Vec<mysql::Value> = args.iter().map(|v| my_value(v)).collect();
                 let params = if params.is_empty() { mysql::Params::Empty } else { mysql::Params::Positional(params) };
                 let mut result = c.exec_iter(sql, params).map_err(|e| my_error(&e))?;
@@ -297,13 +356,18 @@ impl Conn {
 
     /// Like `run`, for one-off statements not worth keeping prepared.
     fn run_unprepared(&mut self, sql: &str, args: &[&Value]) -> Result<u64, ConnError> {
-        match self {
-            Conn::Postgres { client, .. } => {
+        if let Some(start) = self.pending_start.take() {
+            let begun = self.batch_rows(&start);
+            self.started = Some(begun.clone());
+            begun?;
+        }
+        match &mut self.session {
+            Session::Postgres { client, .. } => {
                 let params: Vec<PgArg<'_>> = args.iter().map(|v| PgArg(v)).collect();
                 let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-                client.execute(sql, &refs).map_err(|e| pg_error(&e))
+                client.execute_unprepared(sql, &refs).map_err(|e| pg_error(&e))
             }
-            Conn::Mariadb(c) => {
+            Session::Mariadb(c) => {
                 let params: Vec<mysql::Value> = args.iter().map(|v| my_value(v)).collect();
                 let stmt = c.prep(sql).map_err(|e| my_error(&e))?;
                 let r = c.exec_iter(&stmt, params).map_err(|e| my_error(&e)).map(|r| r.affected_rows());
@@ -322,8 +386,48 @@ pub fn placeholder(engine: Engine, k: usize) -> String {
     }
 }
 
-fn pg_open_error(e: &postgres::Error, target: String, url: &str) -> OpenError {
-    use postgres::error::SqlState;
+fn store_begun(started: &mut Option<Result<Rows, ConnError>>, begun: Result<Vec<tokio_postgres::SimpleQueryMessage>, tokio_postgres::Error>) -> Result<(), ConnError> {
+    let begun = begun.map(simple_rows).map_err(|e| pg_error(&e));
+    *started = Some(begun.clone());
+    begun.map(drop)
+}
+
+/// A simple-query answer's rows: those of the last statement that returned rows, integers and
+/// reals parsed from the text protocol.
+fn simple_rows(messages: Vec<tokio_postgres::SimpleQueryMessage>) -> Rows {
+    use tokio_postgres::SimpleQueryMessage as M;
+    let mut last = Vec::new();
+    let mut current: Option<Rows> = None;
+    for m in messages {
+        match m {
+            M::RowDescription(_) => current = Some(Vec::new()),
+            M::Row(r) => {
+                let row = (0..r.len()).map(|i| r.get(i).map_or(Value::Null, parse_text)).collect();
+                current.get_or_insert_with(Vec::new).push(row);
+            }
+            M::CommandComplete(_) => {
+                if let Some(rows) = current.take() {
+                    last = rows;
+                }
+            }
+            _ => {}
+        }
+    }
+    last
+}
+
+fn parse_text(t: &str) -> Value {
+    if let Ok(i) = t.parse::<i64>() {
+        Value::Int(i)
+    } else if let Ok(f) = t.parse::<f64>() {
+        Value::Real(f)
+    } else {
+        Value::Text(t.to_string())
+    }
+}
+
+fn pg_open_error(e: &tokio_postgres::Error, target: String, url: &str) -> OpenError {
+    use tokio_postgres::error::SqlState;
     let engine = Engine::Postgres.name();
     match e.code() {
         Some(c) if *c == SqlState::INVALID_PASSWORD || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION => {
@@ -360,8 +464,8 @@ fn source_text(e: &dyn StdError) -> String {
     text
 }
 
-fn pg_error(e: &postgres::Error) -> ConnError {
-    use postgres::error::SqlState;
+fn pg_error(e: &tokio_postgres::Error) -> ConnError {
+    use tokio_postgres::error::SqlState;
     match e.code() {
         // 55P03: a lock wait ran past `lock_timeout`, which only the 2pc baseline sets.
         Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::LOCK_NOT_AVAILABLE => {
@@ -445,7 +549,7 @@ impl ToSql for PgArg<'_> {
         true
     }
 
-    postgres::types::to_sql_checked!();
+    tokio_postgres::types::to_sql_checked!();
 }
 
 /// A PostgreSQL result value as Ensemble's. `NUMERIC` (what `SUM` and `AVG` of integers return)

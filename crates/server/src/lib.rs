@@ -1,6 +1,7 @@
 //! The server backends: each Conveyor Belt instance is its own database on an unmodified
 //! PostgreSQL or MariaDB server, reached only through the server's ordinary client protocol (the
-//! `postgres` and `mysql` crates). They implement the same storage contract as `ensemble-sqlite`.
+//! `tokio-postgres` and `mysql` crates). They implement the same storage contract as
+//! `ensemble-sqlite`.
 //!
 //! * **Serial order.** Every database holds the one-row `_ensemble_meta(globals, local_writes)`
 //!   table, read inside every transaction and written by the ones that write, exactly as on
@@ -15,6 +16,12 @@
 //!   REPEATABLE READ READ ONLY; MariaDB REPEATABLE READ WITH CONSISTENT SNAPSHOT): the committed
 //!   writers it sees are a prefix of the lock order, and it reads the counters from the same
 //!   snapshot, so its position is that prefix. ARCHITECTURE.md has the argument in full.
+//! * **Round trips.** The bookkeeping rides on the transaction's own round trips: the start
+//!   (BEGIN, the writer lock, the counters read) is one batch, the bump goes with COMMIT, and the
+//!   counter statements are prepared once per session. On PostgreSQL the start is also pipelined
+//!   with the body's first statement (`Conn::start`), so a transaction takes one round trip fewer
+//!   than the BEGIN, statements and COMMIT an application sends through the client library's
+//!   transaction API. A start that fails is the transaction's failure, not the body's.
 //! * **State updates** are captured through the client interface alone (`dialect`): `RETURNING *`
 //!   on PostgreSQL's INSERT, UPDATE and DELETE and on MariaDB's INSERT and DELETE; a MariaDB UPDATE
 //!   by selecting the keys it will match first and reading those rows back after. Each change is
@@ -29,6 +36,7 @@
 pub mod admin;
 pub mod conn;
 pub mod dialect;
+mod pg;
 mod storage;
 pub mod twopc;
 

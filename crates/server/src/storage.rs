@@ -46,6 +46,38 @@ pub struct ServerStorage {
     app: Arc<Application>,
     sql: Arc<Translated>,
     instance: InstanceId,
+    /// Whether this session has prepared the bookkeeping statements ([`Bookkeeping`]).
+    bookkeeping_prepared: bool,
+}
+
+/// The statements that read and bump the counters, which every transaction runs. On PostgreSQL
+/// they are prepared once per session (`PREPARE`) and run with `EXECUTE` inside the batches, so
+/// the server does not parse and plan them again for every transaction.
+#[derive(Clone, Copy)]
+enum Bookkeeping {
+    ReadCounters,
+    BumpGlobals,
+    BumpLocalWrites,
+}
+
+impl Bookkeeping {
+    const ALL: [Bookkeeping; 3] = [Bookkeeping::ReadCounters, Bookkeeping::BumpGlobals, Bookkeeping::BumpLocalWrites];
+
+    fn name(self) -> &'static str {
+        match self {
+            Bookkeeping::ReadCounters => "ensemble_read_counters",
+            Bookkeeping::BumpGlobals => "ensemble_bump_globals",
+            Bookkeeping::BumpLocalWrites => "ensemble_bump_local_writes",
+        }
+    }
+
+    fn sql(self) -> String {
+        match self {
+            Bookkeeping::ReadCounters => format!("SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0"),
+            Bookkeeping::BumpGlobals => format!("UPDATE {META_TABLE} SET globals = globals + 1 WHERE id = 0"),
+            Bookkeeping::BumpLocalWrites => format!("UPDATE {META_TABLE} SET local_writes = local_writes + 1 WHERE id = 0"),
+        }
+    }
 }
 
 /// Whether a transaction may write, which decides how it starts (see the crate doc).
@@ -60,7 +92,7 @@ enum Kind {
 impl ServerStorage {
     pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
-        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance };
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false };
         s.configure()?;
         Ok(s)
     }
@@ -79,6 +111,7 @@ impl ServerStorage {
     /// Opens a new connection after the server dropped the old one.
     pub(crate) fn reconnect(&mut self) -> Result<(), ServerError> {
         self.conn = Conn::open(self.sql.engine, &self.url)?;
+        self.bookkeeping_prepared = false;
         self.configure()?;
         Ok(())
     }
@@ -153,10 +186,11 @@ impl ServerStorage {
         Ok(rows)
     }
 
-    /// Starts a transaction of `kind` and reads the counters inside it, in one round trip (the
-    /// statements go as one batch). With `savepoint`, the batch also sets the savepoint a
+    /// Starts a transaction of `kind` that reads the counters inside it; [`Self::counters_read`]
+    /// returns them. The statements go as one batch, and on PostgreSQL with the body's first
+    /// statement ([`Conn::start`]). With `savepoint`, the batch also sets the savepoint a
     /// global's body may roll back to.
-    fn begin(&mut self, kind: Kind, savepoint: bool) -> Result<(u64, u64), ConnError> {
+    fn begin(&mut self, kind: Kind, savepoint: bool) -> Result<(), ConnError> {
         let start = match (self.sql.engine, kind) {
             // The table lock is the first thing the transaction does, so its snapshot is taken
             // after the previous writer committed (PostgreSQL takes a SERIALIZABLE snapshot at
@@ -176,14 +210,39 @@ impl ServerStorage {
         // seen to let a waiting global read the counters a body-aborted global had locked), and
         // a global that aborts keeps its sequence number, so it must keep the lock to COMMIT.
         let save = if savepoint { "; SAVEPOINT body" } else { "" };
-        let rows = self.conn.batch_rows(&format!("{start}; SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0{lock}{save}"))?;
-        counters_of(&rows)
+        // Prepared before the session's first transaction, not when it opens: the table does
+        // not exist before `create_schema`. A round trip of its own, once: in the start's batch
+        // it would precede BEGIN in one implicit transaction, which PostgreSQL refuses.
+        if self.sql.engine == Engine::Postgres && !self.bookkeeping_prepared {
+            let prepare: Vec<String> = Bookkeeping::ALL.iter().map(|b| format!("PREPARE {} AS {}", b.name(), b.sql())).collect();
+            self.conn.batch(&prepare.join("; "))?;
+            self.bookkeeping_prepared = true;
+        }
+        let read = self.bookkeeping(Bookkeeping::ReadCounters);
+        self.conn.start(&format!("{start}; {read}{lock}{save}"))
+    }
+
+    /// The statement that does `b`, as this session runs it.
+    fn bookkeeping(&self, b: Bookkeeping) -> String {
+        match self.sql.engine {
+            Engine::Postgres => format!("EXECUTE {}", b.name()),
+            Engine::Mariadb => b.sql(),
+        }
+    }
+
+    /// `(globals seen, local writing transactions committed)` as the transaction [`Self::begin`]
+    /// started read them.
+    fn counters_read(&mut self) -> Result<(u64, u64), ConnError> {
+        counters_of(&self.conn.started()?)
     }
 
     /// Runs a transaction straight on the database, as the application would without Ensemble:
     /// no counters, no capture, the server's own SERIALIZABLE isolation and row locking. The
-    /// overhead baseline uses it. Serialization failures are retried, as a client would.
-    pub fn execute_direct(&mut self, request: &Request) -> Result<(Outcome, u32), RequestError> {
+    /// overhead baseline uses it. Serialization failures are retried, as a client would. With
+    /// `pipelined_begin`, BEGIN travels with the first statement, as Ensemble's own transactions
+    /// start on PostgreSQL; without, it is a round trip of its own, as the client libraries'
+    /// transaction APIs send it (`postgres`' `Client::transaction`, `mysql`'s `start_transaction`).
+    pub fn execute_direct(&mut self, request: &Request, pipelined_begin: bool) -> Result<(Outcome, u32), RequestError> {
         let app = Arc::clone(&self.app);
         let txn = app.check_request(request)?;
         let storage_err = |e: String| RequestError::Storage { txn: request.txn.clone(), message: e };
@@ -194,7 +253,11 @@ impl ServerStorage {
                 Engine::Mariadb => "START TRANSACTION",
             };
             let attempt = (|| -> Result<Outcome, ConnError> {
-                self.conn.batch(begin)?;
+                if pipelined_begin {
+                    self.conn.start(begin)?;
+                } else {
+                    self.conn.batch(begin)?;
+                }
                 let (outcome, failure, _) = self.run_body(txn, &request.params, None);
                 if let Some(f) = failure {
                     return Err(f);
@@ -205,6 +268,7 @@ impl ServerStorage {
             match attempt {
                 Ok(o) => return Ok((o, retries)),
                 Err(e) => {
+                    self.conn.forget_start();
                     let _ = self.conn.batch("ROLLBACK");
                     match e {
                         ConnError::Retry(_) if retries < MAX_RETRIES => {
@@ -257,27 +321,29 @@ impl ServerStorage {
         // the first and the last round trip, so a transaction costs the server as many round
         // trips as the application's own BEGIN, statements and COMMIT would.
         let global = role == ExecRole::Global;
-        let (globals, local_writes) = self.begin(kind, global).map_err(Attempt::before_commit)?;
+        self.begin(kind, global).map_err(Attempt::before_commit)?;
         let mut changes = Vec::new();
         let capture = global.then_some(&mut changes);
         let (outcome, failure, changed) = self.run_body(txn, &request.params, capture);
         if let Some(f) = failure {
             return Err(Attempt::before_commit(f));
         }
+        let (globals, local_writes) = self.counters_read().map_err(Attempt::before_commit)?;
         if global {
             let undo = if outcome.committed() { "" } else { "ROLLBACK TO SAVEPOINT body; " };
             if !outcome.committed() {
                 changes.clear();
             }
             self.conn
-                .batch(&format!("{undo}RELEASE SAVEPOINT body; UPDATE {META_TABLE} SET globals = globals + 1 WHERE id = 0; COMMIT"))
+                .batch(&format!("{undo}RELEASE SAVEPOINT body; {}; COMMIT", self.bookkeeping(Bookkeeping::BumpGlobals)))
                 .map_err(Attempt::committing)?;
             let update = StateUpdate { changes, writer: None };
             return Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 });
         }
         let wrote = outcome.committed() && changed > 0;
         let local_writes = if wrote {
-            self.conn.batch(&format!("UPDATE {META_TABLE} SET local_writes = local_writes + 1 WHERE id = 0; COMMIT")).map_err(Attempt::committing)?;
+            let bump = self.bookkeeping(Bookkeeping::BumpLocalWrites);
+            self.conn.batch(&format!("{bump}; COMMIT")).map_err(Attempt::committing)?;
             local_writes + 1
         } else {
             // Nothing to keep: a reader, a writer whose body wrote nothing, or one that aborted.
@@ -289,7 +355,8 @@ impl ServerStorage {
     }
 
     fn attempt_apply(&mut self, first_seq: u64, updates: &[StateUpdate]) -> Result<u64, Attempt> {
-        let (globals, _) = self.begin(Kind::Writer, false).map_err(Attempt::before_commit)?;
+        self.begin(Kind::Writer, false).map_err(Attempt::before_commit)?;
+        let (globals, _) = self.counters_read().map_err(Attempt::before_commit)?;
         if globals + 1 != first_seq {
             return Err(Attempt::Fatal(format!(
                 "this database has seen {globals} global operations; the next update to apply must be {}, not {first_seq}",
@@ -322,6 +389,7 @@ impl ServerStorage {
             match attempt(self) {
                 Ok(t) => return Ok((t, retries)),
                 Err(a) => {
+                    self.conn.forget_start();
                     let _ = self.conn.batch("ROLLBACK");
                     match a {
                         Attempt::Again(ConnError::Retry(_)) if retries < MAX_RETRIES => {

@@ -120,6 +120,28 @@ fn locals_report_their_position_and_only_writers_count() {
     }
 }
 
+/// On PostgreSQL a transaction's start travels with the body's first statement; when the start
+/// fails, that statement fails only as its consequence, and the body would take it for its own
+/// error and abort. The job must fail with the start's error instead.
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn a_transaction_whose_start_fails_fails_its_job_with_the_starts_error() {
+    for engine in ENGINES {
+        let dbs = Scratch::new(engine, "start", 1);
+        let mut a = dbs.shop(0);
+        let job = |seq| StorageJob::Execute { request: request(seq, "browse_items", vec![Value::Int(1), Value::Int(5)]), role: ExecRole::Local };
+        executed(a.run(&job(1)));
+        let mut admin_conn = ensemble_server::conn::Conn::open(engine, &admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap()).unwrap();
+        admin_conn.batch(&format!("DROP TABLE {}", ensemble_server::META_TABLE)).unwrap();
+        match a.run(&job(2)) {
+            StorageResult::Failed(why) => {
+                assert!(why.contains(ensemble_server::META_TABLE) && (why.contains("does not exist") || why.contains("doesn't exist")), "{}: {why}", engine.name())
+            }
+            other => panic!("{}: {other:?}", engine.name()),
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
 fn a_connection_the_server_drops_is_reopened_and_the_job_runs_once() {
