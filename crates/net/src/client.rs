@@ -1,8 +1,9 @@
 //! The client driver: runs a set of sans-IO [`Client`]s against real hosts.
 //!
 //! Like a host, the clients' code runs on one thread — the one that called [`run_clients`] — fed
-//! by one channel of replies and link failures, with the clients' timers in an agenda of its own;
-//! a tokio runtime does the i/o.
+//! by one channel of replies and link failures, with the clients' timers in an agenda of its own
+//! (woken by an [`Alarm`]); the connections' readers and writers run on the same thread, on a
+//! single-threaded tokio runtime, so a request and its reply never cross threads in this process.
 //!
 //! Connections: one TCP connection per (client, host) pair, opened lazily on the client's first
 //! request to any process of that host and announced with `Hello::Client`. Requests name their
@@ -12,11 +13,12 @@
 //! Hundreds of clients times a few hosts stay well within loopback limits.
 
 use crate::agenda::Agenda;
+use crate::alarm::Alarm;
 use crate::conn::{connect_with_retry, dial_handshake, write_loop, OutRx, Outlet};
 use crate::error::{io_context, NetError};
 use crate::frame::{encode_frame, Frame, FrameError, Hello, Never};
 use crate::wan::WanEmulator;
-use crossbeam_channel::{RecvTimeoutError, Sender};
+use tokio::sync::mpsc::UnboundedSender as Sender;
 use ensemble_core::topology::Topology;
 use ensemble_core::{Client, ClientEffect, ClientEvent, ClientId, Completion, ProcessId, Reply, Request, Time, TimerId};
 use futures::StreamExt;
@@ -110,6 +112,8 @@ enum Input<E> {
     Reply { slot: usize, from: ProcessId, reply: Reply<E> },
     LinkFailed { slot: usize, addr: SocketAddr, why: String },
     Aborted,
+    /// A timer or the deadline is due.
+    Alarm,
 }
 
 /// Runs the clients until `cfg.deadline` or until `on_complete` breaks, handing every
@@ -133,13 +137,10 @@ where
             return Err(NetError::Config(format!("{p}: site {} out of range ({n} site(s))", a.site)));
         }
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("ensemble-clients")
-        .enable_all()
-        .build()
-        .map_err(io_context("start the tokio runtime"))?;
-    let (tx, rx) = crossbeam_channel::unbounded::<Input<E>>();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io_context("start the tokio runtime"))?;
+    let (tx, mut rx) = mpsc::unbounded_channel::<Input<E>>();
+    let alarm_tx = tx.clone();
+    let alarm = Alarm::start("ensemble-clients-alarm", move || alarm_tx.send(Input::Alarm).is_ok()).map_err(io_context("start the timer thread"))?;
     if let Some(abort) = cfg.abort.clone() {
         let tx = tx.clone();
         runtime.spawn(async move {
@@ -176,48 +177,50 @@ where
             break;
         }
     }
-    'run: while stop.is_continue() {
-        // Timers that were due when the round began, then one input.
-        let now = Instant::now();
-        let mut budget = driver.timers.len();
-        while budget > 0 {
-            let Some((slot, id)) = driver.timers.pop_due(now) else { break };
-            budget -= 1;
-            driver.report.timers += 1;
-            let s: &mut ClientSlot<E> = &mut slots[slot];
-            s.client.on_event(driver.now(), ClientEvent::Timer(id), &mut effects);
+    runtime.block_on(async {
+        'run: while stop.is_continue() {
+            // Timers that were due when the round began, then one input.
+            let now = Instant::now();
+            let mut budget = driver.timers.len();
+            while budget > 0 {
+                let Some((slot, id)) = driver.timers.pop_due(now) else { break };
+                budget -= 1;
+                driver.report.timers += 1;
+                let s: &mut ClientSlot<E> = &mut slots[slot];
+                s.client.on_event(driver.now(), ClientEvent::Timer(id), &mut effects);
+                stop = driver.apply(slot, &slots, &mut effects, &mut on_complete);
+                if stop.is_break() {
+                    break 'run;
+                }
+            }
+            let wake = driver.timers.next_due().map_or(driver.cfg.deadline, |due| due.min(driver.cfg.deadline));
+            alarm.set(Some(wake));
+            let Some(input) = rx.recv().await else { break };
+            let (slot, event) = match input {
+                Input::Alarm if Instant::now() < driver.cfg.deadline => continue,
+                Input::Alarm => break,
+                Input::Reply { slot, from, reply } => {
+                    driver.report.replies += 1;
+                    (slot, ClientEvent::Reply { from, reply })
+                }
+                Input::Aborted => {
+                    aborted = true;
+                    break;
+                }
+                Input::LinkFailed { slot, addr, why } => {
+                    driver.report.link_failures += 1;
+                    let client = slots.get(slot).map(|s| s.client.id());
+                    eprintln!("[ensemble-net clients] connection of {client:?} to {addr} failed: {why}");
+                    driver.links.remove(&(slot, addr));
+                    continue;
+                }
+            };
+            let Some(s) = slots.get_mut(slot) else { continue };
+            s.client.on_event(driver.now(), event, &mut effects);
             stop = driver.apply(slot, &slots, &mut effects, &mut on_complete);
-            if stop.is_break() {
-                break 'run;
-            }
         }
-        let wake = driver.timers.next_due().map_or(driver.cfg.deadline, |due| due.min(driver.cfg.deadline));
-        let input = match rx.recv_deadline(wake) {
-            Ok(input) => input,
-            Err(RecvTimeoutError::Timeout) if Instant::now() < driver.cfg.deadline => continue,
-            Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => break,
-        };
-        let (slot, event) = match input {
-            Input::Reply { slot, from, reply } => {
-                driver.report.replies += 1;
-                (slot, ClientEvent::Reply { from, reply })
-            }
-            Input::Aborted => {
-                aborted = true;
-                break;
-            }
-            Input::LinkFailed { slot, addr, why } => {
-                driver.report.link_failures += 1;
-                let client = slots.get(slot).map(|s| s.client.id());
-                eprintln!("[ensemble-net clients] connection of {client:?} to {addr} failed: {why}");
-                driver.links.remove(&(slot, addr));
-                continue;
-            }
-        };
-        let Some(s) = slots.get_mut(slot) else { continue };
-        s.client.on_event(driver.now(), event, &mut effects);
-        stop = driver.apply(slot, &slots, &mut effects, &mut on_complete);
-    }
+    });
+    drop(alarm);
     if aborted {
         driver.report.stopped = StopReason::Aborted;
     } else if stop.is_break() {

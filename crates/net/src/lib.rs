@@ -52,6 +52,7 @@
 
 pub mod admin;
 mod agenda;
+mod alarm;
 pub mod auth;
 pub mod client;
 pub mod cluster;

@@ -14,7 +14,7 @@ use crate::auth::{self, KeyRing, Secret};
 use crate::conn::{connect_with_retry, dial_handshake, linger, write_loop, Credit, OutRx, OutTx, Outgoing};
 use crate::frame::{encode_error, encode_frame, Frame, FrameCodec, FrameError, Hello, HostId, Never, MAX_FRAME_LEN, PRE_AUTH_MAX_FRAME};
 use crate::layout::{list, Directory};
-use crossbeam_channel::Sender;
+use tokio::sync::mpsc::UnboundedSender;
 use ensemble_core::{ClientId, ProcessId, Protocol};
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -30,7 +30,7 @@ use tokio_util::codec::FramedRead;
 pub(super) struct Inbound<P: Protocol> {
     pub me: HostId,
     pub dir: Arc<Directory>,
-    pub inputs: Sender<Input<P>>,
+    pub inputs: UnboundedSender<Input<P>>,
     pub next_conn: AtomicU64,
     pub keys: Option<KeyRing>,
     pub limits: Limits,

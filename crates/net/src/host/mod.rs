@@ -4,12 +4,15 @@
 //! - the **protocol loop** runs on the thread that called [`run_host_on`]. It owns every process
 //!   of the host and consumes one channel of inputs — client requests, peer messages, messages
 //!   between its own processes, storage completions, connection bookkeeping — dispatching each to
-//!   its process in arrival order. Timers are not inputs: the loop keeps them in an agenda and
-//!   sleeps on the channel only until the next one is due. It is the only place protocol code
-//!   runs, so given the order of its inputs the processes are as deterministic as in the
-//!   simulator;
-//! - a small tokio runtime does the i/o: an accept loop, a reader and a writer task per inbound
-//!   connection, one outbound link task per peer host;
+//!   its process in arrival order. Timers are not inputs: the loop keeps them in an agenda, and
+//!   an alarm thread (`alarm.rs`) wakes it when the next one is due, to the microsecond (tokio's
+//!   timers round to the millisecond). It is the only place protocol code runs, so given the
+//!   order of its inputs the processes are as deterministic as in the simulator;
+//! - the i/o runs on the same thread, as tasks of a single-threaded tokio runtime that the loop
+//!   is itself a task of: an accept loop, a reader and a writer task per inbound connection, one
+//!   outbound link task per peer host. A request read and its reply written never cross threads;
+//!   the only hand-offs on a request's way are to a storage worker and back (each a wake-up of a
+//!   sleeping thread, which is what the overhead figure found the hop made of);
 //! - each process with storage has its own [`WorkerPool`](crate::workers::WorkerPool) of std
 //!   threads, each worker on its own storage (database connection).
 //!

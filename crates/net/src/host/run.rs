@@ -9,14 +9,14 @@ use crate::frame::{encode_frame, Frame, HostId, Never};
 use crate::layout::{Directory, Place};
 use crate::wan::{Pacer, WanEmulator};
 use crate::workers::{panic_text, JobFailed, WorkerPool};
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crate::alarm::Alarm;
 use ensemble_core::{ClientId, Effect, Event, Process, ProcessId, Protocol, Reply, Request, Time, TimerId, WorkId};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 /// Identifies an inbound connection for the protocol loop.
 pub(super) type ConnId = u64;
@@ -37,6 +37,8 @@ pub(super) enum Input<P: Protocol> {
     /// Storage work of the process in `slot` finished.
     StorageDone { slot: usize, work: WorkId, result: Result<P::JobResult, JobFailed> },
     BadConnection,
+    /// The agenda's next item is due ([`Alarm`]).
+    Alarm,
     Shutdown,
 }
 
@@ -76,13 +78,10 @@ pub(super) fn run<P: Protocol>(
 ) -> Result<HostReport, NetError> {
     let started = Instant::now();
     let me = cfg.host;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(format!("ensemble-net-{me}"))
-        .enable_all()
-        .build()
-        .map_err(io_context("start the tokio runtime"))?;
-    let (tx, rx) = crossbeam_channel::unbounded::<Input<P>>();
+    // One thread for the loop and all i/o: a request read, its reply written and every message
+    // in between stay on it, where a hand-off to another thread costs a wake-up each way.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io_context("start the tokio runtime"))?;
+    let (tx, rx) = mpsc::unbounded_channel::<Input<P>>();
 
     listener.set_nonblocking(true).map_err(io_context("make the listener non-blocking"))?;
     let listener = {
@@ -143,6 +142,9 @@ pub(super) fn run<P: Protocol>(
         slots.push(Slot { id, place, process: hosted.process, pool, traffic: ProcessTraffic::default(), trouble: None, halted: false });
     }
 
+    let alarm_tx = tx.clone();
+    let alarm = Alarm::start(&format!("ensemble-alarm-{me}"), move || alarm_tx.send(Input::Alarm).is_ok())
+        .map_err(io_context("start the timer thread"))?;
     let mut host = HostLoop {
         me,
         started,
@@ -167,7 +169,8 @@ pub(super) fn run<P: Protocol>(
             uptime: Duration::ZERO,
         },
     };
-    host.run(rx);
+    runtime.block_on(host.run(rx, &alarm));
+    drop(alarm);
     let report = host.finish();
     // Dropping the loop joins the storage workers (after the jobs already queued).
     drop(host);
@@ -194,7 +197,7 @@ struct HostLoop<P: Protocol> {
     pacers: HashMap<(ProcessId, ProcessId), Pacer>,
     wan: Option<WanEmulator>,
     /// For messages between this host's processes.
-    inputs: Sender<Input<P>>,
+    inputs: UnboundedSender<Input<P>>,
     /// Reused for every handler's effects.
     effects: Vec<Effect<P>>,
     report: HostReport,
@@ -205,23 +208,14 @@ impl<P: Protocol> HostLoop<P> {
         Time::from_duration(self.started.elapsed())
     }
 
-    fn run(&mut self, rx: Receiver<Input<P>>) {
+    async fn run(&mut self, mut rx: UnboundedReceiver<Input<P>>, alarm: &Alarm) {
         for slot in 0..self.slots.len() {
             self.handle(slot, None);
         }
         loop {
             self.fire_due();
-            let input = match self.agenda.next_due() {
-                Some(due) => match rx.recv_deadline(due) {
-                    Ok(input) => input,
-                    Err(RecvTimeoutError::Timeout) => continue,
-                    Err(RecvTimeoutError::Disconnected) => break,
-                },
-                None => match rx.recv() {
-                    Ok(input) => input,
-                    Err(_) => break,
-                },
-            };
+            alarm.set(self.agenda.next_due());
+            let Some(input) = rx.recv().await else { break };
             match input {
                 Input::Peer { from, to, msg } => {
                     self.report.peer_messages_in += 1;
@@ -256,6 +250,7 @@ impl<P: Protocol> HostLoop<P> {
                     }
                 },
                 Input::BadConnection => self.report.bad_connections += 1,
+                Input::Alarm => {}
                 Input::Shutdown => break,
             }
         }

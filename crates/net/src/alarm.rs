@@ -1,0 +1,108 @@
+//! A wake-up at an instant, to the microsecond, for a loop that waits on a tokio channel.
+//!
+//! The protocol loop and the client driver run on the same single-threaded tokio runtime as
+//! their connections' readers and writers, so a message read or a reply written never crosses
+//! a thread. But tokio's timers round up to the millisecond, and the agendas hold timers far
+//! shorter than that (the belt's idle pause is half a millisecond, a client's think time is
+//! drawn from an exponential). So the loop's next due time is kept by this alarm instead: a
+//! thread of its own waits on a condition variable until the instant (as precisely as the old
+//! `recv_deadline` on a channel did) and then rings, which sends the loop an input that wakes
+//! it.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+#[derive(Default)]
+struct State {
+    due: Option<Instant>,
+    stop: bool,
+}
+
+pub(crate) struct Alarm {
+    shared: Arc<(Mutex<State>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Alarm {
+    /// Starts the alarm's thread; `ring` is called on it each time a due instant passes (once
+    /// per [`Alarm::set`] to that instant). `ring` returns false when nobody listens any more.
+    pub(crate) fn start(name: &str, ring: impl Fn() -> bool + Send + 'static) -> std::io::Result<Alarm> {
+        let shared = Arc::new((Mutex::new(State::default()), Condvar::new()));
+        let theirs = shared.clone();
+        let thread = std::thread::Builder::new().name(name.into()).spawn(move || {
+            let (lock, cv) = &*theirs;
+            let mut state = lock.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if state.stop {
+                    return;
+                }
+                match state.due {
+                    None => state = cv.wait(state).unwrap_or_else(|e| e.into_inner()),
+                    Some(due) => {
+                        let now = Instant::now();
+                        if now < due {
+                            state = cv.wait_timeout(state, due - now).unwrap_or_else(|e| e.into_inner()).0;
+                            continue;
+                        }
+                        state.due = None;
+                        drop(state);
+                        if !ring() {
+                            return;
+                        }
+                        state = lock.lock().unwrap_or_else(|e| e.into_inner());
+                    }
+                }
+            }
+        })?;
+        Ok(Alarm { shared, thread: Some(thread) })
+    }
+
+    /// Rings at `due` (none: not at all), replacing the instant set before. Cheap when the
+    /// instant is unchanged, which is the common case: the loop calls it after every input.
+    pub(crate) fn set(&self, due: Option<Instant>) {
+        let (lock, cv) = &*self.shared;
+        let mut state = lock.lock().unwrap_or_else(|e| e.into_inner());
+        if state.due != due {
+            state.due = due;
+            cv.notify_one();
+        }
+    }
+}
+
+impl Drop for Alarm {
+    fn drop(&mut self) {
+        {
+            let (lock, cv) = &*self.shared;
+            lock.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+            cv.notify_one();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rings_once_per_instant_set_never_before_it_and_not_after_being_cleared() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let alarm = Alarm::start("alarm-test", move || tx.send(Instant::now()).is_ok()).unwrap();
+        let due = Instant::now() + Duration::from_millis(2);
+        alarm.set(Some(due));
+        let rang = rx.recv().unwrap();
+        assert!(rang >= due, "rang {:?} early", due - rang);
+        // Replaced before it is due, then cleared: no ring.
+        alarm.set(Some(Instant::now() + Duration::from_secs(3600)));
+        alarm.set(None);
+        alarm.set(Some(Instant::now()));
+        rx.recv().unwrap();
+        alarm.set(None);
+        drop(alarm);
+        assert!(rx.recv().is_err(), "a cleared alarm rang, or the thread outlived its alarm");
+    }
+}
