@@ -343,6 +343,10 @@ struct FigureArgs {
     /// overhead: closed-loop client threads; 1 to 256.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS))]
     threads: u32,
+    /// overhead: each path's --measure is split into this many rounds, and every round runs the
+    /// paths in turn, so that drift over the run falls on all of them; 1 to 100.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
     /// Run nothing: redraw the figure's plot from its result file (a `figure-*.json` this
     /// command wrote), as SVG and PNG beside it.
     #[arg(long, value_parser = existing_file)]
@@ -844,7 +848,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
             figures::wan_scaling(&a.app, &o, &clients(steps), workload.as_ref())?
         }
         "overhead" => {
-            let text = overhead::run(a.threads, a.measure, a.seed, !a.output.quiet, o.backend.clone())?;
+            let text = overhead::run(a.threads, a.measure, a.rounds, a.seed, !a.output.quiet, o.backend.clone())?;
             println!("{text}");
             return Ok(());
         }

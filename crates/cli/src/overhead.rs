@@ -196,13 +196,66 @@ fn floor_costs() -> anyhow::Result<(f64, f64)> {
     Ok((handoff_us, tcp_us))
 }
 
-pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool, backend: ensemble_bench::Backend) -> anyhow::Result<String> {
+/// One path's figures in one round.
+#[derive(Clone, Copy)]
+struct Round {
+    ops: f64,
+    secs: f64,
+    mean_ms: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+impl Round {
+    fn of(m: &Measured) -> Round {
+        let ms_at = |q: f64| m.hist.value_at_quantile(q) as f64 / 1e3;
+        Round { ops: m.ops as f64, secs: m.secs, mean_ms: m.hist.mean() / 1e3, p50_ms: ms_at(0.5), p99_ms: ms_at(0.99) }
+    }
+
+    fn of_run(r: &ensemble_bench::RunResult) -> Round {
+        let all = &r.summary.classes["all"];
+        Round { ops: all.count as f64, secs: r.summary.window_s, mean_ms: all.mean_ms, p50_ms: all.p50_ms, p99_ms: all.p99_ms }
+    }
+}
+
+/// A path over every round: throughput and mean latency pooled over all its operations, the
+/// percentiles the median of the rounds' (the rounds' histograms are not all kept).
+struct Path {
+    rounds: Vec<Round>,
+}
+
+impl Path {
+    fn ops_per_s(&self) -> f64 {
+        self.rounds.iter().map(|r| r.ops).sum::<f64>() / self.rounds.iter().map(|r| r.secs).sum::<f64>()
+    }
+
+    fn mean_ms(&self) -> f64 {
+        let n: f64 = self.rounds.iter().map(|r| r.ops).sum();
+        self.rounds.iter().map(|r| r.mean_ms * r.ops).sum::<f64>() / n.max(1.0)
+    }
+
+    fn median(&self, f: impl Fn(&Round) -> f64) -> f64 {
+        let mut v: Vec<f64> = self.rounds.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    }
+}
+
+/// The mean latency ratio of `a` to `b` in each round, lowest to highest.
+fn ratio_spread(a: &Path, b: &Path) -> String {
+    let mut v: Vec<f64> = a.rounds.iter().zip(&b.rounds).map(|(x, y)| x.mean_ms / y.mean_ms).collect();
+    v.sort_by(f64::total_cmp);
+    v.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(", ")
+}
+
+pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool, backend: ensemble_bench::Backend) -> anyhow::Result<String> {
+    let round_s = measure_s / rounds as f64;
     let mut e = Experiment::new("shop", System::Centralized, 1, Topology::lan()).map_err(anyhow::Error::msg)?;
     // Loopback as it is: no emulated delay.
     e.topology.one_way_ms = vec![vec![0.0]];
     e.clients = threads;
     e.warmup_s = 0.0;
-    e.measure_s = measure_s;
+    e.measure_s = round_s;
     e.seed = seed;
     e.idle_pause_us = 500;
     e.label = "overhead-ensemble".into();
@@ -210,79 +263,97 @@ pub fn run(threads: u32, measure_s: f64, seed: u64, progress: bool, backend: ens
     e.backend = backend;
     // A connection per client, as on the direct path: fewer would queue requests at the node.
     e.storage_workers = threads;
+    let mut plain = e.clone();
+    plain.plain_wire = true;
+    plain.label = "overhead-ensemble-plain-wire".into();
     let (handoff_us, tcp_us) = floor_costs()?;
-    let d = direct(&e, threads, measure_s, seed, Txns::Application)?;
-    // Only PostgreSQL's client pipelines; elsewhere the row would repeat the one above.
-    let dp = match e.backend.kind {
-        ensemble_bench::BackendKind::Postgres => Some(direct(&e, threads, measure_s, seed, Txns::ApplicationPipelined)?),
-        _ => None,
-    };
-    let b = direct(&e, threads, measure_s, seed, Txns::Bookkeeping)?;
     let db_name = match e.backend.kind {
         ensemble_bench::BackendKind::Sqlite => "SQLite",
         ensemble_bench::BackendKind::Postgres => "PostgreSQL",
         ensemble_bench::BackendKind::Mariadb => "MariaDB",
     };
+    // Only PostgreSQL's client pipelines; elsewhere the row would repeat the direct one.
+    let pipelines = e.backend.kind == ensemble_bench::BackendKind::Postgres;
     let harness = ensemble_bench::systems::belt::BeltHarness::new();
-    let r = crate::real::run_real(&harness, &e, progress)?;
-    // The same run on the plain wire: what the handshake and the per-frame seal cost.
-    let mut plain = e.clone();
-    plain.plain_wire = true;
-    plain.label = "overhead-ensemble-plain-wire".into();
-    let p = crate::real::run_real(&harness, &plain, progress)?;
+    let (mut d, mut dp, mut b, mut r, mut p) = (Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] });
+    let (mut retries_direct, mut retries_bookkeeping, mut direct_ops, mut bookkeeping_ops) = (0, 0, 0, 0);
+    let (mut node_retries, mut node_ops) = (0, 0);
+    let mut checks = Vec::new();
     // The node's counters cover every operation it ran, the window's and the drain's.
     let counter = |r: &ensemble_bench::RunResult, names: &[&str]| -> u64 {
         r.processes.iter().flat_map(|p| &p.counters).filter(|(k, _)| names.contains(&k.as_str())).map(|(_, v)| *v).sum()
     };
-    let per_1000 = |retries: u64, ops: f64| if ops > 0.0 { retries as f64 * 1000.0 / ops } else { 0.0 };
-    let all = &r.summary.classes["all"];
-    let p_all = &p.summary.classes["all"];
-    let d_tput = d.ops as f64 / d.secs;
-    let d_mean = d.hist.mean() / 1e3;
-    let row = |name: &str, tput: f64, mean: f64, p50: f64, p99: f64| {
-        vec![name.to_string(), format!("{tput:.0}"), format!("{mean:.3}"), format!("{p50:.3}"), format!("{p99:.3}")]
+    // Round by round, every path in turn: what drifts on this machine over a minute (the
+    // server's caches, its checkpoints, the neighbours of a virtual machine) falls on all of
+    // them alike, and the rounds' spread is printed.
+    for round in 0..rounds {
+        let round_seed = seed + round as u64;
+        let m = direct(&e, threads, round_s, round_seed, Txns::Application)?;
+        retries_direct += m.retries;
+        direct_ops += m.hist.len();
+        d.rounds.push(Round::of(&m));
+        if pipelines {
+            dp.rounds.push(Round::of(&direct(&e, threads, round_s, round_seed, Txns::ApplicationPipelined)?));
+        }
+        let m = direct(&e, threads, round_s, round_seed, Txns::Bookkeeping)?;
+        retries_bookkeeping += m.retries;
+        bookkeeping_ops += m.hist.len();
+        b.rounds.push(Round::of(&m));
+        for (exp, path) in [(&e, &mut r), (&plain, &mut p)] {
+            let mut exp = exp.clone();
+            exp.seed = round_seed;
+            let run = crate::real::run_real(&harness, &exp, progress)?;
+            if run.check_passed != Some(true) {
+                anyhow::bail!("the run through the node ({}) failed its check: {}", exp.label, run.check.unwrap_or_default());
+            }
+            if exp.label == e.label {
+                node_retries += counter(&run, &["storage_retries"]);
+                node_ops += counter(&run, &["locals_executed", "globals_executed"]);
+            }
+            checks.push(run.check.clone().unwrap_or_default());
+            path.rounds.push(Round::of_run(&run));
+        }
+    }
+    let per_1000 = |retries: u64, ops: u64| if ops > 0 { retries as f64 * 1000.0 / ops as f64 } else { 0.0 };
+    let row = |name: &str, path: &Path| {
+        vec![
+            name.to_string(),
+            format!("{:.0}", path.ops_per_s()),
+            format!("{:.3}", path.mean_ms()),
+            format!("{:.3}", path.median(|r| r.p50_ms)),
+            format!("{:.3}", path.median(|r| r.p99_ms)),
+        ]
     };
-    let measured_row = |name: &str, m: &Measured| {
-        let ms_at = |q: f64| m.hist.value_at_quantile(q) as f64 / 1e3;
-        row(name, m.ops as f64 / m.secs, m.hist.mean() / 1e3, ms_at(0.5), ms_at(0.99))
-    };
-    let mut rows = vec![
-        ["path", "ops/s", "mean ms", "p50 ms", "p99 ms"].map(String::from).to_vec(),
-        measured_row(&format!("directly on {db_name}"), &d),
-    ];
+    let mut rows = vec![["path", "ops/s", "mean ms", "p50 ms", "p99 ms"].map(String::from).to_vec(), row(&format!("directly on {db_name}"), &d)];
     let mut against_pipelined = String::new();
-    if let Some(dp) = &dp {
-        rows.push(measured_row("... BEGIN with the first statement", dp));
-        let mean = dp.hist.mean() / 1e3;
+    if pipelines {
+        rows.push(row("... BEGIN with the first statement", &dp));
         against_pipelined = format!(
-            "against the direct path with BEGIN sent with the first statement: throughput ratio {:.2}, mean latency ratio {:.2} (Ensemble adds {:.0} %)\n",
-            r.summary.throughput / (dp.ops as f64 / dp.secs),
-            all.mean_ms / mean,
-            (all.mean_ms / mean - 1.0) * 100.0
+            "against the direct path with BEGIN sent with the first statement: throughput ratio {:.2}, mean latency ratio {:.2} (Ensemble adds {:.0} %; per round {})\n",
+            r.ops_per_s() / dp.ops_per_s(),
+            r.mean_ms() / dp.mean_ms(),
+            (r.mean_ms() / dp.mean_ms() - 1.0) * 100.0,
+            ratio_spread(&r, &dp)
         );
     }
-    rows.extend([
-        measured_row("Ensemble's transactions, no node", &b),
-        row("through one Ensemble instance", r.summary.throughput, all.mean_ms, all.p50_ms, all.p99_ms),
-        row("... on the plain wire (no secret)", p.summary.throughput, p_all.mean_ms, p_all.p50_ms, p_all.p99_ms),
-    ]);
+    rows.extend([row("Ensemble's transactions, no node", &b), row("through one Ensemble instance", &r), row("... on the plain wire (no secret)", &p)]);
     Ok(format!(
-        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, {measure_s} s each, measured one after the other in this run\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean)\n{against_pipelined}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and six hand-offs between threads (client thread to its writer task, node reader to\n  protocol loop, loop to storage worker and back, loop to writer task, client reader to client thread): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\ncheck of the Ensemble runs: {}; {}",
+        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; per round {})\n{against_pipelined}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\nchecks of the runs through the node: {}",
         render(&rows),
-        r.summary.throughput / d_tput,
-        all.mean_ms / d_mean,
-        (all.mean_ms / d_mean - 1.0) * 100.0,
-        b.hist.mean() / 1e3 - d_mean,
-        all.mean_ms - b.hist.mean() / 1e3,
+        r.ops_per_s() / d.ops_per_s(),
+        r.mean_ms() / d.mean_ms(),
+        (r.mean_ms() / d.mean_ms() - 1.0) * 100.0,
+        ratio_spread(&r, &d),
+        b.mean_ms() - d.mean_ms(),
+        r.mean_ms() - b.mean_ms(),
         handoff_us,
         tcp_us,
-        (3.0 * handoff_us + tcp_us) / 1e3,
-        per_1000(d.retries, d.hist.len() as f64),
-        per_1000(b.retries, b.hist.len() as f64),
-        per_1000(counter(&r, &["storage_retries"]), counter(&r, &["locals_executed", "globals_executed"]) as f64),
-        r.summary.throughput / p.summary.throughput,
-        all.mean_ms / p_all.mean_ms,
-        r.check.unwrap_or_default(),
-        p.check.unwrap_or_default()
+        (handoff_us + tcp_us) / 1e3,
+        per_1000(retries_direct, direct_ops),
+        per_1000(retries_bookkeeping, bookkeeping_ops),
+        per_1000(node_retries, node_ops),
+        r.ops_per_s() / p.ops_per_s(),
+        r.mean_ms() / p.mean_ms(),
+        checks.join("; ")
     ))
 }

@@ -102,7 +102,15 @@ pub trait Storage {
     type Job;
     type Result;
     fn run(&mut self, job: &Self::Job) -> Self::Result;
+
+    /// No job has come for a while (the real runtime's workers call it after
+    /// [`STORAGE_IDLE_AFTER`] without one; the simulator never does): a chance to finish what
+    /// a storage deferred to ride on the next job, so that an idle storage holds nothing open.
+    fn idle(&mut self) {}
 }
+
+/// How long a storage worker waits for a job before it calls [`Storage::idle`].
+pub const STORAGE_IDLE_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A storage as the drivers hold it for protocol `P`.
 pub type DynStorage<P> = Box<dyn Storage<Job = <P as Protocol>::Job, Result = <P as Protocol>::JobResult>>;

@@ -96,7 +96,22 @@ where
             None
         }
     };
-    while let Ok((work, job)) = rx.recv() {
+    loop {
+        let (work, job) = match rx.recv_timeout(ensemble_core::STORAGE_IDLE_AFTER) {
+            Ok(next) => next,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                if let Some(s) = storage.as_mut() {
+                    if let Err(p) = catch_unwind(AssertUnwindSafe(|| s.idle())) {
+                        eprintln!("[ensemble-net] storage worker {label}: idle() panicked: {}", panic_text(&*p));
+                    }
+                }
+                match rx.recv() {
+                    Ok(next) => next,
+                    Err(_) => break,
+                }
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        };
         let result = match storage.as_mut() {
             None => Err(JobFailed(format!("storage worker {label} has no storage: opening it panicked"))),
             Some(s) => catch_unwind(AssertUnwindSafe(|| s.run(&job))).map_err(|p| {

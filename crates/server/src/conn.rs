@@ -93,6 +93,8 @@ pub struct Conn {
     /// What the last start returned, once it has run: its error too, which is the
     /// transaction's even when the statement it travelled with reported only its consequence.
     started: Option<Result<Rows, ConnError>>,
+    /// A read-only transaction is open whose end was deferred ([`Conn::end_read_only`]).
+    open_reader: bool,
 }
 
 enum Session {
@@ -138,7 +140,7 @@ impl Conn {
     }
 
     fn new(session: Session) -> Conn {
-        Conn { session, pending_start: None, started: None }
+        Conn { session, pending_start: None, started: None, open_reader: false }
     }
 
     pub fn engine(&self) -> Engine {
@@ -155,12 +157,38 @@ impl Conn {
     /// pipelining) they run at once.
     pub fn start(&mut self, sql: &str) -> Result<(), ConnError> {
         self.started = None;
+        // The open reader ends in the same batch.
+        let sql = if std::mem::take(&mut self.open_reader) { format!("COMMIT; {sql}") } else { sql.to_string() };
         match self.session {
             Session::Postgres { .. } => {
                 debug_assert!(self.pending_start.is_none(), "a transaction started twice");
-                self.pending_start = Some(sql.to_string());
+                self.pending_start = Some(sql);
             }
-            Session::Mariadb(_) => self.started = Some(Ok(self.batch_rows(sql)?)),
+            Session::Mariadb(_) => self.started = Some(Ok(self.batch_rows(&sql)?)),
+        }
+        Ok(())
+    }
+
+    /// Ends a read-only transaction by committing it with the next transaction's start instead
+    /// of in a round trip of its own. Only for a transaction whose COMMIT cannot fail and whose
+    /// result nothing else waits on: one that wrote nothing, under REPEATABLE READ (a snapshot;
+    /// SERIALIZABLE could still fail it at COMMIT), its locks none that a writer waits for.
+    /// Anything else sent on the connection first ends it.
+    pub fn end_read_only(&mut self) {
+        debug_assert!(self.pending_start.is_none(), "a read-only transaction ended before it started");
+        self.open_reader = true;
+    }
+
+    /// Ends the open reader, if any, in a round trip of its own: before a statement that is not
+    /// a transaction's start, and when the storage has been idle a while (an open snapshot
+    /// holds back the server's clean-up of old row versions, and its table locks, weak as they
+    /// are, a schema change).
+    pub fn commit_open_reader(&mut self) -> Result<(), ConnError> {
+        if std::mem::take(&mut self.open_reader) {
+            match &mut self.session {
+                Session::Postgres { client, .. } => client.batch_execute("COMMIT").map_err(|e| pg_error(&e))?,
+                Session::Mariadb(c) => c.query_drop("COMMIT").map_err(|e| my_error(&e))?,
+            }
         }
         Ok(())
     }
@@ -187,6 +215,7 @@ impl Conn {
 
     /// Runs statements without parameters or results (transaction control, DDL).
     pub fn batch(&mut self, sql: &str) -> Result<(), ConnError> {
+        self.commit_open_reader()?;
         if let (Some(start), Session::Postgres { client, .. }) = (self.pending_start.take(), &self.session) {
             let (begun, then) = client.pipelined(&start, |c| c.batch_execute(sql));
             self.begun(begun)?;
@@ -211,6 +240,7 @@ impl Conn {
     /// Runs statements without parameters as one batch, in one round trip, and returns the rows
     /// of the last one that returns rows, integers and reals parsed from the text protocol.
     pub fn batch_rows(&mut self, sql: &str) -> Result<Rows, ConnError> {
+        self.commit_open_reader()?;
         if let (Some(start), Session::Postgres { client, .. }) = (self.pending_start.take(), &self.session) {
             let (begun, then) = client.pipelined(&start, |c| c.simple_query(sql));
             self.begun(begun)?;
@@ -246,6 +276,7 @@ impl Conn {
     /// Runs a statement with positional arguments; returns its rows (none for a write without
     /// RETURNING) and the number of rows it affected.
     pub fn run(&mut self, sql: &str, args: &[&Value]) -> Result<(Rows, u64), ConnError> {
+        self.commit_open_reader()?;
         match &mut self.session {
             Session::Postgres { client, prepared } => {
                 let types: Vec<Type> = args.iter().map(|v| pg_type(v)).collect();
@@ -356,6 +387,7 @@ impl Conn {
 
     /// Like `run`, for one-off statements not worth keeping prepared.
     fn run_unprepared(&mut self, sql: &str, args: &[&Value]) -> Result<u64, ConnError> {
+        self.commit_open_reader()?;
         if let Some(start) = self.pending_start.take() {
             let begun = self.batch_rows(&start);
             self.started = Some(begun.clone());

@@ -345,8 +345,14 @@ impl ServerStorage {
             let bump = self.bookkeeping(Bookkeeping::BumpLocalWrites);
             self.conn.batch(&format!("{bump}; COMMIT")).map_err(Attempt::committing)?;
             local_writes + 1
+        } else if kind == Kind::Reader {
+            // A snapshot that wrote nothing: its COMMIT cannot fail and decides nothing, so it
+            // goes with the next transaction's start (or before anything else sent), one round
+            // trip fewer per read-only operation.
+            self.conn.end_read_only();
+            local_writes
         } else {
-            // Nothing to keep: a reader, a writer whose body wrote nothing, or one that aborted.
+            // Nothing to keep: a writer whose body wrote nothing, or one that aborted.
             self.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" }).map_err(Attempt::committing)?;
             local_writes
         };
@@ -556,6 +562,12 @@ impl Storage for ServerStorage {
                 }
             }
         }
+    }
+
+    /// Commits a read-only transaction left open for the next job to end. A failure is left
+    /// for the next job to meet (a lost connection is reopened there).
+    fn idle(&mut self) {
+        let _ = self.conn.commit_open_reader();
     }
 }
 
