@@ -202,11 +202,6 @@ impl Conn {
         self.started.take().unwrap_or_else(|| Err(ConnError::Statement("no transaction was started".into())))
     }
 
-    /// Keeps what a start sent along with a request returned, and fails with its error.
-    fn begun(&mut self, begun: Result<Vec<tokio_postgres::SimpleQueryMessage>, tokio_postgres::Error>) -> Result<(), ConnError> {
-        store_begun(&mut self.started, begun)
-    }
-
     /// Forgets a start not sent yet (the transaction is being given up).
     pub fn forget_start(&mut self) {
         self.pending_start = None;
@@ -216,13 +211,8 @@ impl Conn {
     /// Runs statements without parameters or results (transaction control, DDL).
     pub fn batch(&mut self, sql: &str) -> Result<(), ConnError> {
         self.commit_open_reader()?;
-        if let (Some(start), Session::Postgres { client, .. }) = (self.pending_start.take(), &self.session) {
-            let (begun, then) = client.pipelined(&start, |c| c.batch_execute(sql));
-            self.begun(begun)?;
-            return then.map_err(|e| pg_error(&e));
-        }
         match &mut self.session {
-            Session::Postgres { client, .. } => client.batch_execute(sql).map_err(|e| pg_error(&e)),
+            Session::Postgres { client, .. } => after_start(client, self.pending_start.take(), &mut self.started, |c| c.batch_execute(sql)),
             // Every result set is read: dropping the result unread would skip the errors of the
             // batch's later statements (a COMMIT that failed).
             Session::Mariadb(c) => {
@@ -241,14 +231,11 @@ impl Conn {
     /// of the last one that returns rows, integers and reals parsed from the text protocol.
     pub fn batch_rows(&mut self, sql: &str) -> Result<Rows, ConnError> {
         self.commit_open_reader()?;
-        if let (Some(start), Session::Postgres { client, .. }) = (self.pending_start.take(), &self.session) {
-            let (begun, then) = client.pipelined(&start, |c| c.simple_query(sql));
-            self.begun(begun)?;
-            return Ok(simple_rows(then.map_err(|e| pg_error(&e))?));
-        }
         let mut last = Vec::new();
         match &mut self.session {
-            Session::Postgres { client, .. } => return Ok(simple_rows(client.simple_query(sql).map_err(|e| pg_error(&e))?)),
+            Session::Postgres { client, .. } => {
+                return Ok(simple_rows(after_start(client, self.pending_start.take(), &mut self.started, |c| c.simple_query(sql))?))
+            }
             Session::Mariadb(c) => {
                 let mut result = c.query_iter(sql).map_err(|e| my_error(&e))?;
                 while let Some(set) = result.iter() {
@@ -293,29 +280,12 @@ impl Conn {
                 };
                 let params: Vec<PgArg<'_>> = args.iter().map(|v| PgArg(v)).collect();
                 let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-                // The start's error comes first: the statement after a failed start fails only
-                // because the transaction is aborted.
                 let start = self.pending_start.take();
                 if stmt.columns().is_empty() {
-                    let n = match start {
-                        Some(start) => {
-                            let (begun, then) = client.pipelined(&start, |c| c.execute(&stmt, &refs));
-                            store_begun(&mut self.started, begun)?;
-                            then
-                        }
-                        None => client.execute(&stmt, &refs),
-                    };
-                    return Ok((Vec::new(), n.map_err(|e| pg_error(&e))?));
+                    let n = after_start(client, start, &mut self.started, |c| c.execute(&stmt, &refs))?;
+                    return Ok((Vec::new(), n));
                 }
-                let rows = match start {
-                    Some(start) => {
-                        let (begun, then) = client.pipelined(&start, |c| c.query(&stmt, &refs));
-                        store_begun(&mut self.started, begun)?;
-                        then
-                    }
-                    None => client.query(&stmt, &refs),
-                };
-                let rows = rows.map_err(|e| pg_error(&e))?;
+                let rows = after_start(client, start, &mut self.started, |c| c.query(&stmt, &refs))?;
                 let mut out = Vec::with_capacity(rows.len());
                 for row in &rows {
                     let mut r = Vec::with_capacity(row.len());
@@ -418,10 +388,30 @@ pub fn placeholder(engine: Engine, k: usize) -> String {
     }
 }
 
-fn store_begun(started: &mut Option<Result<Rows, ConnError>>, begun: Result<Vec<tokio_postgres::SimpleQueryMessage>, tokio_postgres::Error>) -> Result<(), ConnError> {
-    let begun = begun.map(simple_rows).map_err(|e| pg_error(&e));
-    *started = Some(begun.clone());
-    begun.map(drop)
+/// Runs the request `then` makes, after the transaction's pending `start` if there is one, in
+/// the same round trip ([`PgSession::pipelined`]). What the start returned goes to `started`; its
+/// error is the one returned, since the request after a failed start fails only because the
+/// transaction is aborted.
+fn after_start<'a, T, F>(
+    client: &'a PgSession,
+    start: Option<String>,
+    started: &mut Option<Result<Rows, ConnError>>,
+    then: impl FnOnce(&'a tokio_postgres::Client) -> F,
+) -> Result<T, ConnError>
+where
+    F: std::future::Future<Output = Result<T, tokio_postgres::Error>> + 'a,
+{
+    let result = match start {
+        Some(start) => {
+            let (begun, result) = client.pipelined(&start, then);
+            let begun = begun.map(simple_rows).map_err(|e| pg_error(&e));
+            *started = Some(begun.clone());
+            begun?;
+            result
+        }
+        None => client.run(then),
+    };
+    result.map_err(|e| pg_error(&e))
 }
 
 /// A simple-query answer's rows: those of the last statement that returned rows, integers and

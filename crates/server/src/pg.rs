@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Error, Row, SimpleQueryMessage, Statement};
+use tokio_postgres::{Client, Error, SimpleQueryMessage, Statement};
 
 pub(crate) struct PgSession {
     /// Single-threaded: the connection task runs only while this thread waits on the session,
@@ -32,28 +32,24 @@ impl PgSession {
         Ok(PgSession { runtime, client })
     }
 
-    pub(crate) fn batch_execute(&self, sql: &str) -> Result<(), Error> {
-        self.runtime.block_on(self.client.batch_execute(sql))
+    /// Runs the request `request` makes and waits for its answer.
+    pub(crate) fn run<'a, T, F>(&'a self, request: impl FnOnce(&'a Client) -> F) -> Result<T, Error>
+    where
+        F: Future<Output = Result<T, Error>> + 'a,
+    {
+        self.runtime.block_on(request(&self.client))
     }
 
-    pub(crate) fn simple_query(&self, sql: &str) -> Result<Vec<SimpleQueryMessage>, Error> {
-        self.runtime.block_on(self.client.simple_query(sql))
+    pub(crate) fn batch_execute(&self, sql: &str) -> Result<(), Error> {
+        self.runtime.block_on(self.client.batch_execute(sql))
     }
 
     pub(crate) fn prepare_typed(&self, sql: &str, types: &[Type]) -> Result<Statement, Error> {
         self.runtime.block_on(self.client.prepare_typed(sql, types))
     }
 
-    pub(crate) fn execute(&self, stmt: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<u64, Error> {
-        self.runtime.block_on(self.client.execute(stmt, params))
-    }
-
     pub(crate) fn execute_unprepared(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, Error> {
         self.runtime.block_on(self.client.execute(sql, params))
-    }
-
-    pub(crate) fn query(&self, stmt: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, Error> {
-        self.runtime.block_on(self.client.query(stmt, params))
     }
 
     /// Sends `first` (a simple-query batch) and then the request `then` makes, without waiting

@@ -51,6 +51,11 @@ fn request(seq: u64, txn: &str, params: Vec<Value>) -> Request {
     Request { client: ClientId(1), seq, txn: txn.into(), params }
 }
 
+/// Runs a local operation's job and returns what it executed.
+fn local(s: &mut ServerStorage, seq: u64, txn: &str, params: Vec<Value>) -> (Outcome, ensemble_app::StateUpdate, Position, u32) {
+    executed(s.run(&StorageJob::Execute { request: request(seq, txn, params), role: ExecRole::Local }))
+}
+
 fn executed(r: StorageResult) -> (Outcome, ensemble_app::StateUpdate, Position, u32) {
     match r {
         StorageResult::Executed { outcome, update, position, retries, .. } => (outcome, update, position, retries),
@@ -103,9 +108,6 @@ fn locals_report_their_position_and_only_writers_count() {
     for engine in ENGINES {
         let dbs = Scratch::new(engine, "positions", 1);
         let mut a = dbs.shop(0);
-        let local = |s: &mut ServerStorage, seq, txn: &str, params| {
-            executed(s.run(&StorageJob::Execute { request: request(seq, txn, params), role: ExecRole::Local }))
-        };
         let (_, _, p, _) = local(&mut a, 1, "create_cart", vec![Value::Int(1)]);
         assert_eq!(p, Position::Local { instance: InstanceId(0), globals_seen: 0, local_writes: 1, wrote: true }, "{}", engine.name());
         // A read-only type runs on a snapshot and writes no counter.
@@ -129,13 +131,13 @@ fn a_transaction_whose_start_fails_fails_its_job_with_the_starts_error() {
     for engine in ENGINES {
         let dbs = Scratch::new(engine, "start", 1);
         let mut a = dbs.shop(0);
-        let job = |seq| StorageJob::Execute { request: request(seq, "browse_items", vec![Value::Int(1), Value::Int(5)]), role: ExecRole::Local };
-        executed(a.run(&job(1)));
+        let browse = vec![Value::Int(1), Value::Int(5)];
+        local(&mut a, 1, "browse_items", browse.clone());
         // The reader's snapshot stays open for the next job to end; DROP TABLE would wait on it.
         a.idle();
         let mut admin_conn = ensemble_server::conn::Conn::open(engine, &admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap()).unwrap();
         admin_conn.batch(&format!("DROP TABLE {}", ensemble_server::META_TABLE)).unwrap();
-        match a.run(&job(2)) {
+        match a.run(&StorageJob::Execute { request: request(2, "browse_items", browse), role: ExecRole::Local }) {
             StorageResult::Failed(why) => {
                 assert!(why.contains(ensemble_server::META_TABLE) && (why.contains("does not exist") || why.contains("doesn't exist")), "{}: {why}", engine.name())
             }
@@ -170,9 +172,6 @@ fn a_readers_commit_waits_for_the_next_job_or_for_the_storage_to_idle() {
                 }
                 Err(_) => true,
             },
-        };
-        let local = |s: &mut ServerStorage, seq, txn: &str, params| {
-            executed(s.run(&StorageJob::Execute { request: request(seq, txn, params), role: ExecRole::Local }))
         };
         let browse = vec![Value::Int(1), Value::Int(5)];
         let (o, _, _, _) = local(&mut a, 1, "browse_items", browse.clone());
