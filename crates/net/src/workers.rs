@@ -167,6 +167,30 @@ mod tests {
     }
 
     #[test]
+    fn a_worker_without_jobs_for_a_while_tells_its_storage() {
+        struct Idling(std::sync::mpsc::Sender<&'static str>);
+        impl Storage for Idling {
+            type Job = &'static str;
+            type Result = usize;
+            fn run(&mut self, _: &&'static str) -> usize {
+                let _ = self.0.send("ran");
+                0
+            }
+            fn idle(&mut self) {
+                let _ = self.0.send("idle");
+            }
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let make: Factory = Arc::new(move |_| Box::new(Idling(tx.clone())));
+        let pool = WorkerPool::start("test", 1, make, |_, _| {}).unwrap();
+        pool.submit(WorkId(1), "ok");
+        let wait = std::time::Duration::from_secs(30);
+        assert_eq!(rx.recv_timeout(wait), Ok("ran"));
+        assert_eq!(rx.recv_timeout(wait), Ok("idle"), "no job came after the first, so the storage is told it is idle");
+        pool.shutdown();
+    }
+
+    #[test]
     fn a_storage_that_cannot_open_fails_its_jobs_instead_of_hanging() {
         let (tx, rx) = crossbeam_channel::unbounded();
         let make: Factory = Arc::new(|_| panic!("no database"));

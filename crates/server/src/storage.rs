@@ -262,6 +262,10 @@ impl ServerStorage {
                 if let Some(f) = failure {
                     return Err(f);
                 }
+                if pipelined_begin {
+                    // A BEGIN that failed is the transaction's failure, not its body's.
+                    self.conn.started()?;
+                }
                 self.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" })?;
                 Ok(outcome)
             })();
@@ -318,8 +322,10 @@ impl ServerStorage {
         let kind = if read_only && role == ExecRole::Local { Kind::Reader } else { Kind::Writer };
         // A global keeps its sequence number whatever its body decides, so it rolls back to a
         // savepoint; a local that aborts rolls back whole. Either way the bookkeeping rides on
-        // the first and the last round trip, so a transaction costs the server as many round
-        // trips as the application's own BEGIN, statements and COMMIT would.
+        // the first and the last round trip, so a transaction costs the server no more round
+        // trips than the application's own BEGIN, statements and COMMIT would; on PostgreSQL one
+        // fewer (the start goes with the first statement), and a reader one fewer again (its
+        // COMMIT goes with the next start).
         let global = role == ExecRole::Global;
         self.begin(kind, global).map_err(Attempt::before_commit)?;
         let mut changes = Vec::new();
