@@ -4,7 +4,10 @@
 #  2. every SQL application under every Conveyor Belt system on each server, simulated and as
 #     real processes, and under the two-phase-commit baseline (real processes), each
 #     run checked serializable by replay (`ensemble bench` exits non-zero on a failed check);
-#  3. a server that cannot serve is refused before any run starts, with a message naming it.
+#  3. a server that cannot serve is refused before any run starts, with a message naming it
+#     (one that is not there; SQLite and, on a second PostgreSQL cluster on port 5433 that
+#     scripts/postgres-without-prepared-transactions.sh makes, a server without prepared
+#     transactions, for 2pc).
 # Usage: scripts/server-suites.sh [path to a built ensemble binary]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +46,15 @@ if msg="$("$bin" bench shop --backend postgres --db-url postgres://postgres@127.
 fi
 grep -q "cannot reach the PostgreSQL server at postgres://127.0.0.1:1/test" <<<"$msg" \
   || { echo "server-suites: unexpected message: $msg" >&2; exit 1; }
+# A PostgreSQL server without prepared transactions (a second cluster, as a fresh install has
+# it) is refused by 2pc before anything runs, with the setting named, and nothing made on it.
+noprep="$(scripts/postgres-without-prepared-transactions.sh)"
+if msg="$("$bin" bench shop --system 2pc --real --backend postgres --db-url "$noprep" --quiet --out "$out" 2>&1)"; then
+  echo "server-suites: 2pc on a server without prepared transactions did not fail" >&2; exit 1
+fi
+grep -q "has max_prepared_transactions = 0" <<<"$msg" || { echo "server-suites: unexpected message: $msg" >&2; exit 1; }
+made="$(psql "$noprep" -Atc "SELECT count(*) FROM pg_database WHERE datname LIKE 'ensemble\_%'")"
+[ "$made" = 0 ] || { echo "server-suites: the refused run made $made database(s)" >&2; exit 1; }
 left="$(psql -h 127.0.0.1 -U postgres -d test -Atc "SELECT count(*) FROM pg_database WHERE datname LIKE 'ensemble\_%'")"
 [ "$left" = 0 ] || { echo "server-suites: $left PostgreSQL database(s) of runs left behind" >&2; exit 1; }
 left="$(mariadb -h 127.0.0.1 -u root -N -e "SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE 'ensemble\\_%'")"
