@@ -186,7 +186,7 @@ impl Conn {
     pub fn commit_open_reader(&mut self) -> Result<(), ConnError> {
         if std::mem::take(&mut self.open_reader) {
             match &mut self.session {
-                Session::Postgres { client, .. } => client.batch_execute("COMMIT").map_err(|e| pg_error(&e))?,
+                Session::Postgres { client, .. } => client.run(|c| c.batch_execute("COMMIT")).map_err(|e| pg_error(&e))?,
                 Session::Mariadb(c) => c.query_drop("COMMIT").map_err(|e| my_error(&e))?,
             }
         }
@@ -268,12 +268,12 @@ impl Conn {
             Session::Postgres { client, prepared } => {
                 let types: Vec<Type> = args.iter().map(|v| pg_type(v)).collect();
                 let key = (sql.to_string(), types.iter().map(Type::oid).collect());
-                // Prepared outside the pending start, if any: a statement is not part of a
-                // transaction, and the start's round trip must carry the execution.
+                // Prepared before a pending start is sent (preparing is no part of a
+                // transaction), so that the start's round trip carries the execution.
                 let stmt = match prepared.get(&key) {
                     Some(s) => s.clone(),
                     None => {
-                        let s = client.prepare_typed(sql, &types).map_err(|e| pg_error(&e))?;
+                        let s = client.run(|c| c.prepare_typed(sql, &types)).map_err(|e| pg_error(&e))?;
                         prepared.insert(key, s.clone());
                         s
                     }
@@ -358,16 +358,11 @@ impl Conn {
     /// Like `run`, for one-off statements not worth keeping prepared.
     fn run_unprepared(&mut self, sql: &str, args: &[&Value]) -> Result<u64, ConnError> {
         self.commit_open_reader()?;
-        if let Some(start) = self.pending_start.take() {
-            let begun = self.batch_rows(&start);
-            self.started = Some(begun.clone());
-            begun?;
-        }
         match &mut self.session {
             Session::Postgres { client, .. } => {
                 let params: Vec<PgArg<'_>> = args.iter().map(|v| PgArg(v)).collect();
                 let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-                client.execute_unprepared(sql, &refs).map_err(|e| pg_error(&e))
+                after_start(client, self.pending_start.take(), &mut self.started, |c| c.execute(sql, &refs))
             }
             Session::Mariadb(c) => {
                 let params: Vec<mysql::Value> = args.iter().map(|v| my_value(v)).collect();

@@ -7,8 +7,7 @@
 //! the two in the order they were sent, as if they had been sent one after the other.
 
 use std::future::Future;
-use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Error, SimpleQueryMessage, Statement};
+use tokio_postgres::{Client, Error, SimpleQueryMessage};
 
 pub(crate) struct PgSession {
     /// Single-threaded: the connection task runs only while this thread waits on the session,
@@ -38,18 +37,6 @@ impl PgSession {
         F: Future<Output = Result<T, Error>> + 'a,
     {
         self.runtime.block_on(request(&self.client))
-    }
-
-    pub(crate) fn batch_execute(&self, sql: &str) -> Result<(), Error> {
-        self.runtime.block_on(self.client.batch_execute(sql))
-    }
-
-    pub(crate) fn prepare_typed(&self, sql: &str, types: &[Type]) -> Result<Statement, Error> {
-        self.runtime.block_on(self.client.prepare_typed(sql, types))
-    }
-
-    pub(crate) fn execute_unprepared(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, Error> {
-        self.runtime.block_on(self.client.execute(sql, params))
     }
 
     /// Sends `first` (a simple-query batch) and then the request `then` makes, without waiting
