@@ -40,9 +40,10 @@ enum Txns {
     /// The application's, as it would run them without Ensemble.
     Application,
     /// The application's, with BEGIN sent in the first statement's round trip, as Ensemble's
-    /// storage starts its transactions on PostgreSQL: the direct path with the one trick of
-    /// Ensemble's that any client could play, so that the difference from the run through the
-    /// node is the middleware alone.
+    /// storage starts its transactions on PostgreSQL: the one of Ensemble's two round-trip
+    /// savings an application could make too (the other, a reader's COMMIT deferred, is not
+    /// safe under the SERIALIZABLE the application runs), so that the difference from the run
+    /// through the node is the middleware's own cost.
     ApplicationPipelined,
     /// Ensemble's storage job for a local operation (the counters read and bumped around the
     /// body), run in the client's thread: the node's transactions without the node, so the
