@@ -13,7 +13,9 @@ if [ -z "$(status)" ]; then
   pg_createcluster "$version" "$name" -p "$port" -o max_prepared_transactions=0 -o max_connections=20 -- --auth=trust >/dev/null
 fi
 if [ "$(status)" != online ]; then
-  pg_ctlcluster --skip-systemctl-redirect "$version" "$name" start
+  # Its messages (such as "Removed stale pid file." after a restart) go to stderr: this
+  # script's stdout is the URL alone, which the server suites capture.
+  pg_ctlcluster --skip-systemctl-redirect "$version" "$name" start >&2
 fi
 for _ in $(seq 1 60); do
   psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -Atc 'SELECT 1' >/dev/null 2>&1 && break
