@@ -237,6 +237,15 @@ pub struct Experiment {
     /// Real runs: storage worker threads per process, each with its own database connection.
     #[serde(default = "default_storage_workers")]
     pub storage_workers: u32,
+    /// Real runs of the belt on a server: an instance's writers run on a serial lane of their
+    /// own, as groups that share a transaction (one more connection per instance). False: each
+    /// writer is a transaction of its own on any worker, and they queue on the writer lock.
+    #[serde(default = "yes")]
+    pub writer_groups: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 pub(crate) fn default_storage_workers() -> u32 {
@@ -382,6 +391,7 @@ impl Experiment {
             dur: DurSettings::default(),
             backend: Backend::default(),
             storage_workers: default_storage_workers(),
+            writer_groups: true,
         })
     }
 

@@ -71,6 +71,12 @@ pub trait Harness: Sync {
     /// by each worker through the returned factory.
     fn real_storage(&self, exp: &Experiment, id: ProcessId, dir: &Path) -> anyhow::Result<Option<StorageFactory<Self::S>>>;
 
+    /// Which of process `id`'s storage jobs a real node runs on a serial lane of their own,
+    /// batched ([`ensemble_core::SerialLane`]); `None` (the default): none.
+    fn serial_lane(&self, _exp: &Experiment, _id: ProcessId) -> anyhow::Result<Option<ensemble_core::SerialLane<<Self::P as Protocol>::Job>>> {
+        Ok(None)
+    }
+
     /// After a real run: process `id`'s storage as its node left it under `dir`, for the check.
     fn reopen_storage(&self, exp: &Experiment, id: ProcessId, dir: &Path) -> anyhow::Result<Option<Self::S>>;
 

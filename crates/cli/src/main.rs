@@ -147,6 +147,15 @@ struct BenchArgs {
     /// wall time; simulated results are the same).
     #[arg(long)]
     no_record_access: bool,
+    /// Real runs: storage worker threads (database connections) per process; 1 to 256. The
+    /// default is 2, and one per client for 2pc (whose jobs can wait on each other's locks).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS))]
+    storage_workers: Option<u32>,
+    /// Real runs of the Conveyor Belt on a server: run each writer as a transaction of its own
+    /// on any worker, queueing on the instance's writer lock, instead of in groups that share a
+    /// transaction and its commit on a worker of their own (the default).
+    #[arg(long)]
+    no_writer_groups: bool,
     #[command(flatten)]
     dur: DurArgs,
     #[command(flatten)]
@@ -562,6 +571,22 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
             e.clients = a.clients;
             if system == "2pc" {
                 e.storage_workers = ensemble_bench::systems::twopc::workers_for(e.clients);
+            }
+            if let Some(w) = a.storage_workers {
+                anyhow::ensure!(a.real, "--storage-workers is for real runs: add --real");
+                anyhow::ensure!(
+                    system != "2pc" || w >= e.clients,
+                    "--storage-workers {w}: 2pc needs one per client ({}), or its jobs can wait on decisions no worker is free to run",
+                    e.clients
+                );
+                e.storage_workers = w;
+            }
+            if a.no_writer_groups {
+                anyhow::ensure!(
+                    a.real && belt.is_some() && a.backend.backend()?.kind != BackendKind::Sqlite,
+                    "--no-writer-groups is for real runs of the Conveyor Belt on a server: add --real and --backend postgres|mariadb"
+                );
+                e.writer_groups = false;
             }
             if let Some(sites) = &a.client_sites {
                 e.client_sites = sites.clone();

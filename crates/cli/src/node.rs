@@ -102,7 +102,8 @@ impl WithHarness for Serve {
                 let f: ensemble_net::StorageFactory<_, _> = Arc::new(move |worker| Box::new(open(worker)) as _);
                 f
             });
-            processes.push(HostedProcess { process: h.process(&exp, id)?, storage });
+            let serial_lane = h.serial_lane(&exp, id)?;
+            processes.push(HostedProcess { process: h.process(&exp, id)?, storage, serial_lane });
         }
         let listener = std::net::TcpListener::bind(cfg.listen).with_context(|| format!("binding {}", cfg.listen))?;
         let bound = listener.local_addr().with_context(|| format!("the address bound for {}", cfg.listen))?;

@@ -103,11 +103,26 @@ pub trait Storage {
     type Result;
     fn run(&mut self, job: &Self::Job) -> Self::Result;
 
+    /// Runs `jobs`, which queued one behind another on a [`SerialLane`], in that order, and
+    /// returns their results in the same order. A storage may run them together (as one
+    /// database transaction, so that they share a commit) if the outcome is that of running
+    /// them one after another; by default it does exactly that.
+    fn run_batch(&mut self, jobs: &[Self::Job]) -> Vec<Self::Result> {
+        jobs.iter().map(|j| self.run(j)).collect()
+    }
+
     /// No job has come for a while (the real runtime's workers call it after
     /// [`STORAGE_IDLE_AFTER`] without one; the simulator never does): a chance to finish what
     /// a storage deferred to ride on the next job, so that an idle storage holds nothing open.
     fn idle(&mut self) {}
 }
+
+/// Picks the storage jobs that the real runtime runs on a lane of their own: one worker, in the
+/// order the process asked for them, whatever has queued behind a running job handed to
+/// [`Storage::run_batch`] together. For jobs that would run one at a time anyway (an instance's
+/// writers, which queue on its writer lock), so that they can share a commit instead of queueing
+/// on a database lock. The simulator has no lanes: its storage runs every job as it comes.
+pub type SerialLane<J> = std::sync::Arc<dyn Fn(&J) -> bool + Send + Sync>;
 
 /// How long a storage worker waits for a job before it calls [`Storage::idle`].
 pub const STORAGE_IDLE_AFTER: std::time::Duration = std::time::Duration::from_millis(10);

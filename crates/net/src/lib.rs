@@ -36,7 +36,7 @@
 //!     .map(|&p| {
 //!         let kind = &cfg.deployment.processes[p.0 as usize].kind;
 //!         let open_db = open_db.clone();
-//!         HostedProcess { process: build(p, kind), storage: Some(std::sync::Arc::new(move |w| open_db(p, w))) }
+//!         HostedProcess { process: build(p, kind), storage: Some(std::sync::Arc::new(move |w| open_db(p, w))), serial_lane: None }
 //!     })
 //!     .collect();
 //! let listener = bind_listener(cfg.listen)?;

@@ -5,9 +5,14 @@
 //! leaves the thread that made it. Jobs arrive on one shared crossbeam channel, so an idle worker
 //! takes the next job; completions go to a callback that the host wires to its input channel.
 //! A host runs one pool per process that has storage.
+//!
+//! A pool may also have a [`SerialLane`]: the jobs it picks go to one worker of their own, in
+//! the order submitted, and whatever has queued there while that worker was busy is handed to
+//! [`Storage::run_batch`] at once (up to [`MAX_SERIAL_BATCH`]), so that jobs that would have
+//! run one at a time anyway share a commit.
 
 use crossbeam_channel::{Receiver, Sender};
-use ensemble_core::{Storage, WorkId};
+use ensemble_core::{SerialLane, Storage, WorkId};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -15,33 +20,54 @@ use std::thread::JoinHandle;
 /// Makes worker `i`'s storage, on worker `i`'s own thread.
 pub type StorageFactory<J, R> = Arc<dyn Fn(usize) -> Box<dyn Storage<Job = J, Result = R>> + Send + Sync>;
 
+/// The most jobs a serial lane hands its storage at once: every job a node's clients can have
+/// waiting for one instance's writers in the runs here, and few enough that the first of a batch
+/// does not wait long for the last before their common commit.
+pub const MAX_SERIAL_BATCH: usize = 32;
+
 /// Why a job has no result: its storage panicked, or never opened. The protocol's result type
 /// cannot say so (the runtime cannot make one up), so the host reports it as its process's
 /// failure instead.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobFailed(pub String);
 
+/// A queue of jobs for the workers that take from it.
+type Queue<J> = Sender<(WorkId, J)>;
+
 pub struct WorkerPool<J> {
-    jobs: Option<Sender<(WorkId, J)>>,
+    jobs: Option<Queue<J>>,
+    /// The lane's picker and its worker's queue.
+    serial: Option<(SerialLane<J>, Queue<J>)>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl<J: Send + 'static> WorkerPool<J> {
-    /// Starts `workers` threads (at least one) named `{name}-{i}`. `make_storage(i)` runs on
-    /// worker `i`'s own thread; `done` is called on that thread with every job's outcome.
-    pub fn start<R, D>(name: &str, workers: usize, make_storage: StorageFactory<J, R>, done: D) -> std::io::Result<WorkerPool<J>>
+    /// Starts `workers` threads (at least one) named `{name}-{i}`, and with a `serial` lane one
+    /// more, `{name}-serial`. `make_storage(i)` runs on worker `i`'s own thread (the serial
+    /// worker's `i` is `workers`); `done` is called on that thread with every job's outcome.
+    pub fn start<R, D>(name: &str, workers: usize, make_storage: StorageFactory<J, R>, serial: Option<SerialLane<J>>, done: D) -> std::io::Result<WorkerPool<J>>
     where
         R: Send + 'static,
         D: Fn(WorkId, Result<R, JobFailed>) + Send + Clone + 'static,
     {
         let (tx, rx) = crossbeam_channel::unbounded::<(WorkId, J)>();
-        let mut pool = WorkerPool { jobs: Some(tx), threads: Vec::new() };
-        for index in 0..workers.max(1) {
+        let mut pool = WorkerPool { jobs: Some(tx), serial: None, threads: Vec::new() };
+        let workers = workers.max(1);
+        for index in 0..workers {
             let rx = rx.clone();
             let make_storage = make_storage.clone();
             let done = done.clone();
             let label = format!("{name}-{index}");
-            let handle = std::thread::Builder::new().name(label.clone()).spawn(move || worker(&label, index, &*make_storage, rx, done))?;
+            let handle = std::thread::Builder::new().name(label.clone()).spawn(move || worker(&label, index, &*make_storage, rx, 1, done))?;
+            pool.threads.push(handle);
+        }
+        if let Some(pick) = serial {
+            let (tx, rx) = crossbeam_channel::unbounded::<(WorkId, J)>();
+            pool.serial = Some((pick, tx));
+            let label = format!("{name}-serial");
+            let handle = std::thread::Builder::new()
+                .name(label.clone())
+                .spawn(move || worker(&label, workers, &*make_storage, rx, MAX_SERIAL_BATCH, done))?;
             pool.threads.push(handle);
         }
         Ok(pool)
@@ -52,6 +78,11 @@ impl<J: Send + 'static> WorkerPool<J> {
 impl<J> WorkerPool<J> {
     /// Queues a job; false only if every worker has exited.
     pub fn submit(&self, work: WorkId, job: J) -> bool {
+        if let Some((pick, lane)) = &self.serial {
+            if pick(&job) {
+                return lane.send((work, job)).is_ok();
+            }
+        }
         self.jobs.as_ref().is_some_and(|tx| tx.send((work, job)).is_ok())
     }
 
@@ -62,6 +93,7 @@ impl<J> WorkerPool<J> {
 
     fn stop(&mut self) {
         self.jobs = None;
+        self.serial = None;
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -82,10 +114,18 @@ pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "non-string panic".into())
 }
 
+/// Runs the jobs of `rx`, up to `batch` at a time: with 1, each with [`Storage::run`]; with
+/// more, whatever has queued behind the first goes with it to [`Storage::run_batch`].
 /// A panicking storage must not take the host down or leave its job unanswered without a trace:
-/// both turn into a [`JobFailed`] for the job.
-fn worker<J, R, D>(label: &str, index: usize, make_storage: &dyn Fn(usize) -> Box<dyn Storage<Job = J, Result = R>>, rx: Receiver<(WorkId, J)>, done: D)
-where
+/// both turn into a [`JobFailed`] for each job it had.
+fn worker<J, R, D>(
+    label: &str,
+    index: usize,
+    make_storage: &dyn Fn(usize) -> Box<dyn Storage<Job = J, Result = R>>,
+    rx: Receiver<(WorkId, J)>,
+    batch: usize,
+    done: D,
+) where
     D: Fn(WorkId, Result<R, JobFailed>),
 {
     let mut storage = match catch_unwind(AssertUnwindSafe(|| make_storage(index))) {
@@ -97,7 +137,7 @@ where
         }
     };
     loop {
-        let (work, job) = match rx.recv_timeout(ensemble_core::STORAGE_IDLE_AFTER) {
+        let first = match rx.recv_timeout(ensemble_core::STORAGE_IDLE_AFTER) {
             Ok(next) => next,
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                 if let Some(s) = storage.as_mut() {
@@ -112,15 +152,44 @@ where
             }
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
         };
-        let result = match storage.as_mut() {
-            None => Err(JobFailed(format!("storage worker {label} has no storage: opening it panicked"))),
-            Some(s) => catch_unwind(AssertUnwindSafe(|| s.run(&job))).map_err(|p| {
+        let mut works = vec![first.0];
+        let mut jobs = vec![first.1];
+        while jobs.len() < batch {
+            match rx.try_recv() {
+                Ok((w, j)) => {
+                    works.push(w);
+                    jobs.push(j);
+                }
+                Err(_) => break,
+            }
+        }
+        let results = match storage.as_mut() {
+            None => Err(format!("storage worker {label} has no storage: opening it panicked")),
+            Some(s) => catch_unwind(AssertUnwindSafe(|| if jobs.len() == 1 { vec![s.run(&jobs[0])] } else { s.run_batch(&jobs) })).map_err(|p| {
                 let why = panic_text(&*p);
-                eprintln!("[ensemble-net] storage worker {label}: job {work:?} panicked: {why}");
-                JobFailed(format!("storage worker {label}: job {work:?} panicked: {why}"))
+                let which = if works.len() == 1 { format!("job {:?}", works[0]) } else { format!("jobs {works:?}") };
+                eprintln!("[ensemble-net] storage worker {label}: {which} panicked: {why}");
+                format!("storage worker {label}: {which} panicked: {why}")
             }),
         };
-        done(work, result);
+        match results {
+            Ok(results) if results.len() == works.len() => {
+                for (work, result) in works.into_iter().zip(results) {
+                    done(work, Ok(result));
+                }
+            }
+            Ok(results) => {
+                let why = format!("storage worker {label}: a batch of {} job(s) {works:?} returned {} result(s)", works.len(), results.len());
+                for work in works {
+                    done(work, Err(JobFailed(why.clone())));
+                }
+            }
+            Err(why) => {
+                for work in works {
+                    done(work, Err(JobFailed(why.clone())));
+                }
+            }
+        }
     }
 }
 
@@ -154,7 +223,7 @@ mod tests {
     fn every_job_completes_once_even_when_storage_panics() {
         let (tx, rx) = crossbeam_channel::unbounded();
         let make: Factory = Arc::new(|worker| Box::new(Counting { worker, ran: Rc::new(RefCell::new(0)) }));
-        let pool = WorkerPool::start("test", 3, make, move |w, r| tx.send((w, r)).unwrap()).unwrap();
+        let pool = WorkerPool::start("test", 3, make, None, move |w, r| tx.send((w, r)).unwrap()).unwrap();
         for i in 0..50 {
             assert!(pool.submit(WorkId(i), if i == 7 { "boom" } else { "ok" }));
         }
@@ -182,7 +251,7 @@ mod tests {
         }
         let (tx, rx) = std::sync::mpsc::channel();
         let make: Factory = Arc::new(move |_| Box::new(Idling(tx.clone())));
-        let pool = WorkerPool::start("test", 1, make, |_, _| {}).unwrap();
+        let pool = WorkerPool::start("test", 1, make, None, |_, _| {}).unwrap();
         pool.submit(WorkId(1), "ok");
         let wait = std::time::Duration::from_secs(30);
         assert_eq!(rx.recv_timeout(wait), Ok("ran"));
@@ -191,10 +260,69 @@ mod tests {
     }
 
     #[test]
+    fn a_serial_lane_runs_its_jobs_in_order_and_hands_over_what_queued_as_one_batch() {
+        /// Holds its first job until told to go, and says how it ran each job.
+        struct Lane {
+            worker: usize,
+            hold: Option<std::sync::mpsc::Receiver<()>>,
+            seen: std::sync::mpsc::Sender<(usize, Vec<u32>)>,
+        }
+        impl Storage for Lane {
+            type Job = u32;
+            type Result = u32;
+            fn run(&mut self, job: &u32) -> u32 {
+                let _ = self.seen.send((self.worker, vec![*job]));
+                if let Some(hold) = self.hold.take() {
+                    let _ = hold.recv();
+                }
+                *job
+            }
+            fn run_batch(&mut self, jobs: &[u32]) -> Vec<u32> {
+                let _ = self.seen.send((self.worker, jobs.to_vec()));
+                jobs.to_vec()
+            }
+        }
+        let (go, hold) = std::sync::mpsc::channel();
+        let hold = std::sync::Mutex::new(Some(hold));
+        let (seen_tx, seen) = std::sync::mpsc::channel();
+        let seen_tx = std::sync::Mutex::new(seen_tx);
+        let make: StorageFactory<u32, u32> = Arc::new(move |worker| {
+            // Only the serial worker (index 2 of 2 + 1) holds its first job.
+            let hold = if worker == 2 { hold.lock().unwrap().take() } else { None };
+            Box::new(Lane { worker, hold, seen: seen_tx.lock().unwrap().clone() })
+        });
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let odd: SerialLane<u32> = Arc::new(|j: &u32| j % 2 == 1);
+        let pool = WorkerPool::start("test", 2, make, Some(odd), move |w, r| tx.send((w, r)).unwrap()).unwrap();
+        // The first odd job holds the serial worker; once it runs, the rest queue behind it.
+        let wait = std::time::Duration::from_secs(30);
+        assert!(pool.submit(WorkId(1), 1));
+        assert_eq!(seen.recv_timeout(wait), Ok((2, vec![1])));
+        for i in (0..12u32).filter(|i| *i != 1) {
+            assert!(pool.submit(WorkId(i as u64), i));
+        }
+        // Every even job is done (by the shared workers) while the serial worker is held.
+        for _ in 0..6 {
+            let (w, r) = rx.recv_timeout(wait).unwrap();
+            assert_eq!(w.0 % 2, 0, "an odd job finished while the serial worker was held");
+            assert_eq!(r, Ok(w.0 as u32));
+        }
+        go.send(()).unwrap();
+        pool.shutdown();
+        let odd_done: Vec<u64> = rx.try_iter().map(|(w, r)| {
+            assert_eq!(r, Ok(w.0 as u32));
+            w.0
+        }).collect();
+        assert_eq!(odd_done, vec![1, 3, 5, 7, 9, 11], "the lane's jobs complete in the order submitted");
+        let runs: Vec<(usize, Vec<u32>)> = seen.try_iter().filter(|(_, jobs)| jobs[0] % 2 == 1).collect();
+        assert_eq!(runs, vec![(2, vec![3, 5, 7, 9, 11])], "what queued behind the held job went as one batch, to the serial worker");
+    }
+
+    #[test]
     fn a_storage_that_cannot_open_fails_its_jobs_instead_of_hanging() {
         let (tx, rx) = crossbeam_channel::unbounded();
         let make: Factory = Arc::new(|_| panic!("no database"));
-        let pool = WorkerPool::start("test", 1, make, move |w, r| tx.send((w, r)).unwrap()).unwrap();
+        let pool = WorkerPool::start("test", 1, make, None, move |w, r| tx.send((w, r)).unwrap()).unwrap();
         pool.submit(WorkId(1), "ok");
         pool.shutdown();
         let got: Vec<_> = rx.try_iter().collect();

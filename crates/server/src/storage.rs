@@ -366,6 +366,106 @@ impl ServerStorage {
         Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
     }
 
+    /// Whether `job` can run in a group ([`Self::attempt_group`]): a well-formed request or a
+    /// non-empty batch of updates. Anything else runs alone, to fail as it would there.
+    fn groupable(&self, job: &StorageJob) -> bool {
+        match job {
+            StorageJob::Execute { request, .. } => self.app.check_request(request).is_ok(),
+            StorageJob::Apply { updates, .. } => !updates.is_empty(),
+        }
+    }
+
+    /// One attempt at running `jobs` one after another in one transaction, as the writers of a
+    /// serial lane (`ensemble_core::SerialLane`): the writer lock and the counters are taken once,
+    /// each job runs between a savepoint and its release (rolled back to it when its body aborts,
+    /// so it leaves nothing but what its role keeps: a global its sequence number), each job's
+    /// counters are those its predecessors left, and one COMMIT ends them all. What closes a job
+    /// (its savepoint's release, its counter) goes with the next job's start, so a group costs
+    /// the server its members' statements and one COMMIT, one flush of the log.
+    fn attempt_group(&mut self, jobs: &[StorageJob]) -> Result<Vec<StorageResult>, Attempt> {
+        let before = Attempt::before_commit;
+        let app = Arc::clone(&self.app);
+        self.begin(Kind::Writer, true).map_err(before)?;
+        // (globals, local_writes), known once the start's rows are in.
+        let mut counters: Option<(u64, u64)> = None;
+        let mut results = Vec::with_capacity(jobs.len());
+        let mut close = String::new();
+        for (i, job) in jobs.iter().enumerate() {
+            if i > 0 {
+                self.conn.start(&format!("{close}; SAVEPOINT body")).map_err(before)?;
+            }
+            let known = |counters: &mut Option<(u64, u64)>, s: &mut Self| -> Result<(u64, u64), Attempt> {
+                let started = s.conn.started().map_err(before)?;
+                match *counters {
+                    Some(c) => Ok(c),
+                    None => {
+                        let c = counters_of(&started).map_err(before)?;
+                        *counters = Some(c);
+                        Ok(c)
+                    }
+                }
+            };
+            match job {
+                StorageJob::Execute { request, role } => {
+                    let txn = app.check_request(request).map_err(|e| Attempt::Fatal(e.to_string()))?;
+                    let global = *role == ExecRole::Global;
+                    let mut changes = Vec::new();
+                    let (outcome, failure, changed) = self.run_body(txn, &request.params, global.then_some(&mut changes));
+                    if let Some(f) = failure {
+                        return Err(before(f));
+                    }
+                    let (globals, local_writes) = known(&mut counters, self)?;
+                    let undo = if outcome.committed() { "" } else { "ROLLBACK TO SAVEPOINT body; " };
+                    if global {
+                        if !outcome.committed() {
+                            changes.clear();
+                        }
+                        close = format!("{undo}RELEASE SAVEPOINT body; {}", self.bookkeeping(Bookkeeping::BumpGlobals));
+                        counters = Some((globals + 1, local_writes));
+                        let update = StateUpdate { changes, writer: None };
+                        let position = Position::Global { seq: globals + 1 };
+                        results.push(StorageResult::Executed { outcome, update, position, access: None, retries: 0 });
+                        continue;
+                    }
+                    let wrote = outcome.committed() && changed > 0;
+                    let local_writes = if wrote {
+                        close = format!("RELEASE SAVEPOINT body; {}", self.bookkeeping(Bookkeeping::BumpLocalWrites));
+                        local_writes + 1
+                    } else {
+                        close = format!("{undo}RELEASE SAVEPOINT body");
+                        local_writes
+                    };
+                    counters = Some((globals, local_writes));
+                    let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
+                    results.push(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 });
+                }
+                StorageJob::Apply { first_seq, updates } => {
+                    let (globals, local_writes) = known(&mut counters, self)?;
+                    if globals + 1 != *first_seq {
+                        return Err(Attempt::Fatal(format!(
+                            "this database has seen {globals} global operations; the next update to apply must be {}, not {first_seq}",
+                            globals + 1
+                        )));
+                    }
+                    for (k, u) in updates.iter().enumerate() {
+                        for c in &u.changes {
+                            self.apply_change(c).map_err(|e| match e {
+                                ApplyError::Conn(e) => before(e),
+                                ApplyError::Diverged(m) => Attempt::Fatal(format!("update {k} (global operation {}): {m}", first_seq + k as u64)),
+                            })?;
+                        }
+                    }
+                    let last = first_seq + updates.len() as u64 - 1;
+                    close = format!("RELEASE SAVEPOINT body; UPDATE {META_TABLE} SET globals = {last} WHERE id = 0");
+                    counters = Some((last, local_writes));
+                    results.push(StorageResult::Applied { globals_seen: last, retries: 0 });
+                }
+            }
+        }
+        self.conn.batch(&format!("{close}; COMMIT")).map_err(Attempt::committing)?;
+        Ok(results)
+    }
+
     fn attempt_apply(&mut self, first_seq: u64, updates: &[StateUpdate]) -> Result<u64, Attempt> {
         self.begin(Kind::Writer, false).map_err(Attempt::before_commit)?;
         let (globals, _) = self.counters_read().map_err(Attempt::before_commit)?;
@@ -566,6 +666,40 @@ impl Storage for ServerStorage {
                     Ok((globals_seen, retries)) => StorageResult::Applied { globals_seen, retries },
                     Err(e) => StorageResult::Failed(e),
                 }
+            }
+        }
+    }
+
+    /// Runs a serial lane's writers as one transaction ([`Self::attempt_group`]), so that they
+    /// share its COMMIT. If the group meets anything but its members' own aborts (a lost
+    /// connection, a victim's error, a state update that does not fit), the server rolled it
+    /// all back, and its jobs run again one by one, each with a single job's retries and
+    /// errors; a group whose COMMIT was cut off fails every member loudly, as a single job
+    /// would.
+    fn run_batch(&mut self, jobs: &[StorageJob]) -> Vec<StorageResult> {
+        if jobs.len() < 2 || !jobs.iter().all(|j| self.groupable(j)) {
+            return jobs.iter().map(|j| self.run(j)).collect();
+        }
+        match self.attempt_group(jobs) {
+            Ok(results) => results,
+            Err(a) => {
+                self.conn.forget_start();
+                let _ = self.conn.batch("ROLLBACK");
+                if let Attempt::Unknown(why) = a {
+                    let why = format!(
+                        "a group of {} writers: the {} connection was lost during COMMIT ({why}); whether it committed is unknown, so none is run again",
+                        jobs.len(),
+                        self.sql.engine.name()
+                    );
+                    return jobs.iter().map(|_| StorageResult::Failed(why.clone())).collect();
+                }
+                let mut results: Vec<StorageResult> = jobs.iter().map(|j| self.run(j)).collect();
+                for r in &mut results {
+                    if let StorageResult::Executed { retries, .. } | StorageResult::Applied { retries, .. } = r {
+                        *retries += 1;
+                    }
+                }
+                results
             }
         }
     }

@@ -187,6 +187,131 @@ fn a_readers_commit_waits_for_the_next_job_or_for_the_storage_to_idle() {
     }
 }
 
+/// The writers of a serial lane, in the order it hands them over: globals, local writers, one
+/// that aborts, a read-only local, a batch of updates from another instance. `update` is that
+/// batch's one update (a global of another instance, sequence number 3 here).
+fn writers(update: ensemble_app::StateUpdate) -> Vec<StorageJob> {
+    let job = |seq, txn: &str, params: Vec<Value>, role| StorageJob::Execute { request: request(seq, txn, params), role };
+    vec![
+        job(1, "create_cart", vec![Value::Int(7)], ExecRole::Global),
+        job(2, "create_cart", vec![Value::Int(8)], ExecRole::Local),
+        job(3, "create_cart", vec![Value::Int(8)], ExecRole::Local),
+        job(4, "add_item", vec![Value::Int(8), Value::Int(3), Value::Int(1)], ExecRole::Local),
+        job(5, "add_item", vec![Value::Int(7), Value::Int(3), Value::Int(2)], ExecRole::Global),
+        job(6, "browse_items", vec![Value::Int(1), Value::Int(5)], ExecRole::Local),
+        StorageJob::Apply { first_seq: 3, updates: vec![update] },
+        job(7, "add_item", vec![Value::Int(7), Value::Int(4), Value::Int(1_000_000)], ExecRole::Global),
+        job(8, "order", vec![Value::Int(7)], ExecRole::Global),
+        job(9, "add_item", vec![Value::Int(8), Value::Int(3), Value::Int(2)], ExecRole::Local),
+    ]
+}
+
+/// A result without its retry count, as if at instance 0 (the tests compare two instances).
+fn settled(r: &StorageResult) -> StorageResult {
+    let mut r = r.clone();
+    if let StorageResult::Executed { retries, .. } | StorageResult::Applied { retries, .. } = &mut r {
+        *retries = 0;
+    }
+    if let StorageResult::Executed { position: Position::Local { instance, .. }, .. } = &mut r {
+        *instance = InstanceId(0);
+    }
+    r
+}
+
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn a_group_of_writers_gets_what_running_them_one_by_one_gets() {
+    for engine in ENGINES {
+        let dbs = Scratch::new(engine, "group", 3);
+        let (mut grouped, mut single, mut elsewhere) = (dbs.shop(0), dbs.shop(1), dbs.shop(2));
+        let r = elsewhere.run(&StorageJob::Execute { request: request(1, "create_cart", vec![Value::Int(9)]), role: ExecRole::Global });
+        let (_, update, _, _) = executed(r);
+        let jobs = writers(update);
+        let together = grouped.run_batch(&jobs);
+        let apart: Vec<StorageResult> = jobs.iter().map(|j| settled(&single.run(j))).collect();
+        assert!(together.iter().all(|r| *r == settled(r)), "{}: no retries at instance 0: {together:?}", engine.name());
+        assert_eq!(together, apart, "{}", engine.name());
+        // What the sequence does, so that the comparison above compares something: positions
+        // from the counters the earlier members left, an abort that keeps nothing, a global
+        // that aborts and keeps its number, the update applied at its place.
+        let positions: Vec<String> = together
+            .iter()
+            .map(|r| match r {
+                StorageResult::Executed { outcome, position, .. } => format!("{}{position:?}", if outcome.committed() { "" } else { "aborted " }),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        let local = |globals_seen, local_writes, wrote| format!("Local {{ instance: InstanceId(0), globals_seen: {globals_seen}, local_writes: {local_writes}, wrote: {wrote} }}");
+        let expected = vec![
+            "Global { seq: 1 }".to_string(),
+            local(1, 1, true),
+            format!("aborted {}", local(1, 1, false)),
+            local(1, 2, true),
+            "Global { seq: 2 }".to_string(),
+            local(2, 2, false),
+            "Applied { globals_seen: 3, retries: 0 }".to_string(),
+            "aborted Global { seq: 4 }".to_string(),
+            "Global { seq: 5 }".to_string(),
+            local(5, 3, true),
+        ];
+        assert_eq!(positions, expected, "{}", engine.name());
+        assert_eq!(grouped.counters().unwrap(), (5, 3), "{}", engine.name());
+        for t in ["items", "carts", "cart_lines", "orders"] {
+            assert_eq!(grouped.dump(t).unwrap(), single.dump(t).unwrap(), "{}: table {t}", engine.name());
+        }
+    }
+}
+
+/// A group that meets something other than its members' own aborts is rolled back whole and
+/// its jobs run one by one: a batch of updates that does not fit fails alone, as it would on
+/// its own, and a connection lost before the group is reopened, every job committed once.
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn a_group_that_fails_runs_its_jobs_one_by_one() {
+    for engine in ENGINES {
+        let dbs = Scratch::new(engine, "groupfail", 3);
+        let (mut grouped, mut single, mut elsewhere) = (dbs.shop(0), dbs.shop(1), dbs.shop(2));
+        let r = elsewhere.run(&StorageJob::Execute { request: request(1, "create_cart", vec![Value::Int(9)]), role: ExecRole::Global });
+        let (_, update, _, _) = executed(r);
+        let mut jobs = writers(update);
+        // The batch claims the wrong place: it must be 3.
+        jobs[6] = match &jobs[6] {
+            StorageJob::Apply { updates, .. } => StorageJob::Apply { first_seq: 4, updates: updates.clone() },
+            _ => unreachable!(),
+        };
+        let together = grouped.run_batch(&jobs);
+        let apart: Vec<StorageResult> = jobs.iter().map(|j| settled(&single.run(j))).collect();
+        assert!(matches!(&together[6], StorageResult::Failed(m) if m.contains("must be 3")), "{}: {:?}", engine.name(), together[6]);
+        assert_eq!(together.iter().map(settled).collect::<Vec<_>>(), apart, "{}", engine.name());
+        assert!(
+            together.iter().all(|r| matches!(r, StorageResult::Failed(_) | StorageResult::Executed { retries: 1, .. })),
+            "{}: the group's attempt is counted as a retry of each job that ran again: {together:?}",
+            engine.name()
+        );
+        for t in ["items", "carts", "cart_lines", "orders"] {
+            assert_eq!(grouped.dump(t).unwrap(), single.dump(t).unwrap(), "{}: table {t}", engine.name());
+        }
+
+        // The server ends the session before the next group.
+        let dbs = Scratch::new(engine, "grouplost", 2);
+        let (mut grouped, mut elsewhere) = (dbs.shop(0), dbs.shop(1));
+        let r = elsewhere.run(&StorageJob::Execute { request: request(1, "create_cart", vec![Value::Int(9)]), role: ExecRole::Global });
+        let jobs = writers(executed(r).1);
+        let id = grouped.session_id().unwrap();
+        let mut admin_conn = ensemble_server::conn::Conn::open(engine, admin::default_url(engine)).unwrap();
+        let kill = match engine {
+            Engine::Postgres => format!("SELECT pg_terminate_backend({id})"),
+            Engine::Mariadb => format!("KILL {id}"),
+        };
+        admin_conn.run(&kill, &[]).unwrap();
+        let together = grouped.run_batch(&jobs);
+        assert!(together.iter().all(|r| !matches!(r, StorageResult::Failed(_))), "{}: {together:?}", engine.name());
+        assert_ne!(grouped.session_id().unwrap(), id, "a new session");
+        assert_eq!(grouped.counters().unwrap(), (5, 3), "{}: every job committed once", engine.name());
+        assert_eq!(grouped.dump("carts").unwrap().iter().filter(|r| r[0] == Value::Int(8)).count(), 1);
+    }
+}
+
 #[test]
 #[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
 fn a_connection_the_server_drops_is_reopened_and_the_job_runs_once() {

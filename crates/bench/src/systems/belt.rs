@@ -17,7 +17,7 @@
 
 use crate::experiment::{Experiment, System};
 use crate::harness::{Classified, Harness, RunOutput, StorageFactory, Verdict};
-use ensemble_app::{Application, ClientCtx, ClosedLoopClient, DataConfig, Dataset, InstanceId, PartitionPlan};
+use ensemble_app::{Application, ClientCtx, ClosedLoopClient, DataConfig, Dataset, ExecRole, InstanceId, PartitionPlan, StorageJob};
 use ensemble_belt::{Belt, BeltConfig, BeltEvidence, ConveyorBelt};
 use ensemble_core::{AbortCause, Client, ClientId, Completion, CompletionResult, Deployment, Outcome, Process, ProcessId, Time};
 use ensemble_history::{Criterion, History, Transaction};
@@ -52,6 +52,18 @@ impl Storage for InstanceStorage {
         match self {
             InstanceStorage::Sqlite(s) => s.run(job),
             InstanceStorage::Server(s) => s.run(job),
+        }
+    }
+    fn run_batch(&mut self, jobs: &[Self::Job]) -> Vec<Self::Result> {
+        match self {
+            InstanceStorage::Sqlite(s) => s.run_batch(jobs),
+            InstanceStorage::Server(s) => s.run_batch(jobs),
+        }
+    }
+    fn idle(&mut self) {
+        match self {
+            InstanceStorage::Sqlite(s) => s.idle(),
+            InstanceStorage::Server(s) => s.idle(),
         }
     }
 }
@@ -286,6 +298,22 @@ impl Harness for BeltHarness {
             InstanceStorage::Sqlite(s)
         };
         Ok(Some(Arc::new(open)))
+    }
+
+    /// On a server, an instance's writers (globals, local operations that may write, state-update
+    /// applications) run on a serial lane: they would queue on its writer lock anyway, and
+    /// there they share a transaction and its commit (`ServerStorage::run_batch`); read-only
+    /// locals run beside them on the other workers. SQLite's writers keep queueing on
+    /// `BEGIN IMMEDIATE`. Off with `Experiment::writer_groups` false.
+    fn serial_lane(&self, exp: &Experiment, _id: ProcessId) -> anyhow::Result<Option<ensemble_core::SerialLane<StorageJob>>> {
+        if exp.backend.kind.engine().is_none() || !exp.writer_groups {
+            return Ok(None);
+        }
+        let (app, _) = self.loaded(exp)?;
+        Ok(Some(Arc::new(move |job: &StorageJob| match job {
+            StorageJob::Execute { request, role } => !(*role == ExecRole::Local && app.is_read_only(&request.txn)),
+            StorageJob::Apply { .. } => true,
+        })))
     }
 
     fn reopen_storage(&self, exp: &Experiment, id: ProcessId, dir: &Path) -> anyhow::Result<Option<InstanceStorage>> {

@@ -57,7 +57,7 @@ use crate::frame::HostId;
 use crate::layout::{list, Directory, HostSpec};
 use crate::workers::StorageFactory;
 use ensemble_core::topology::Topology;
-use ensemble_core::{Deployment, DynStorage, Process, ProcessId, Protocol};
+use ensemble_core::{Deployment, DynStorage, Process, ProcessId, Protocol, SerialLane};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -76,7 +76,8 @@ pub struct HostConfig {
     pub topology: Topology,
     /// Emulate the topology's delays between processes on different machines.
     pub emulate_wan: bool,
-    /// Storage worker threads (database connections) per process that has storage.
+    /// Storage worker threads (database connections) per process that has storage, besides
+    /// the worker of its serial lane if it has one ([`HostedProcess::serial_lane`]).
     pub workers: usize,
     /// Seeds the WAN emulation's delay draws.
     pub seed: u64,
@@ -144,18 +145,20 @@ pub struct HostedProcess<P: Protocol> {
     /// [`HostConfig::workers`] workers. `None`: the process keeps its data in memory and must not
     /// ask for storage work.
     pub storage: Option<StorageFactory<P::Job, P::JobResult>>,
+    /// The jobs that run on a lane of their own, batched ([`SerialLane`]): one more worker.
+    pub serial_lane: Option<SerialLane<P::Job>>,
 }
 
 impl<P: Protocol> HostedProcess<P> {
     /// A process without storage.
     pub fn new(process: impl Process<P> + 'static) -> HostedProcess<P> {
-        HostedProcess { process: Box::new(process), storage: None }
+        HostedProcess { process: Box::new(process), storage: None, serial_lane: None }
     }
 
     /// A process whose storage jobs run on storages made by `make` (called once per worker, on
     /// the worker's own thread).
     pub fn with_storage(process: impl Process<P> + 'static, make: impl Fn(usize) -> DynStorage<P> + Send + Sync + 'static) -> HostedProcess<P> {
-        HostedProcess { process: Box::new(process), storage: Some(Arc::new(make)) }
+        HostedProcess { process: Box::new(process), storage: Some(Arc::new(make)), serial_lane: None }
     }
 }
 

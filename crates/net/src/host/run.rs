@@ -135,7 +135,7 @@ pub(super) fn run<P: Protocol>(
                     let _ = done_tx.send(Input::StorageDone { slot: index, work, result });
                 };
                 let name = format!("ensemble-storage-{id}");
-                Some(WorkerPool::start(&name, cfg.workers, make, done).map_err(io_context(format!("start {id}'s storage workers")))?)
+                Some(WorkerPool::start(&name, cfg.workers, make, hosted.serial_lane, done).map_err(io_context(format!("start {id}'s storage workers")))?)
             }
         };
         let place = dir.place(id).expect("checked by the configuration");
