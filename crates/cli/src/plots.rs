@@ -28,7 +28,7 @@ pub fn write(name: &str, runs: &[RunResult], stem: &Path) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// Redraws figure `name`'s plot from its result file, beside it.
+/// Redraws figure `name`'s plot from its result file, beside it (and prints Figure 5's table).
 pub fn replot(name: &str, file: &Path) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(file).with_context(|| format!("--replot {}", file.display()))?;
     let stem = file.with_extension("");
@@ -40,5 +40,12 @@ pub fn replot(name: &str, file: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     let runs: Vec<RunResult> = serde_json::from_str(&text).with_context(|| format!("{}: not a figure's runs", file.display()))?;
-    write(name, &runs, &stem)
+    write(name, &runs, &stem)?;
+    // Figure 5's table is computed from its runs alone, so it can be printed again too.
+    if name == "gyro-fig5" {
+        let app = runs.first().map(|r| r.experiment.workload.app()).with_context(|| format!("{}: no runs", file.display()))?;
+        let fig = ensemble_bench::figures::fig5_table(app, runs);
+        println!("{}\n\n{}", fig.title, fig.table);
+    }
+    Ok(())
 }

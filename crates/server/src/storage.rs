@@ -441,21 +441,7 @@ impl ServerStorage {
                 }
                 StorageJob::Apply { first_seq, updates } => {
                     let (globals, local_writes) = known(&mut counters, self)?;
-                    if globals + 1 != *first_seq {
-                        return Err(Attempt::Fatal(format!(
-                            "this database has seen {globals} global operations; the next update to apply must be {}, not {first_seq}",
-                            globals + 1
-                        )));
-                    }
-                    for (k, u) in updates.iter().enumerate() {
-                        for c in &u.changes {
-                            self.apply_change(c).map_err(|e| match e {
-                                ApplyError::Conn(e) => before(e),
-                                ApplyError::Diverged(m) => Attempt::Fatal(format!("update {k} (global operation {}): {m}", first_seq + k as u64)),
-                            })?;
-                        }
-                    }
-                    let last = first_seq + updates.len() as u64 - 1;
+                    let last = self.apply_updates(globals, *first_seq, updates)?;
                     close = format!("RELEASE SAVEPOINT body; UPDATE {META_TABLE} SET globals = {last} WHERE id = 0");
                     counters = Some((last, local_writes));
                     results.push(StorageResult::Applied { globals_seen: last, retries: 0 });
@@ -466,9 +452,9 @@ impl ServerStorage {
         Ok(results)
     }
 
-    fn attempt_apply(&mut self, first_seq: u64, updates: &[StateUpdate]) -> Result<u64, Attempt> {
-        self.begin(Kind::Writer, false).map_err(Attempt::before_commit)?;
-        let (globals, _) = self.counters_read().map_err(Attempt::before_commit)?;
+    /// Applies the state updates of globals `first_seq..` on a database that has seen `globals`
+    /// of them, inside the transaction open; returns the last one's sequence number.
+    fn apply_updates(&mut self, globals: u64, first_seq: u64, updates: &[StateUpdate]) -> Result<u64, Attempt> {
         if globals + 1 != first_seq {
             return Err(Attempt::Fatal(format!(
                 "this database has seen {globals} global operations; the next update to apply must be {}, not {first_seq}",
@@ -483,7 +469,13 @@ impl ServerStorage {
                 })?;
             }
         }
-        let last = first_seq + updates.len() as u64 - 1;
+        Ok(first_seq + updates.len() as u64 - 1)
+    }
+
+    fn attempt_apply(&mut self, first_seq: u64, updates: &[StateUpdate]) -> Result<u64, Attempt> {
+        self.begin(Kind::Writer, false).map_err(Attempt::before_commit)?;
+        let (globals, _) = self.counters_read().map_err(Attempt::before_commit)?;
+        let last = self.apply_updates(globals, first_seq, updates)?;
         self.conn
             .run(&format!("UPDATE {META_TABLE} SET globals = {} WHERE id = 0", placeholder(self.sql.engine, 1)), &[&Value::Int(last as i64)])
             .map_err(Attempt::before_commit)?;

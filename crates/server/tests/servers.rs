@@ -188,9 +188,11 @@ fn a_readers_commit_waits_for_the_next_job_or_for_the_storage_to_idle() {
 }
 
 /// The writers of a serial lane, in the order it hands them over: globals, local writers, one
-/// that aborts, a read-only local, a batch of updates from another instance. `update` is that
-/// batch's one update (a global of another instance, sequence number 3 here).
-fn writers(update: ensemble_app::StateUpdate) -> Vec<StorageJob> {
+/// that aborts, a read-only local, a batch of updates from another instance (the one update
+/// of a global run at `elsewhere`, sequence number 3 here).
+fn writers(elsewhere: &mut ServerStorage) -> Vec<StorageJob> {
+    let r = elsewhere.run(&StorageJob::Execute { request: request(1, "create_cart", vec![Value::Int(9)]), role: ExecRole::Global });
+    let update = executed(r).1;
     let job = |seq, txn: &str, params: Vec<Value>, role| StorageJob::Execute { request: request(seq, txn, params), role };
     vec![
         job(1, "create_cart", vec![Value::Int(7)], ExecRole::Global),
@@ -204,6 +206,19 @@ fn writers(update: ensemble_app::StateUpdate) -> Vec<StorageJob> {
         job(8, "order", vec![Value::Int(7)], ExecRole::Global),
         job(9, "add_item", vec![Value::Int(8), Value::Int(3), Value::Int(2)], ExecRole::Local),
     ]
+}
+
+/// Ends `s`'s session from another connection, as an administrator (or a server restart)
+/// would; returns the session's id.
+fn end_session(engine: Engine, s: &mut ServerStorage) -> i64 {
+    let id = s.session_id().unwrap();
+    let mut admin_conn = ensemble_server::conn::Conn::open(engine, admin::default_url(engine)).unwrap();
+    let kill = match engine {
+        Engine::Postgres => format!("SELECT pg_terminate_backend({id})"),
+        Engine::Mariadb => format!("KILL {id}"),
+    };
+    admin_conn.run(&kill, &[]).unwrap();
+    id
 }
 
 /// A result without its retry count, as if at instance 0 (the tests compare two instances).
@@ -224,9 +239,7 @@ fn a_group_of_writers_gets_what_running_them_one_by_one_gets() {
     for engine in ENGINES {
         let dbs = Scratch::new(engine, "group", 3);
         let (mut grouped, mut single, mut elsewhere) = (dbs.shop(0), dbs.shop(1), dbs.shop(2));
-        let r = elsewhere.run(&StorageJob::Execute { request: request(1, "create_cart", vec![Value::Int(9)]), role: ExecRole::Global });
-        let (_, update, _, _) = executed(r);
-        let jobs = writers(update);
+        let jobs = writers(&mut elsewhere);
         let together = grouped.run_batch(&jobs);
         let apart: Vec<StorageResult> = jobs.iter().map(|j| settled(&single.run(j))).collect();
         assert!(together.iter().all(|r| *r == settled(r)), "{}: no retries at instance 0: {together:?}", engine.name());
@@ -271,9 +284,7 @@ fn a_group_that_fails_runs_its_jobs_one_by_one() {
     for engine in ENGINES {
         let dbs = Scratch::new(engine, "groupfail", 3);
         let (mut grouped, mut single, mut elsewhere) = (dbs.shop(0), dbs.shop(1), dbs.shop(2));
-        let r = elsewhere.run(&StorageJob::Execute { request: request(1, "create_cart", vec![Value::Int(9)]), role: ExecRole::Global });
-        let (_, update, _, _) = executed(r);
-        let mut jobs = writers(update);
+        let mut jobs = writers(&mut elsewhere);
         // The batch claims the wrong place: it must be 3.
         jobs[6] = match &jobs[6] {
             StorageJob::Apply { updates, .. } => StorageJob::Apply { first_seq: 4, updates: updates.clone() },
@@ -295,15 +306,8 @@ fn a_group_that_fails_runs_its_jobs_one_by_one() {
         // The server ends the session before the next group.
         let dbs = Scratch::new(engine, "grouplost", 2);
         let (mut grouped, mut elsewhere) = (dbs.shop(0), dbs.shop(1));
-        let r = elsewhere.run(&StorageJob::Execute { request: request(1, "create_cart", vec![Value::Int(9)]), role: ExecRole::Global });
-        let jobs = writers(executed(r).1);
-        let id = grouped.session_id().unwrap();
-        let mut admin_conn = ensemble_server::conn::Conn::open(engine, admin::default_url(engine)).unwrap();
-        let kill = match engine {
-            Engine::Postgres => format!("SELECT pg_terminate_backend({id})"),
-            Engine::Mariadb => format!("KILL {id}"),
-        };
-        admin_conn.run(&kill, &[]).unwrap();
+        let jobs = writers(&mut elsewhere);
+        let id = end_session(engine, &mut grouped);
         let together = grouped.run_batch(&jobs);
         assert!(together.iter().all(|r| !matches!(r, StorageResult::Failed(_))), "{}: {together:?}", engine.name());
         assert_ne!(grouped.session_id().unwrap(), id, "a new session");
@@ -318,14 +322,8 @@ fn a_connection_the_server_drops_is_reopened_and_the_job_runs_once() {
     for engine in ENGINES {
         let dbs = Scratch::new(engine, "dropped", 1);
         let mut a = dbs.shop(0);
-        let id = a.session_id().unwrap();
         // An administrator ends the session between two jobs, as a server restart would.
-        let mut admin_conn = ensemble_server::conn::Conn::open(engine, admin::default_url(engine)).unwrap();
-        let kill = match engine {
-            Engine::Postgres => format!("SELECT pg_terminate_backend({id})"),
-            Engine::Mariadb => format!("KILL {id}"),
-        };
-        admin_conn.run(&kill, &[]).unwrap();
+        let id = end_session(engine, &mut a);
         let r = a.run(&StorageJob::Execute { request: request(1, "create_cart", vec![Value::Int(9)]), role: ExecRole::Global });
         let (o, _, p, retries) = executed(r);
         assert!(o.committed(), "{}: {o:?}", engine.name());
