@@ -82,7 +82,9 @@ struct BenchArgs {
     #[arg(default_value = "shop")]
     app: String,
     /// Systems to compare, comma-separated: ensemble, centralized, read-only (the Conveyor Belt
-    /// and its baselines), primary-backup (a toy key-value protocol), p-store, p-store-ge,
+    /// and its baselines), 2pc (the same application over the same plan, committed with the
+    /// servers' prepared transactions; --real with --backend postgres or mariadb),
+    /// primary-backup (a toy key-value protocol), p-store, p-store-ge,
     /// p-store-gdur, p-store-2pc, p-store-full (the G-DUR engine; workloads tpcb, ycsb-*, walk).
     #[arg(long, default_value = "ensemble,centralized", value_delimiter = ',')]
     system: Vec<String>,

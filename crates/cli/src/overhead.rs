@@ -50,6 +50,10 @@ enum Txns {
     /// difference from `Application` is what the bookkeeping costs the server, and the
     /// difference from the run through the node is what the hop costs.
     Bookkeeping,
+    /// On PostgreSQL, the design that would lift the writer lock
+    /// ([`ensemble_server::DirectTxn::StrictLockLast`]), run in the client's thread: what it
+    /// would cost at best, measured beside what it would replace.
+    StrictLockLast,
 }
 
 impl Direct {
@@ -69,7 +73,14 @@ impl Direct {
         }
         Ok(match self {
             Direct::Sqlite(db) => (db.execute_direct(request)?, 0),
-            Direct::Server(db) => db.execute_direct(request, txns == Txns::ApplicationPipelined)?,
+            Direct::Server(db) => {
+                let how = match txns {
+                    Txns::ApplicationPipelined => ensemble_server::DirectTxn::PipelinedBegin,
+                    Txns::StrictLockLast => ensemble_server::DirectTxn::StrictLockLast,
+                    _ => ensemble_server::DirectTxn::Application,
+                };
+                db.execute_direct(request, how)?
+            }
         })
     }
 }
@@ -86,6 +97,7 @@ fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -
         Txns::Application => "overhead-direct".into(),
         Txns::ApplicationPipelined => "overhead-direct-pipelined".into(),
         Txns::Bookkeeping => "overhead-bookkeeping".into(),
+        Txns::StrictLockLast => "overhead-strict-lock-last".into(),
     };
     // A server's database for the direct path, made and dropped like a run's.
     let (tagged, _databases) = ensemble_bench::databases::for_run(&direct_exp)?;
@@ -277,6 +289,8 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     let pipelines = e.backend.kind == ensemble_bench::BackendKind::Postgres;
     let harness = ensemble_bench::systems::belt::BeltHarness::new();
     let (mut d, mut dp, mut b, mut r, mut p) = (Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] });
+    let mut strict = Path { rounds: vec![] };
+    let (mut retries_strict, mut strict_ops) = (0, 0);
     let (mut retries_direct, mut retries_bookkeeping, mut direct_ops, mut bookkeeping_ops) = (0, 0, 0, 0);
     let (mut node_retries, mut node_ops) = (0, 0);
     let mut checks = Vec::new();
@@ -300,6 +314,12 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
         retries_bookkeeping += m.retries;
         bookkeeping_ops += m.hist.len();
         b.rounds.push(Round::of(&m));
+        if pipelines {
+            let m = direct(&e, threads, round_s, round_seed, Txns::StrictLockLast)?;
+            retries_strict += m.retries;
+            strict_ops += m.hist.len();
+            strict.rounds.push(Round::of(&m));
+        }
         for (exp, path) in [(&e, &mut r), (&plain, &mut p)] {
             let mut exp = exp.clone();
             exp.seed = round_seed;
@@ -337,9 +357,21 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
             ratio_spread(&r, &dp)
         );
     }
-    rows.extend([row("Ensemble's transactions, no node", &b), row("through one Ensemble instance", &r), row("... on the plain wire (no secret)", &p)]);
+    rows.push(row("Ensemble's transactions, no node", &b));
+    let mut lifted = String::new();
+    if pipelines {
+        rows.push(row("... writers 2PL, writer lock last", &strict));
+        lifted = format!(
+            "the design that would lift the writer lock (strict two-phase locking, the writer lock taken last; no node, not checked): it adds {:.0} % to the direct path's mean (per round {}), Ensemble's transactions as they are {:.0} %; run again after a deadlock or a lock timeout, per 1000 operations: {:.1}\n",
+            (strict.mean_ms() / d.mean_ms() - 1.0) * 100.0,
+            ratio_spread(&strict, &d),
+            (b.mean_ms() / d.mean_ms() - 1.0) * 100.0,
+            per_1000(retries_strict, strict_ops),
+        );
+    }
+    rows.extend([row("through one Ensemble instance", &r), row("... on the plain wire (no secret)", &p)]);
     Ok(format!(
-        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; per round {})\n{against_pipelined}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\nchecks of the runs through the node: {}",
+        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; per round {})\n{against_pipelined}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\nchecks of the runs through the node: {}",
         render(&rows),
         r.ops_per_s() / d.ops_per_s(),
         r.mean_ms() / d.mean_ms(),

@@ -48,6 +48,28 @@ pub struct ServerStorage {
     instance: InstanceId,
     /// Whether this session has prepared the bookkeeping statements ([`Bookkeeping`]).
     bookkeeping_prepared: bool,
+    /// Whether this session has asked PostgreSQL to look for deadlocks early
+    /// ([`DirectTxn::StrictLockLast`]).
+    quick_deadlock_check: bool,
+}
+
+/// How [`ServerStorage::execute_direct`] runs a transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirectTxn {
+    /// As the client libraries' transaction APIs run it: BEGIN a round trip of its own
+    /// (`postgres`' `Client::transaction`, `mysql`'s `start_transaction`), then the statements
+    /// and COMMIT, under the server's SERIALIZABLE.
+    Application,
+    /// The same with BEGIN sent with the first statement, as Ensemble's own transactions start
+    /// on PostgreSQL.
+    PipelinedBegin,
+    /// The design that would let an instance's local writers run side by side on PostgreSQL,
+    /// measured as that design's bound (`ARCHITECTURE.md`, "Why the order is right"): a writer
+    /// runs under READ COMMITTED with every read holding its lock to commit (strict two-phase
+    /// locking, as the 2PC baseline's `TwoPhaseLock`), and takes the writer lock and the
+    /// counters last, just before COMMIT; a reader runs as a node runs it. No node runs this,
+    /// and what it runs is not checked: it prices the design before anyone builds it.
+    StrictLockLast,
 }
 
 /// The statements that read and bump the counters, which every transaction runs. On PostgreSQL
@@ -92,7 +114,7 @@ enum Kind {
 impl ServerStorage {
     pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
-        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false };
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false };
         s.configure()?;
         Ok(s)
     }
@@ -112,6 +134,7 @@ impl ServerStorage {
     pub(crate) fn reconnect(&mut self) -> Result<(), ServerError> {
         self.conn = Conn::open(self.sql.engine, &self.url)?;
         self.bookkeeping_prepared = false;
+        self.quick_deadlock_check = false;
         self.configure()?;
         Ok(())
     }
@@ -213,13 +236,19 @@ impl ServerStorage {
         // Prepared before the session's first transaction, not when it opens: the table does
         // not exist before `create_schema`. A round trip of its own, once: in the start's batch
         // it would precede BEGIN in one implicit transaction, which PostgreSQL refuses.
+        self.prepare_bookkeeping()?;
+        let read = self.bookkeeping(Bookkeeping::ReadCounters);
+        self.conn.start(&format!("{start}; {read}{lock}{save}"))
+    }
+
+    /// Prepares the bookkeeping statements once per session on PostgreSQL ([`Bookkeeping`]).
+    fn prepare_bookkeeping(&mut self) -> Result<(), ConnError> {
         if self.sql.engine == Engine::Postgres && !self.bookkeeping_prepared {
             let prepare: Vec<String> = Bookkeeping::ALL.iter().map(|b| format!("PREPARE {} AS {}", b.name(), b.sql())).collect();
             self.conn.batch(&prepare.join("; "))?;
             self.bookkeeping_prepared = true;
         }
-        let read = self.bookkeeping(Bookkeeping::ReadCounters);
-        self.conn.start(&format!("{start}; {read}{lock}{save}"))
+        Ok(())
     }
 
     /// The statement that does `b`, as this session runs it.
@@ -236,37 +265,73 @@ impl ServerStorage {
         counters_of(&self.conn.started()?)
     }
 
-    /// Runs a transaction straight on the database, as the application would without Ensemble:
-    /// no counters, no capture, the server's own SERIALIZABLE isolation and row locking. The
-    /// overhead baseline uses it. Serialization failures are retried, as a client would. With
-    /// `pipelined_begin`, BEGIN travels with the first statement, as Ensemble's own transactions
-    /// start on PostgreSQL; without, it is a round trip of its own, as the client libraries'
-    /// transaction APIs send it (`postgres`' `Client::transaction`, `mysql`'s `start_transaction`).
-    pub fn execute_direct(&mut self, request: &Request, pipelined_begin: bool) -> Result<(Outcome, u32), RequestError> {
+    /// Runs a transaction straight on the database, without a node, as `how` says: as the
+    /// application would without Ensemble (no counters, no capture, the server's own
+    /// SERIALIZABLE isolation and row locking), or as the design that would lift the writer
+    /// lock would ([`DirectTxn::StrictLockLast`]). The overhead figure uses it. Victims of a
+    /// serialization failure or a deadlock are run again, as a client would; the count of such
+    /// runs is returned beside the outcome.
+    pub fn execute_direct(&mut self, request: &Request, how: DirectTxn) -> Result<(Outcome, u32), RequestError> {
         let app = Arc::clone(&self.app);
         let txn = app.check_request(request)?;
         let storage_err = |e: String| RequestError::Storage { txn: request.txn.clone(), message: e };
+        if how == DirectTxn::StrictLockLast {
+            if self.sql.engine != Engine::Postgres {
+                return Err(storage_err("strict two-phase locking with the writer lock last is measured on PostgreSQL only".into()));
+            }
+            if app.is_read_only(txn.name) {
+                // Readers would run as they do now: a snapshot, no lock.
+                let job = StorageJob::Execute { request: request.clone(), role: ExecRole::Local };
+                return match Storage::run(self, &job) {
+                    StorageResult::Executed { outcome, retries, .. } => Ok((outcome, retries)),
+                    StorageResult::Failed(error) => Err(storage_err(error)),
+                    other => Err(storage_err(format!("unexpected result {other:?}"))),
+                };
+            }
+            self.prepare_bookkeeping().map_err(|e| storage_err(e.to_string()))?;
+            if !self.quick_deadlock_check {
+                // Row and table locks held to commit deadlock now and then; PostgreSQL looks
+                // for a deadlock only after `deadlock_timeout` (1 s by default). As the 2PC
+                // baseline does (`crate::twopc`), look after 10 ms where the role may set it.
+                match self.conn.batch("SET deadlock_timeout = '10ms'") {
+                    Ok(()) | Err(ConnError::Statement(_)) => {}
+                    Err(e) => return Err(storage_err(e.to_string())),
+                }
+                self.quick_deadlock_check = true;
+            }
+        }
         let mut retries = 0;
         loop {
-            let begin = match self.sql.engine {
-                Engine::Postgres => "BEGIN ISOLATION LEVEL SERIALIZABLE",
-                Engine::Mariadb => "START TRANSACTION",
+            let begin = match (self.sql.engine, how) {
+                // Each statement's snapshot is taken after the locks it waited for, so a read
+                // that holds its lock reads the latest committed row (`TwoPhaseLock`).
+                (Engine::Postgres, DirectTxn::StrictLockLast) => "BEGIN ISOLATION LEVEL READ COMMITTED",
+                (Engine::Postgres, _) => "BEGIN ISOLATION LEVEL SERIALIZABLE",
+                (Engine::Mariadb, _) => "START TRANSACTION",
             };
+            let pipelined = how != DirectTxn::Application;
             let attempt = (|| -> Result<Outcome, ConnError> {
-                if pipelined_begin {
+                if pipelined {
                     self.conn.start(begin)?;
                 } else {
                     self.conn.batch(begin)?;
                 }
-                let (outcome, failure, _) = self.run_body(txn, &request.params, None);
+                let (outcome, failure, changed) = self.run_body_locking(txn, &request.params, None, how == DirectTxn::StrictLockLast);
                 if let Some(f) = failure {
                     return Err(f);
                 }
-                if pipelined_begin {
+                if pipelined {
                     // A BEGIN that failed is the transaction's failure, not its body's.
                     self.conn.started()?;
                 }
-                self.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" })?;
+                if how == DirectTxn::StrictLockLast && outcome.committed() && changed > 0 {
+                    // Every lock the writer will take is held: its place in the serial order
+                    // is fixed here, and the writer lock makes the counters' order that order.
+                    let (read, bump) = (self.bookkeeping(Bookkeeping::ReadCounters), self.bookkeeping(Bookkeeping::BumpLocalWrites));
+                    self.conn.batch(&format!("LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE; {read}; {bump}; COMMIT"))?;
+                } else {
+                    self.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" })?;
+                }
                 Ok(outcome)
             })();
             match attempt {
