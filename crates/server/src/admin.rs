@@ -94,9 +94,10 @@ pub fn drop_database(engine: Engine, urls: &[String], run: &str, i: u32) -> Resu
     conn.batch(&sql).map_err(|e: ConnError| format!("dropping database `{name}` on {}: {e}", engine.name()))
 }
 
-/// How long [`rollback_prepared`] waits for the server to notice that a branch's session ended.
-const DETACH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-const DETACH_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+/// How long [`rollback_prepared`] (and a decision sent again, `crate::twopc`) waits for the
+/// server to notice that a branch's session ended.
+pub(crate) const DETACH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const DETACH_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Rolls back the XA branches of run `run` still prepared on this MariaDB server (a 2PC run's
 /// node stopped before its decision, say). A prepared branch keeps its locks across sessions and

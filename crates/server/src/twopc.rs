@@ -401,7 +401,56 @@ impl TwoPcStorage {
         };
         match result {
             Ok(()) => JobResult::Finished,
+            Err(ConnError::Lost(why)) => match self.decide_again(&b, &sql) {
+                Ok(()) => JobResult::Finished,
+                Err(m) => JobResult::Failed(format!("`{sql}`: the connection was lost ({why}), and then: {m}")),
+            },
             Err(e) => JobResult::Failed(format!("`{sql}`: {e}")),
+        }
+    }
+
+    /// A decision whose connection was lost before its answer came: the server may or may not
+    /// have applied it. A prepared branch outlives its session on both servers, so the decision
+    /// is sent again from a live session until the server applies it, or until the branch is
+    /// found no longer prepared: the lost attempt applied it, since nothing else decides this
+    /// run's branches. Without this, the run would fail with the branch still prepared, its
+    /// cleanup would roll it back, and a transaction whose other branches committed would lose
+    /// this one.
+    fn decide_again(&mut self, b: &str, sql: &str) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + crate::admin::DETACH_WAIT;
+        loop {
+            let e = match self.db.conn.batch(sql) {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            if std::time::Instant::now() >= deadline {
+                return Err(format!("still not decided after {:?}: {e}", crate::admin::DETACH_WAIT));
+            }
+            if let ConnError::Lost(_) = e {
+                // This worker's own connection went too (a server restart ends every session).
+                self.recover(&e)?;
+                continue;
+            }
+            if !self.still_prepared(b).map_err(|e2| format!("{e}; and asking whether it is still prepared: {e2}"))? {
+                return Ok(());
+            }
+            // MariaDB lets another session decide a prepared branch only once it has noticed
+            // that the branch's session ended (`XAER_NOTA` until then).
+            std::thread::sleep(crate::admin::DETACH_POLL);
+        }
+    }
+
+    /// Whether branch `b` (quoted, as [`TwoPcShared::branch`] names it) is prepared on this
+    /// instance's server.
+    fn still_prepared(&mut self, b: &str) -> Result<bool, ConnError> {
+        match self.shared.engine() {
+            Engine::Postgres => Ok(!self.db.conn.batch_rows(&format!("SELECT gid FROM pg_prepared_xacts WHERE gid = {b}"))?.is_empty()),
+            Engine::Mariadb => {
+                let name = b.trim_matches('\'');
+                // formatID, gtrid_length, bqual_length, data (`crate::admin::rollback_prepared`).
+                let rows = self.db.conn.batch_rows("XA RECOVER")?;
+                Ok(rows.iter().any(|r| matches!(r.get(3), Some(ensemble_core::Value::Text(x)) if x == name)))
+            }
         }
     }
 }

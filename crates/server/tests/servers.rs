@@ -563,3 +563,54 @@ fn strict_locking_with_the_writer_lock_last_runs_what_the_application_runs() {
     let line = lines.iter().find(|r| r[0] == Value::Int(9) && r[1] == Value::Int(5)).expect("the line of cart 9, item 5");
     assert_eq!(line[2], Value::Int(30), "no add was lost: {line:?}");
 }
+
+/// A decision whose connection the server drops is sent again from a live session, and the
+/// branch commits once: on MariaDB the parked connection that prepared the branch is the one
+/// ended, on PostgreSQL (where no session holds a prepared transaction) the worker's own. Left
+/// failed, the run's cleanup would roll the branch back, losing a transaction whose other
+/// branches committed.
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn a_decision_whose_connection_is_dropped_is_sent_again_and_applied_once() {
+    use ensemble_twopc::{Job, JobResult, Xid};
+    for engine in ENGINES {
+        let dbs = Scratch::new(engine, "decide", 1);
+        let app = apps::shop::application();
+        let sql = Arc::new(translate(&app, engine).unwrap());
+        let replicated: std::collections::BTreeSet<String> = ["items", "orders"].iter().map(|s| s.to_string()).collect();
+        drop(dbs.shop(0));
+        let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
+        let shared = ensemble_server::TwoPcShared::new(&url, app.clone(), sql, InstanceId(0), &dbs.run, replicated).unwrap();
+        let mut a = ensemble_server::TwoPcStorage::open(shared).unwrap();
+        let first = Xid { coordinator: InstanceId(0), n: 1 };
+        assert!(matches!(a.run(&Job::Branch { request: request(1, "create_cart", vec![Value::Int(7)]), xid: first }), JobResult::Committed { .. }));
+        assert!(matches!(a.run(&Job::Local { request: request(2, "add_item", vec![Value::Int(7), Value::Int(3), Value::Int(1)]) }), JobResult::Committed { .. }));
+        let xid = Xid { coordinator: InstanceId(0), n: 2 };
+        let r = a.run(&Job::Branch { request: request(3, "order", vec![Value::Int(7)]), xid });
+        assert!(matches!(&r, JobResult::Prepared { .. }), "{}: {r:?}", engine.name());
+        // Every session on the instance's database ends, as when its server drops them.
+        let mut admin_conn = ensemble_server::conn::Conn::open(engine, admin::default_url(engine)).unwrap();
+        let db = admin::database_name(&dbs.run, 0);
+        let kill_all = match engine {
+            Engine::Postgres => format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}' AND pid <> pg_backend_pid()"),
+            Engine::Mariadb => format!("SELECT id FROM information_schema.processlist WHERE db = '{db}' AND id <> CONNECTION_ID()"),
+        };
+        let ended = admin_conn.batch_rows(&kill_all).unwrap();
+        assert!(!ended.is_empty(), "{}: no session to end", engine.name());
+        if engine == Engine::Mariadb {
+            for row in ended {
+                let Value::Int(id) = row[0] else { panic!("{row:?}") };
+                admin_conn.batch(&format!("KILL {id}")).unwrap();
+            }
+        }
+        assert_eq!(a.run(&Job::Finish { xid, commit: true, ts: 10 }), JobResult::Finished, "{}", engine.name());
+        let orders = a.dump("orders").unwrap();
+        assert_eq!(orders.iter().filter(|r| r[0] == Value::Int(7)).count(), 1, "{}: the order committed once: {orders:?}", engine.name());
+        let prepared = match engine {
+            Engine::Mariadb => "XA RECOVER",
+            Engine::Postgres => "SELECT gid FROM pg_prepared_xacts",
+        };
+        let left = admin_conn.batch_rows(prepared).unwrap().iter().filter(|r| format!("{r:?}").contains(&dbs.run)).count();
+        assert_eq!(left, 0, "{}: nothing of this test is still prepared", engine.name());
+    }
+}
