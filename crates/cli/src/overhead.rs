@@ -50,7 +50,7 @@ enum Txns {
     /// difference from `Application` is what the bookkeeping costs the server, and the
     /// difference from the run through the node is what the hop costs.
     Bookkeeping,
-    /// On PostgreSQL, the design that would lift the writer lock
+    /// On a server, the design that would lift the writer lock
     /// ([`ensemble_server::DirectTxn::StrictLockLast`]), run in the client's thread: what it
     /// would cost at best, measured beside what it would replace.
     StrictLockLast,
@@ -314,7 +314,7 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
         retries_bookkeeping += m.retries;
         bookkeeping_ops += m.hist.len();
         b.rounds.push(Round::of(&m));
-        if pipelines {
+        if e.backend.kind != ensemble_bench::BackendKind::Sqlite {
             let m = direct(&e, threads, round_s, round_seed, Txns::StrictLockLast)?;
             retries_strict += m.retries;
             strict_ops += m.hist.len();
@@ -359,7 +359,7 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     }
     rows.push(row("Ensemble's transactions, no node", &b));
     let mut lifted = String::new();
-    if pipelines {
+    if !strict.rounds.is_empty() {
         rows.push(row("... writers 2PL, writer lock last", &strict));
         lifted = format!(
             "the design that would lift the writer lock (strict two-phase locking, the writer lock taken last; no node, not checked): it adds {:.0} % to the direct path's mean (per round {}), Ensemble's transactions as they are {:.0} %; run again after a deadlock or a lock timeout, per 1000 operations: {:.1}\n",

@@ -63,12 +63,14 @@ pub enum DirectTxn {
     /// The same with BEGIN sent with the first statement, as Ensemble's own transactions start
     /// on PostgreSQL.
     PipelinedBegin,
-    /// The design that would let an instance's local writers run side by side on PostgreSQL,
-    /// measured as that design's bound (`ARCHITECTURE.md`, "Why the order is right"): a writer
-    /// runs under READ COMMITTED with every read holding its lock to commit (strict two-phase
-    /// locking, as the 2PC baseline's `TwoPhaseLock`), and takes the writer lock and the
-    /// counters last, just before COMMIT; a reader runs as a node runs it. No node runs this,
-    /// and what it runs is not checked: it prices the design before anyone builds it.
+    /// The design that would let an instance's local writers run side by side, measured as that
+    /// design's bound (`ARCHITECTURE.md`, "Why the writer lock is not taken last"): a writer
+    /// runs under strict two-phase locking and takes the writer lock and the counters last,
+    /// just before COMMIT; a reader runs as a node runs it. On PostgreSQL the writer runs under
+    /// READ COMMITTED with every read holding its lock to commit as the 2PC baseline's
+    /// `TwoPhaseLock` makes it; on MariaDB under InnoDB's SERIALIZABLE, strict two-phase locking
+    /// with key-range (next-key) locks of its own, the counters read `FOR UPDATE` last. No node
+    /// runs this, and what it runs is not checked: it prices the design before anyone builds it.
     StrictLockLast,
 }
 
@@ -276,9 +278,6 @@ impl ServerStorage {
         let txn = app.check_request(request)?;
         let storage_err = |e: String| RequestError::Storage { txn: request.txn.clone(), message: e };
         if how == DirectTxn::StrictLockLast {
-            if self.sql.engine != Engine::Postgres {
-                return Err(storage_err("strict two-phase locking with the writer lock last is measured on PostgreSQL only".into()));
-            }
             if app.is_read_only(txn.name) {
                 // Readers would run as they do now: a snapshot, no lock.
                 let job = StorageJob::Execute { request: request.clone(), role: ExecRole::Local };
@@ -289,7 +288,7 @@ impl ServerStorage {
                 };
             }
             self.prepare_bookkeeping().map_err(|e| storage_err(e.to_string()))?;
-            if !self.quick_deadlock_check {
+            if self.sql.engine == Engine::Postgres && !self.quick_deadlock_check {
                 // Row and table locks held to commit deadlock now and then; PostgreSQL looks
                 // for a deadlock only after `deadlock_timeout` (1 s by default). As the 2PC
                 // baseline does (`crate::twopc`), look after 10 ms where the role may set it.
@@ -316,7 +315,9 @@ impl ServerStorage {
                 } else {
                     self.conn.batch(begin)?;
                 }
-                let (outcome, failure, changed) = self.run_body_locking(txn, &request.params, None, how == DirectTxn::StrictLockLast);
+                // InnoDB's SERIALIZABLE holds every lock to commit already.
+                let locks = how == DirectTxn::StrictLockLast && self.sql.engine == Engine::Postgres;
+                let (outcome, failure, changed) = self.run_body_locking(txn, &request.params, None, locks);
                 if let Some(f) = failure {
                     return Err(f);
                 }
@@ -328,7 +329,11 @@ impl ServerStorage {
                     // Every lock the writer will take is held: its place in the serial order
                     // is fixed here, and the writer lock makes the counters' order that order.
                     let (read, bump) = (self.bookkeeping(Bookkeeping::ReadCounters), self.bookkeeping(Bookkeeping::BumpLocalWrites));
-                    self.conn.batch(&format!("LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE; {read}; {bump}; COMMIT"))?;
+                    let last = match self.sql.engine {
+                        Engine::Postgres => format!("LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE; {read}; {bump}; COMMIT"),
+                        Engine::Mariadb => format!("{read} FOR UPDATE; {bump}; COMMIT"),
+                    };
+                    self.conn.batch(&last)?;
                 } else {
                     self.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" })?;
                 }
