@@ -2,7 +2,9 @@
 //! (a node process, clients over loopback TCP) and directly on the backend's database (client
 //! threads, one connection each, no middleware: SQLite embedded, or the PostgreSQL or MariaDB
 //! server through the same client library), both on this machine; and the Ensemble run again on
-//! the plain wire, without a cluster secret, for what authentication costs. Reported as ratios.
+//! the plain wire, without a cluster secret, for what authentication costs; on a server, also
+//! the design that would lift the writer lock (`ensemble_server::DirectTxn::StrictLockLast`),
+//! priced in the client's thread. Reported as ratios.
 
 use ensemble_app::{apps::shop, ClientCtx, DataConfig, Workload};
 use ensemble_bench::report::render;
