@@ -103,13 +103,9 @@ pub(crate) const DETACH_POLL: std::time::Duration = std::time::Duration::from_mi
 /// node stopped before its decision, say). A prepared branch keeps its locks across sessions and
 /// server restarts, and would block dropping its database for good.
 pub fn rollback_prepared(conn: &mut Conn, run: &str) -> Result<usize, ConnError> {
-    let rows = conn.batch_rows("XA RECOVER")?;
     let prefix = format!("{run}-");
     let mut n = 0;
-    for row in rows {
-        // formatID, gtrid_length, bqual_length, data: the branches this project names are
-        // `run-coordinator-n-instance`, with no branch qualifier.
-        let Some(ensemble_core::Value::Text(xid)) = row.get(3) else { continue };
+    for xid in xa_prepared(conn)? {
         if xid.starts_with(&prefix) && xid.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
             // MariaDB hands a prepared branch to other sessions only once the session that
             // prepared it has ended; a node that just stopped may not have been noticed yet.
@@ -127,6 +123,17 @@ pub fn rollback_prepared(conn: &mut Conn, run: &str) -> Result<usize, ConnError>
         }
     }
     Ok(n)
+}
+
+/// The ids of the XA branches prepared on this MariaDB server (`XA RECOVER`). The branches this
+/// project names are `run-coordinator-n-instance`, with no branch qualifier, so the id is the
+/// row's data column (after formatID, gtrid_length and bqual_length).
+pub(crate) fn xa_prepared(conn: &mut Conn) -> Result<Vec<String>, ConnError> {
+    let rows = conn.batch_rows("XA RECOVER")?;
+    Ok(rows.into_iter().filter_map(|r| match r.into_iter().nth(3) {
+        Some(ensemble_core::Value::Text(xid)) => Some(xid),
+        _ => None,
+    }).collect())
 }
 
 /// Rolls back the transactions of run `run` still prepared in the database `conn` is connected

@@ -445,12 +445,7 @@ impl TwoPcStorage {
     fn still_prepared(&mut self, b: &str) -> Result<bool, ConnError> {
         match self.shared.engine() {
             Engine::Postgres => Ok(!self.db.conn.batch_rows(&format!("SELECT gid FROM pg_prepared_xacts WHERE gid = {b}"))?.is_empty()),
-            Engine::Mariadb => {
-                let name = b.trim_matches('\'');
-                // formatID, gtrid_length, bqual_length, data (`crate::admin::rollback_prepared`).
-                let rows = self.db.conn.batch_rows("XA RECOVER")?;
-                Ok(rows.iter().any(|r| matches!(r.get(3), Some(ensemble_core::Value::Text(x)) if x == name)))
-            }
+            Engine::Mariadb => Ok(crate::admin::xa_prepared(&mut self.db.conn)?.iter().any(|x| x == b.trim_matches('\''))),
         }
     }
 }
