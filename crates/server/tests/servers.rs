@@ -29,16 +29,14 @@ impl Scratch {
 
     /// Instance `i`'s database with shop's schema and data (all of it: these tests place nothing).
     fn shop(&self, i: u32) -> ServerStorage {
+        let mut s = self.shop_session(i);
         let app = apps::shop::application();
-        let sql = Arc::new(translate(&app, self.engine).unwrap());
-        let url = admin::instance_url(self.engine, &self.urls, &self.run, i).unwrap();
-        let mut s = ServerStorage::open(&url, app.clone(), sql, InstanceId(i)).unwrap();
         s.create_schema().unwrap();
         s.load(&(app.generate)(ensemble_app::DataConfig { scale: 1, seed: 1 }), |_, _, _| true).unwrap();
         s
     }
 
-    /// Another session on instance `i`'s database, made by [`Self::shop`].
+    /// A session on instance `i`'s database for shop, without making its schema.
     fn shop_session(&self, i: u32) -> ServerStorage {
         let app = apps::shop::application();
         let sql = Arc::new(translate(&app, self.engine).unwrap());
