@@ -243,6 +243,18 @@ impl ServerStorage {
         self.conn.start(&format!("{start}; {read}{lock}{save}"))
     }
 
+    /// Asks PostgreSQL to look for a deadlock after a lock wait of
+    /// [`crate::twopc::DEADLOCK_CHECK_MS`] rather than `deadlock_timeout`'s 1 s, for sessions
+    /// whose transactions hold table and row locks to commit and so deadlock now and then (InnoDB
+    /// finds one at once). Only a superuser (or a role granted SET on it) may change it;
+    /// otherwise the server's setting stays, and deadlocks cost a lock timeout each.
+    pub(crate) fn look_for_deadlocks_early(&mut self) -> Result<(), ConnError> {
+        match self.conn.batch(&format!("SET deadlock_timeout = '{}ms'", crate::twopc::DEADLOCK_CHECK_MS)) {
+            Ok(()) | Err(ConnError::Statement(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Prepares the bookkeeping statements once per session on PostgreSQL ([`Bookkeeping`]).
     fn prepare_bookkeeping(&mut self) -> Result<(), ConnError> {
         if self.sql.engine == Engine::Postgres && !self.bookkeeping_prepared {
@@ -289,13 +301,9 @@ impl ServerStorage {
             }
             self.prepare_bookkeeping().map_err(|e| storage_err(e.to_string()))?;
             if self.sql.engine == Engine::Postgres && !self.quick_deadlock_check {
-                // Row and table locks held to commit deadlock now and then; PostgreSQL looks
-                // for a deadlock only after `deadlock_timeout` (1 s by default). As the 2PC
-                // baseline does (`crate::twopc`), look after 10 ms where the role may set it.
-                match self.conn.batch("SET deadlock_timeout = '10ms'") {
-                    Ok(()) | Err(ConnError::Statement(_)) => {}
-                    Err(e) => return Err(storage_err(e.to_string())),
-                }
+                // Row and table locks held to commit deadlock now and then, as in the 2PC
+                // baseline.
+                self.look_for_deadlocks_early().map_err(|e| storage_err(e.to_string()))?;
                 self.quick_deadlock_check = true;
             }
         }

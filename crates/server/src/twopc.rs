@@ -45,7 +45,7 @@ use std::sync::{Arc, Mutex};
 pub const LOCK_WAIT_S: u32 = 1;
 
 /// How long a PostgreSQL lock wait lasts before the server looks for a deadlock, in ms.
-const DEADLOCK_CHECK_MS: u32 = 10;
+pub(crate) const DEADLOCK_CHECK_MS: u32 = 10;
 
 /// How often a one-phase transaction or a coordinator's branch runs again after the server
 /// made it a victim before the storage gives up.
@@ -111,15 +111,9 @@ impl TwoPcShared {
     /// What every session of the baseline sets beside the storage's own settings.
     fn configure(&self, s: &mut ServerStorage) -> Result<(), ServerError> {
         if self.engine() == Engine::Postgres {
-            // Table locks make deadlocks within one server common, and PostgreSQL looks for one
-            // only after a lock wait of `deadlock_timeout` (1 s by default, as long as the lock
-            // timeout): look after 10 ms, as InnoDB finds one at once. Only a superuser (or a
-            // role granted SET on it) may change it; otherwise the server's setting stays, and
-            // deadlocks cost a lock timeout each.
-            match s.conn.batch(&format!("SET deadlock_timeout = '{DEADLOCK_CHECK_MS}ms'")) {
-                Ok(()) | Err(ConnError::Statement(_)) => {}
-                Err(e) => return Err(e.into()),
-            }
+            // Table locks make deadlocks within one server common, and PostgreSQL's default
+            // wait before looking for one is as long as the lock timeout.
+            s.look_for_deadlocks_early()?;
         }
         Ok(())
     }
