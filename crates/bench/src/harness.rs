@@ -77,6 +77,12 @@ pub trait Harness: Sync {
         Ok(None)
     }
 
+    /// Storage workers (database connections) per process of a real node, besides a serial
+    /// lane's; by default `Experiment::storage_workers`.
+    fn storage_workers(&self, exp: &Experiment) -> usize {
+        exp.storage_workers as usize
+    }
+
     /// After a real run: process `id`'s storage as its node left it under `dir`, for the check.
     fn reopen_storage(&self, exp: &Experiment, id: ProcessId, dir: &Path) -> anyhow::Result<Option<Self::S>>;
 

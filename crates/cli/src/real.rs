@@ -123,7 +123,7 @@ pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
     let n = deployment.len();
     let mut spec = ClusterSpec::loopback(deployment, TopologyRef::Inline(Box::new(exp.topology.clone())), true)?;
     spec.seed = exp.seed;
-    spec.workers = exp.storage_workers as usize;
+    spec.workers = h.storage_workers(exp);
     // Loopback is open to every user of the machine: only who holds a key may talk to the
     // hosts. The master stays in this process; each node's file has only its own keys, so a
     // node cannot pose as another. (The plain wire is for measuring what this costs; hosts

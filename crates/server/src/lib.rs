@@ -6,18 +6,20 @@
 //! * **Serial order.** Every database holds the one-row `_ensemble_meta(globals, local_writes)`
 //!   table, read inside every transaction and written by the ones that write, exactly as on
 //!   SQLite. A transaction that may write (every global, every local whose type declares a
-//!   write, every application of state updates) takes the instance's *writer lock* before it
-//!   reads anything: on PostgreSQL `LOCK TABLE _ensemble_meta IN EXCLUSIVE MODE` as its first
-//!   statement (so its SERIALIZABLE snapshot is taken after the previous writer committed), on
-//!   MariaDB `SELECT … FROM _ensemble_meta FOR UPDATE` under SERIALIZABLE (InnoDB's strict
-//!   two-phase locking). Writers at an instance therefore run one after another, each seeing
-//!   every earlier one: commit order is serialization order, on either engine, and the counters
+//!   write, every application of state updates) holds the instance's *writer lock* to COMMIT.
+//!   On PostgreSQL it takes it before it reads anything, `LOCK TABLE _ensemble_meta IN
+//!   EXCLUSIVE MODE` as its first statement (so its SERIALIZABLE snapshot is taken after the
+//!   previous writer committed): writers at an instance run one after another. On MariaDB,
+//!   whose SERIALIZABLE is strict two-phase locking (every lock held to COMMIT), it takes it
+//!   last, `SELECT … FROM _ensemble_meta FOR UPDATE` in the batch that commits: writers of
+//!   different rows overlap. Either way commit order is serialization order and the counters
 //!   are written under the lock. A read-only local reads one snapshot without locks (PostgreSQL
 //!   REPEATABLE READ READ ONLY; MariaDB REPEATABLE READ WITH CONSISTENT SNAPSHOT): the committed
 //!   writers it sees are a prefix of the lock order, and it reads the counters from the same
 //!   snapshot, so its position is that prefix. ARCHITECTURE.md has the argument in full.
 //! * **Round trips.** The bookkeeping rides on the transaction's own round trips: the start
-//!   (BEGIN, the writer lock, the counters read) is one batch, the bump goes with COMMIT, and the
+//!   (BEGIN, the writer lock, the counters read) is one batch, the bump goes with COMMIT (on
+//!   MariaDB a writer's lock and counters go with COMMIT too), and the
 //!   counter statements are prepared once per session. On PostgreSQL the start is also pipelined
 //!   with the body's first statement (`Conn::start`), so a transaction takes one round trip fewer
 //!   than the BEGIN, statements and COMMIT an application sends through the client library's

@@ -15,8 +15,9 @@ use std::sync::Arc;
 pub const META_TABLE: &str = "_ensemble_meta";
 
 /// How often one transaction is run again after the server chose it as a victim before the
-/// storage gives up on it. Writers at an instance queue on one lock, so a victim is rare; a
-/// transaction that keeps losing is a bug worth seeing.
+/// storage gives up on it. On PostgreSQL writers at an instance queue on one lock, so a victim
+/// is rare; on MariaDB writers overlap and deadlock now and then, each victim backing off
+/// further; a transaction that keeps losing is a bug worth seeing.
 const MAX_RETRIES: u32 = 100;
 
 /// A victim runs again at once this many times: often the transaction that won the conflict has
@@ -63,14 +64,14 @@ pub enum DirectTxn {
     /// The same with BEGIN sent with the first statement, as Ensemble's own transactions start
     /// on PostgreSQL.
     PipelinedBegin,
-    /// The design that would let an instance's local writers run side by side, measured as that
-    /// design's bound (`ARCHITECTURE.md`, "Why the writer lock is not taken last"): a writer
-    /// runs under strict two-phase locking and takes the writer lock and the counters last,
-    /// just before COMMIT; a reader runs as a node runs it. On PostgreSQL the writer runs under
-    /// READ COMMITTED with every read holding its lock to commit as the 2PC baseline's
-    /// `TwoPhaseLock` makes it; on MariaDB under InnoDB's SERIALIZABLE, strict two-phase locking
-    /// with key-range (next-key) locks of its own, the counters read `FOR UPDATE` last. No node
-    /// runs this, and what it runs is not checked: it prices the design before anyone builds it.
+    /// Writers under strict two-phase locking that take the writer lock and the counters last,
+    /// just before COMMIT, without a node; a reader runs as a node runs it. On PostgreSQL the
+    /// writer runs under READ COMMITTED with every read holding its lock to commit as the 2PC
+    /// baseline's `TwoPhaseLock` makes it: the bound of a design no node runs
+    /// (`ARCHITECTURE.md`, "Why PostgreSQL's writers do not take the lock last"), and what it
+    /// runs is not checked. On MariaDB under InnoDB's SERIALIZABLE (strict two-phase locking
+    /// with key-range locks of its own), the counters read `FOR UPDATE` last: what a node's
+    /// writers do there, without the node.
     StrictLockLast,
 }
 
@@ -109,6 +110,9 @@ impl Bookkeeping {
 enum Kind {
     /// Takes the instance's writer lock before its first read.
     Writer,
+    /// Takes the writer lock as the last thing before COMMIT, once every other lock it needs is
+    /// held (MariaDB, whose SERIALIZABLE holds every lock to commit).
+    WriterLockLast,
     /// Reads one snapshot, takes no lock.
     Reader,
 }
@@ -216,15 +220,23 @@ impl ServerStorage {
     /// statement ([`Conn::start`]). With `savepoint`, the batch also sets the savepoint a
     /// global's body may roll back to.
     fn begin(&mut self, kind: Kind, savepoint: bool) -> Result<(), ConnError> {
+        if kind == Kind::WriterLockLast {
+            // Nothing to read yet: the counters are read when the lock is taken, at the end.
+            debug_assert_eq!(self.sql.engine, Engine::Mariadb, "only InnoDB holds every read lock to commit");
+            let save = if savepoint { "; SAVEPOINT body" } else { "" };
+            return self.conn.start(&format!("START TRANSACTION{save}"));
+        }
         let start = match (self.sql.engine, kind) {
             // The table lock is the first thing the transaction does, so its snapshot is taken
             // after the previous writer committed (PostgreSQL takes a SERIALIZABLE snapshot at
             // the first query, and LOCK TABLE is not one).
-            (Engine::Postgres, Kind::Writer) => format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE"),
+            (Engine::Postgres, Kind::Writer | Kind::WriterLockLast) => {
+                format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE")
+            }
             (Engine::Postgres, Kind::Reader) => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_string(),
             // The session is SERIALIZABLE; the counters are read FOR UPDATE first, which takes
             // the writer lock.
-            (Engine::Mariadb, Kind::Writer) => "START TRANSACTION".to_string(),
+            (Engine::Mariadb, Kind::Writer | Kind::WriterLockLast) => "START TRANSACTION".to_string(),
             (Engine::Mariadb, Kind::Reader) => {
                 "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY".to_string()
             }
@@ -397,7 +409,38 @@ impl ServerStorage {
     /// (retried, reconnected, or failed); `committing` tells whether the error came from COMMIT.
     fn attempt_execute(&mut self, txn: &TxnType, request: &Request, role: ExecRole) -> Result<StorageResult, Attempt> {
         let read_only = self.app.is_read_only(txn.name);
-        let kind = if read_only && role == ExecRole::Local { Kind::Reader } else { Kind::Writer };
+        let ended = |r: Option<StorageResult>| r.expect("only a writer that takes the lock last may have to run again");
+        if read_only && role == ExecRole::Local {
+            return self.attempt_execute_as(Kind::Reader, txn, request, role).map(ended);
+        }
+        if !self.writers_lock_last() {
+            return self.attempt_execute_as(Kind::Writer, txn, request, role).map(ended);
+        }
+        match self.attempt_execute_as(Kind::WriterLockLast, txn, request, role)? {
+            Some(result) => Ok(result),
+            None => {
+                // A global whose body aborted: see `end_lock_last`.
+                self.conn.batch("ROLLBACK").map_err(Attempt::before_commit)?;
+                let mut result = ended(self.attempt_execute_as(Kind::Writer, txn, request, role)?);
+                if let StorageResult::Executed { retries, .. } = &mut result {
+                    *retries += 1;
+                }
+                Ok(result)
+            }
+        }
+    }
+
+    /// Whether this instance's writers take the writer lock last: on MariaDB, whose
+    /// SERIALIZABLE is strict two-phase locking with key-range locks, so that writers of
+    /// disjoint rows overlap (ARCHITECTURE.md, "Why the order is right on PostgreSQL and
+    /// MariaDB"). PostgreSQL has no key-range lock; there writers take it first.
+    fn writers_lock_last(&self) -> bool {
+        self.sql.engine == Engine::Mariadb
+    }
+
+    /// One attempt at `txn` started as `kind`; `None` when a writer that takes the lock last
+    /// must run again taking it first.
+    fn attempt_execute_as(&mut self, kind: Kind, txn: &TxnType, request: &Request, role: ExecRole) -> Result<Option<StorageResult>, Attempt> {
         // A global keeps its sequence number whatever its body decides, so it rolls back to a
         // savepoint; a local that aborts rolls back whole. Either way the bookkeeping rides on
         // the first and the last round trip, so a transaction costs the server no more round
@@ -412,6 +455,9 @@ impl ServerStorage {
         if let Some(f) = failure {
             return Err(Attempt::before_commit(f));
         }
+        if kind == Kind::WriterLockLast {
+            return self.end_lock_last(outcome, changes, changed, global);
+        }
         let (globals, local_writes) = self.counters_read().map_err(Attempt::before_commit)?;
         if global {
             let undo = if outcome.committed() { "" } else { "ROLLBACK TO SAVEPOINT body; " };
@@ -422,7 +468,7 @@ impl ServerStorage {
                 .batch(&format!("{undo}RELEASE SAVEPOINT body; {}; COMMIT", self.bookkeeping(Bookkeeping::BumpGlobals)))
                 .map_err(Attempt::committing)?;
             let update = StateUpdate { changes, writer: None };
-            return Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 });
+            return Ok(Some(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 }));
         }
         let wrote = outcome.committed() && changed > 0;
         let local_writes = if wrote {
@@ -441,7 +487,50 @@ impl ServerStorage {
             local_writes
         };
         let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
-        Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
+        Ok(Some(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 }))
+    }
+
+    /// Ends a writer started as [`Kind::WriterLockLast`] whose body has run: it takes the
+    /// writer lock now, reading the counters, with its bump and COMMIT in one batch. Under
+    /// InnoDB's SERIALIZABLE the body holds every lock it took (a plain read holds a shared
+    /// next-key lock) until COMMIT, and so does this transaction hold the counters' row, so
+    /// writers commit in the counters' order, and under strict two-phase locking commit order is
+    /// a serial order (ARCHITECTURE.md). A writer that wrote nothing (its body aborted, or it
+    /// changed no row) reads the counters under a shared lock, which places it after every
+    /// writer it could have seen and before every later one, and keeps its locks to its
+    /// ROLLBACK or COMMIT, as the lock-first path does.
+    ///
+    /// `None` for a global whose body aborted: it must undo its body's writes and still take a
+    /// sequence number, but its savepoint was set before it took any lock, and ROLLBACK TO such
+    /// a savepoint releases every lock on MariaDB, after which its reads would no longer hold
+    /// when it takes the writer lock. It runs again taking the writer lock first, before its
+    /// savepoint, as on PostgreSQL.
+    fn end_lock_last(&mut self, outcome: Outcome, changes: Vec<RowChange>, changed: u64, global: bool) -> Result<Option<StorageResult>, Attempt> {
+        let read = self.bookkeeping(Bookkeeping::ReadCounters);
+        let committed = outcome.committed();
+        if global && !committed {
+            return Ok(None);
+        }
+        let wrote = committed && changed > 0;
+        let end = if global {
+            format!("RELEASE SAVEPOINT body; {read} FOR UPDATE; {}; COMMIT", self.bookkeeping(Bookkeeping::BumpGlobals))
+        } else if wrote {
+            format!("{read} FOR UPDATE; {}; COMMIT", self.bookkeeping(Bookkeeping::BumpLocalWrites))
+        } else {
+            format!("{read} LOCK IN SHARE MODE; {}", if committed { "COMMIT" } else { "ROLLBACK" })
+        };
+        let rows = self.conn.batch_rows(&end).map_err(Attempt::committing)?;
+        // The transaction has ended: a bad counters row now cannot be undone or run again.
+        let (globals, local_writes) = counters_of(&rows).map_err(|e| Attempt::Fatal(format!("ended, but its counters could not be read: {e}")))?;
+        let result = if global {
+            let update = StateUpdate { changes, writer: None };
+            StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 }
+        } else {
+            let local_writes = if wrote { local_writes + 1 } else { local_writes };
+            let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
+            StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 }
+        };
+        Ok(Some(result))
     }
 
     /// Whether `job` can run in a group ([`Self::attempt_group`]): a well-formed request or a
@@ -533,12 +622,13 @@ impl ServerStorage {
     /// Applies the state updates of globals `first_seq..` on a database that has seen `globals`
     /// of them, inside the transaction open; returns the last one's sequence number.
     fn apply_updates(&mut self, globals: u64, first_seq: u64, updates: &[StateUpdate]) -> Result<u64, Attempt> {
-        if globals + 1 != first_seq {
-            return Err(Attempt::Fatal(format!(
-                "this database has seen {globals} global operations; the next update to apply must be {}, not {first_seq}",
-                globals + 1
-            )));
-        }
+        continues(globals, first_seq)?;
+        self.apply_changes(first_seq, updates)
+    }
+
+    /// Applies the state updates of globals `first_seq..` inside the transaction open; returns
+    /// the last one's sequence number.
+    fn apply_changes(&mut self, first_seq: u64, updates: &[StateUpdate]) -> Result<u64, Attempt> {
         for (i, u) in updates.iter().enumerate() {
             for c in &u.changes {
                 self.apply_change(c).map_err(|e| match e {
@@ -551,6 +641,18 @@ impl ServerStorage {
     }
 
     fn attempt_apply(&mut self, first_seq: u64, updates: &[StateUpdate]) -> Result<u64, Attempt> {
+        if self.writers_lock_last() {
+            // The rows first, then the writer lock, as a writer that takes it last
+            // (`end_lock_last`); the batch is refused if it does not continue what the
+            // database has seen, before COMMIT.
+            self.begin(Kind::WriterLockLast, false).map_err(Attempt::before_commit)?;
+            let last = self.apply_changes(first_seq, updates)?;
+            let read = self.bookkeeping(Bookkeeping::ReadCounters);
+            let (globals, _) = counters_of(&self.conn.batch_rows(&format!("{read} FOR UPDATE")).map_err(Attempt::before_commit)?).map_err(Attempt::before_commit)?;
+            continues(globals, first_seq)?;
+            self.conn.batch(&format!("UPDATE {META_TABLE} SET globals = {last} WHERE id = 0; COMMIT")).map_err(Attempt::committing)?;
+            return Ok(last);
+        }
         self.begin(Kind::Writer, false).map_err(Attempt::before_commit)?;
         let (globals, _) = self.counters_read().map_err(Attempt::before_commit)?;
         let last = self.apply_updates(globals, first_seq, updates)?;
@@ -679,6 +781,18 @@ fn counters_of(rows: &Rows) -> Result<(u64, u64), ConnError> {
     }
 }
 
+/// Refuses a batch of state updates that does not start right after the `globals` global
+/// operations a database has seen.
+fn continues(globals: u64, first_seq: u64) -> Result<(), Attempt> {
+    if globals + 1 != first_seq {
+        return Err(Attempt::Fatal(format!(
+            "this database has seen {globals} global operations; the next update to apply must be {}, not {first_seq}",
+            globals + 1
+        )));
+    }
+    Ok(())
+}
+
 enum Attempt {
     /// Roll back and decide by the error.
     Again(ConnError),
@@ -720,7 +834,7 @@ impl Storage for ServerStorage {
                 match self.retrying(&what, |s| s.attempt_execute(txn, request, *role)) {
                     Ok((mut r, n)) => {
                         if let StorageResult::Executed { retries, .. } = &mut r {
-                            *retries = n;
+                            *retries += n;
                         }
                         r
                     }

@@ -301,7 +301,16 @@ fn a_group_that_fails_runs_its_jobs_one_by_one() {
         assert!(matches!(&together[6], StorageResult::Failed(m) if m.contains("must be 3")), "{}: {:?}", engine.name(), together[6]);
         assert_eq!(together.iter().map(settled).collect::<Vec<_>>(), apart, "{}", engine.name());
         assert!(
-            together.iter().all(|r| matches!(r, StorageResult::Failed(_) | StorageResult::Executed { retries: 1, .. })),
+            together.iter().all(|r| match r {
+                StorageResult::Failed(_) => true,
+                StorageResult::Executed { retries, position, outcome, .. } => {
+                    // On MariaDB, run alone, a global whose body aborts runs once more, taking
+                    // the writer lock first.
+                    let again = engine == Engine::Mariadb && matches!(position, Position::Global { .. }) && !outcome.committed();
+                    *retries == 1 + u32::from(again)
+                }
+                _ => false,
+            }),
             "{}: the group's attempt is counted as a retry of each job that ran again: {together:?}",
             engine.name()
         );
@@ -618,4 +627,132 @@ fn a_decision_whose_connection_is_dropped_is_sent_again_and_applied_once() {
         let left = admin_conn.batch_rows(prepared).unwrap().iter().filter(|r| format!("{r:?}").contains(&dbs.run)).count();
         assert_eq!(left, 0, "{}: nothing of this test is still prepared", engine.name());
     }
+}
+
+/// On MariaDB an instance's writers take the writer lock last: a writer runs its whole body
+/// (holding its row locks, InnoDB's SERIALIZABLE) and only then waits for the counters' row, so
+/// writers of other rows overlap; the counters it reads then still number the writers in the
+/// order they committed, a serial order under strict two-phase locking.
+#[test]
+#[ignore = "needs MariaDB: .ci/run starts it and runs this"]
+fn writers_take_the_writer_lock_last_on_mariadb() {
+    use ensemble_server::conn::Conn;
+    let engine = Engine::Mariadb;
+    let dbs = Scratch::new(engine, "lastlock", 1);
+    let mut a = dbs.shop(0);
+    let (o, _, p, _) = local(&mut a, 1, "create_cart", vec![Value::Int(9)]);
+    assert!(o.committed() && p == Position::Local { instance: InstanceId(0), globals_seen: 0, local_writes: 1, wrote: true }, "{o:?} {p:?}");
+    let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
+
+    // Another transaction holds the counters' row: the writer runs its body, then waits.
+    let mut holder = Conn::open(engine, &url).unwrap();
+    holder.batch("START TRANSACTION; SELECT * FROM _ensemble_meta WHERE id = 0 FOR UPDATE").unwrap();
+    let mut s = dbs.shop_session(0);
+    let writer = std::thread::spawn(move || local(&mut s, 2, "add_item", vec![Value::Int(9), Value::Int(4), Value::Int(1)]));
+    // The writer is waiting at the counters' row once its session runs that statement; a
+    // dirty read then shows whether its body ran before (the lock taken last) or not (first).
+    let mut watcher = Conn::open(engine, &url).unwrap();
+    watcher.batch("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED").unwrap();
+    let waiting = "SELECT COUNT(*) FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID() \
+                   AND info LIKE '%FROM _ensemble_meta%FOR UPDATE%'";
+    let mut seen = false;
+    for _ in 0..2000 {
+        if watcher.run(waiting, &[]).unwrap().0 == vec![vec![Value::Int(1)]] {
+            seen = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(seen, "the writer waits for the counters' row");
+    let (line, _) = watcher.run("SELECT qty FROM cart_lines WHERE cart_id = 9 AND item_id = 4", &[]).unwrap();
+    assert_eq!(line, vec![vec![Value::Int(1)]], "the writer had written its line before it waited for the writer lock");
+    holder.batch("COMMIT").unwrap();
+    let (o, _, p, _) = writer.join().unwrap();
+    assert!(o.committed() && p == Position::Local { instance: InstanceId(0), globals_seen: 0, local_writes: 2, wrote: true }, "{o:?} {p:?}");
+
+    // Two clients add to one line at once, 15 times each: no add is lost, and the counters
+    // number the 30 writers 3..=32, each once.
+    let threads: Vec<_> = (0..2u64)
+        .map(|t| {
+            let mut s = dbs.shop_session(0);
+            std::thread::spawn(move || {
+                (0..15)
+                    .map(|i| {
+                        let (o, _, p, _) = local(&mut s, 100 * (t + 1) + i, "add_item", vec![Value::Int(9), Value::Int(5), Value::Int(1)]);
+                        assert!(o.committed(), "{o:?}");
+                        match p {
+                            Position::Local { local_writes, wrote: true, .. } => local_writes,
+                            other => panic!("{other:?}"),
+                        }
+                    })
+                    .collect::<Vec<u64>>()
+            })
+        })
+        .collect();
+    let mut numbers: Vec<u64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    numbers.sort();
+    assert_eq!(numbers, (3..=32).collect::<Vec<u64>>());
+    let lines = a.dump("cart_lines").unwrap();
+    let line = lines.iter().find(|r| r[0] == Value::Int(9) && r[1] == Value::Int(5)).expect("the line of cart 9, item 5");
+    assert_eq!(line[2], Value::Int(30), "no add was lost: {line:?}");
+    assert_eq!(a.counters().unwrap(), (0, 32));
+
+    // A global whose body aborts keeps a sequence number; it runs again with the lock first
+    // (ROLLBACK TO SAVEPOINT would release its body's locks), counted as a retry.
+    let global = |s: &mut ServerStorage, seq, txn: &str, params| executed(s.run(&StorageJob::Execute { request: request(seq, txn, params), role: ExecRole::Global }));
+    let (o, update, p, retries) = global(&mut a, 200, "create_cart", vec![Value::Int(9)]);
+    assert!(!o.committed() && update.changes.is_empty(), "cart 9 exists: {o:?} {update:?}");
+    assert_eq!((p, retries), (Position::Global { seq: 1 }, 1));
+    let (o, _, p, retries) = global(&mut a, 201, "create_cart", vec![Value::Int(10)]);
+    assert!(o.committed(), "{o:?}");
+    assert_eq!((p, retries), (Position::Global { seq: 2 }, 0));
+    assert_eq!(a.counters().unwrap(), (2, 32));
+}
+
+/// What the writers on MariaDB rely on in InnoDB, checked on the server they run on: a
+/// statement that fails keeps the locks it and its predecessors took (a body may go on after an
+/// error); a lock taken before a savepoint survives ROLLBACK TO it (the writer lock of a global
+/// that takes it first); and ROLLBACK TO a savepoint set before the transaction took any lock
+/// releases every lock taken since, which is why a global that takes the writer lock last, whose
+/// savepoint is its start, runs again taking it first when its body aborts.
+#[test]
+#[ignore = "needs MariaDB: .ci/run starts it and runs this"]
+fn innodb_keeps_a_failed_statements_locks_and_releases_a_savepoints() {
+    use ensemble_server::conn::{Conn, ConnError};
+    let engine = Engine::Mariadb;
+    let dbs = Scratch::new(engine, "innodblocks", 1);
+    let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
+    let mut setup = Conn::open(engine, &url).unwrap();
+    setup.batch("CREATE TABLE lk (id INT PRIMARY KEY, v INT) ENGINE = InnoDB; INSERT INTO lk VALUES (1, 1), (2, 2), (3, 3)").unwrap();
+    let mut a = Conn::open(engine, &url).unwrap();
+    a.batch("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE").unwrap();
+    let mut b = Conn::open(engine, &url).unwrap();
+    let free = |b: &mut Conn, id: u32| -> bool {
+        let got = b.batch(&format!("START TRANSACTION; SELECT v FROM lk WHERE id = {id} FOR UPDATE NOWAIT"));
+        let _ = b.batch("ROLLBACK");
+        match got {
+            Ok(()) => true,
+            Err(ConnError::Retry(_)) | Err(ConnError::Statement(_)) => false,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(free(&mut b, 1) && free(&mut b, 2) && free(&mut b, 3));
+
+    a.batch("START TRANSACTION; SELECT v FROM lk WHERE id = 3").unwrap();
+    let duplicate = a.batch("INSERT INTO lk VALUES (1, 9)");
+    assert!(matches!(duplicate, Err(ConnError::Statement(_))), "{duplicate:?}");
+    assert!(!free(&mut b, 3), "the read before the failed statement keeps its lock");
+    assert!(!free(&mut b, 1), "the failed insert keeps its lock on the key it met");
+    a.batch("ROLLBACK").unwrap();
+
+    a.batch("START TRANSACTION; SELECT v FROM lk WHERE id = 3 FOR UPDATE; SAVEPOINT body; SELECT v FROM lk WHERE id = 2").unwrap();
+    a.batch("ROLLBACK TO SAVEPOINT body").unwrap();
+    assert!(!free(&mut b, 3), "a lock taken before the savepoint survives ROLLBACK TO it");
+    a.batch("ROLLBACK").unwrap();
+
+    a.batch("START TRANSACTION; SAVEPOINT body; SELECT v FROM lk WHERE id = 2; UPDATE lk SET v = 0 WHERE id = 3").unwrap();
+    assert!(!free(&mut b, 2) && !free(&mut b, 3), "a plain read under SERIALIZABLE locks its row, a write its own");
+    a.batch("ROLLBACK TO SAVEPOINT body").unwrap();
+    assert!(free(&mut b, 2) && free(&mut b, 3), "ROLLBACK TO a savepoint set before any lock released the locks taken since");
+    a.batch("ROLLBACK").unwrap();
 }

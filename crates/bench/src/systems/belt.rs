@@ -15,7 +15,7 @@
 //! that has not yet applied its previous global). Rows are observed one by one: predicate reads
 //! (phantoms) and rows read inside subqueries are not in the history.
 
-use crate::experiment::{Experiment, System};
+use crate::experiment::{BackendKind, Experiment, System};
 use crate::harness::{Classified, Harness, RunOutput, StorageFactory, Verdict};
 use ensemble_app::{Application, ClientCtx, ClosedLoopClient, DataConfig, Dataset, ExecRole, InstanceId, PartitionPlan, StorageJob};
 use ensemble_belt::{Belt, BeltConfig, BeltEvidence, ConveyorBelt};
@@ -300,13 +300,15 @@ impl Harness for BeltHarness {
         Ok(Some(Arc::new(open)))
     }
 
-    /// On a server, an instance's writers (globals, local operations that may write, state-update
-    /// applications) run on a serial lane: they would queue on its writer lock anyway, and
-    /// there they share a transaction and its commit (`ServerStorage::run_batch`); read-only
-    /// locals run beside them on the other workers. SQLite's writers keep queueing on
-    /// `BEGIN IMMEDIATE`. Off with `Experiment::writer_groups` false.
+    /// On PostgreSQL, an instance's writers (globals, local operations that may write,
+    /// state-update applications) run on a serial lane: they would queue on its writer lock
+    /// anyway, and there they share a transaction and its commit (`ServerStorage::run_batch`);
+    /// read-only locals run beside them on the other workers. Off with
+    /// `Experiment::writer_groups` false. On MariaDB writers take the writer lock last and run
+    /// side by side on any worker (`ServerStorage`), so there is no lane; SQLite's writers keep
+    /// queueing on `BEGIN IMMEDIATE`.
     fn serial_lane(&self, exp: &Experiment, _id: ProcessId) -> anyhow::Result<Option<ensemble_core::SerialLane<StorageJob>>> {
-        if exp.backend.kind.engine().is_none() || !exp.writer_groups {
+        if exp.backend.kind != BackendKind::Postgres || !exp.writer_groups {
             return Ok(None);
         }
         let (app, _) = self.loaded(exp)?;
@@ -314,6 +316,12 @@ impl Harness for BeltHarness {
             StorageJob::Execute { request, role } => !(*role == ExecRole::Local && app.is_read_only(&request.txn)),
             StorageJob::Apply { .. } => true,
         })))
+    }
+
+    /// On MariaDB the connection PostgreSQL's serial lane has joins the pool, so that an
+    /// instance has as many connections to its database on either server.
+    fn storage_workers(&self, exp: &Experiment) -> usize {
+        exp.storage_workers as usize + usize::from(exp.backend.kind == BackendKind::Mariadb)
     }
 
     fn reopen_storage(&self, exp: &Experiment, id: ProcessId, dir: &Path) -> anyhow::Result<Option<InstanceStorage>> {
