@@ -216,37 +216,33 @@ impl ServerStorage {
     }
 
     /// Starts a transaction of `kind` that reads the counters inside it; [`Self::counters_read`]
-    /// returns them. The statements go as one batch, and on PostgreSQL with the body's first
-    /// statement ([`Conn::start`]). With `savepoint`, the batch also sets the savepoint a
-    /// global's body may roll back to.
+    /// returns them (a writer that takes the lock last reads them at its end instead). The
+    /// statements go as one batch, and on PostgreSQL with the body's first statement
+    /// ([`Conn::start`]). With `savepoint`, the batch also sets the savepoint a global's body may
+    /// roll back to.
     fn begin(&mut self, kind: Kind, savepoint: bool) -> Result<(), ConnError> {
-        if kind == Kind::WriterLockLast {
-            // Nothing to read yet: the counters are read when the lock is taken, at the end.
-            debug_assert_eq!(self.sql.engine, Engine::Mariadb, "only InnoDB holds every read lock to commit");
-            let save = if savepoint { "; SAVEPOINT body" } else { "" };
-            return self.conn.start(&format!("START TRANSACTION{save}"));
-        }
-        let start = match (self.sql.engine, kind) {
-            // The table lock is the first thing the transaction does, so its snapshot is taken
-            // after the previous writer committed (PostgreSQL takes a SERIALIZABLE snapshot at
-            // the first query, and LOCK TABLE is not one).
-            (Engine::Postgres, Kind::Writer | Kind::WriterLockLast) => {
-                format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE")
-            }
-            (Engine::Postgres, Kind::Reader) => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_string(),
-            // The session is SERIALIZABLE; the counters are read FOR UPDATE first, which takes
-            // the writer lock.
-            (Engine::Mariadb, Kind::Writer | Kind::WriterLockLast) => "START TRANSACTION".to_string(),
-            (Engine::Mariadb, Kind::Reader) => {
-                "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY".to_string()
-            }
-        };
-        let lock = if kind == Kind::Writer && self.sql.engine == Engine::Mariadb { " FOR UPDATE" } else { "" };
         // The savepoint comes after the writer lock: rolling back to a savepoint releases the
         // locks taken after it (PostgreSQL ends the subtransaction that took them; MariaDB was
         // seen to let a waiting global read the counters a body-aborted global had locked), and
         // a global that aborts keeps its sequence number, so it must keep the lock to COMMIT.
         let save = if savepoint { "; SAVEPOINT body" } else { "" };
+        let (start, lock) = match (self.sql.engine, kind) {
+            // The table lock is the first thing the transaction does, so its snapshot is taken
+            // after the previous writer committed (PostgreSQL takes a SERIALIZABLE snapshot at
+            // the first query, and LOCK TABLE is not one).
+            (Engine::Postgres, Kind::Writer) => (format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE"), ""),
+            (Engine::Postgres, Kind::Reader) => ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_string(), ""),
+            (Engine::Postgres, Kind::WriterLockLast) => unreachable!("PostgreSQL has no key-range lock: its writers take the writer lock first"),
+            // The session is SERIALIZABLE; the counters are read FOR UPDATE first, which takes
+            // the writer lock.
+            (Engine::Mariadb, Kind::Writer) => ("START TRANSACTION".to_string(), " FOR UPDATE"),
+            (Engine::Mariadb, Kind::Reader) => {
+                ("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY".to_string(), "")
+            }
+            // Nothing to read yet: the counters are read with the lock, at the end
+            // (`end_lock_last`).
+            (Engine::Mariadb, Kind::WriterLockLast) => return self.conn.start(&format!("START TRANSACTION{save}")),
+        };
         // Prepared before the session's first transaction, not when it opens: the table does
         // not exist before `create_schema`. A round trip of its own, once: in the start's batch
         // it would precede BEGIN in one implicit transaction, which PostgreSQL refuses.
