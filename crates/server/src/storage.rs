@@ -111,7 +111,8 @@ enum Kind {
     /// Takes the instance's writer lock before its first read.
     Writer,
     /// Takes the writer lock as the last thing before COMMIT, once every other lock it needs is
-    /// held (MariaDB, whose SERIALIZABLE holds every lock to commit).
+    /// held (a local writer or an application of state updates on MariaDB, whose SERIALIZABLE
+    /// holds every lock to commit).
     WriterLockLast,
     /// Reads one snapshot, takes no lock.
     Reader,
@@ -240,8 +241,11 @@ impl ServerStorage {
                 ("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY".to_string(), "")
             }
             // Nothing to read yet: the counters are read with the lock, at the end
-            // (`end_lock_last`).
-            (Engine::Mariadb, Kind::WriterLockLast) => return self.conn.start(&format!("START TRANSACTION{save}")),
+            // (`end_lock_last`). Only locals and applications, which set no savepoint.
+            (Engine::Mariadb, Kind::WriterLockLast) => {
+                debug_assert!(!savepoint, "a transaction that takes the writer lock last sets no savepoint");
+                return self.conn.start("START TRANSACTION");
+            }
         };
         // Prepared before the session's first transaction, not when it opens: the table does
         // not exist before `create_schema`. A round trip of its own, once: in the start's batch
@@ -405,38 +409,17 @@ impl ServerStorage {
     /// (retried, reconnected, or failed); `committing` tells whether the error came from COMMIT.
     fn attempt_execute(&mut self, txn: &TxnType, request: &Request, role: ExecRole) -> Result<StorageResult, Attempt> {
         let read_only = self.app.is_read_only(txn.name);
-        let ended = |r: Option<StorageResult>| r.expect("only a writer that takes the lock last may have to run again");
-        if read_only && role == ExecRole::Local {
-            return self.attempt_execute_as(Kind::Reader, txn, request, role).map(ended);
-        }
-        if !self.writers_lock_last() {
-            return self.attempt_execute_as(Kind::Writer, txn, request, role).map(ended);
-        }
-        match self.attempt_execute_as(Kind::WriterLockLast, txn, request, role)? {
-            Some(result) => Ok(result),
-            None => {
-                // A global whose body aborted: see `end_lock_last`.
-                self.conn.batch("ROLLBACK").map_err(Attempt::before_commit)?;
-                let mut result = ended(self.attempt_execute_as(Kind::Writer, txn, request, role)?);
-                if let StorageResult::Executed { retries, .. } = &mut result {
-                    *retries += 1;
-                }
-                Ok(result)
-            }
-        }
-    }
-
-    /// Whether this instance's writers take the writer lock last: on MariaDB, whose
-    /// SERIALIZABLE is strict two-phase locking with key-range locks, so that writers of
-    /// disjoint rows overlap (ARCHITECTURE.md, "Why the order is right on PostgreSQL and
-    /// MariaDB"). PostgreSQL has no key-range lock; there writers take it first.
-    fn writers_lock_last(&self) -> bool {
-        self.sql.engine == Engine::Mariadb
-    }
-
-    /// One attempt at `txn` started as `kind`; `None` when a writer that takes the lock last
-    /// must run again taking it first.
-    fn attempt_execute_as(&mut self, kind: Kind, txn: &TxnType, request: &Request, role: ExecRole) -> Result<Option<StorageResult>, Attempt> {
+        // A global takes the writer lock first on either engine. Its body may abort, and it must
+        // then undo its writes yet keep its sequence number: on MariaDB the savepoint it rolls
+        // back to would be its start if it took the lock last, and ROLLBACK TO such a savepoint
+        // releases every lock, its reads' too. And the globals of one token visit conflict with
+        // one another more than locals do (micro's all read one table whole and write it):
+        // taken last, the lock let them deadlock where taken first it queues them.
+        let kind = match role {
+            ExecRole::Local if read_only => Kind::Reader,
+            ExecRole::Local if self.writers_lock_last() => Kind::WriterLockLast,
+            _ => Kind::Writer,
+        };
         // A global keeps its sequence number whatever its body decides, so it rolls back to a
         // savepoint; a local that aborts rolls back whole. Either way the bookkeeping rides on
         // the first and the last round trip, so a transaction costs the server no more round
@@ -452,7 +435,7 @@ impl ServerStorage {
             return Err(Attempt::before_commit(f));
         }
         if kind == Kind::WriterLockLast {
-            return self.end_lock_last(outcome, changes, changed, global);
+            return self.end_lock_last(outcome, changed);
         }
         let (globals, local_writes) = self.counters_read().map_err(Attempt::before_commit)?;
         if global {
@@ -464,7 +447,7 @@ impl ServerStorage {
                 .batch(&format!("{undo}RELEASE SAVEPOINT body; {}; COMMIT", self.bookkeeping(Bookkeeping::BumpGlobals)))
                 .map_err(Attempt::committing)?;
             let update = StateUpdate { changes, writer: None };
-            return Ok(Some(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 }));
+            return Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 });
         }
         let wrote = outcome.committed() && changed > 0;
         let local_writes = if wrote {
@@ -483,11 +466,19 @@ impl ServerStorage {
             local_writes
         };
         let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
-        Ok(Some(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 }))
+        Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
     }
 
-    /// Ends a writer started as [`Kind::WriterLockLast`] whose body has run: it takes the
-    /// writer lock now, reading the counters, with its bump and COMMIT in one batch. Under
+    /// Whether this instance's local writers and state-update applications take the writer
+    /// lock last: on MariaDB, whose SERIALIZABLE is strict two-phase locking with key-range
+    /// locks, so that writers of disjoint rows overlap (ARCHITECTURE.md, "On MariaDB writers
+    /// take it last"). PostgreSQL has no key-range lock; there writers take it first.
+    fn writers_lock_last(&self) -> bool {
+        self.sql.engine == Engine::Mariadb
+    }
+
+    /// Ends a local writer started as [`Kind::WriterLockLast`] whose body has run: it takes
+    /// the writer lock now, reading the counters, with its bump and COMMIT in one batch. Under
     /// InnoDB's SERIALIZABLE the body holds every lock it took (a plain read holds a shared
     /// next-key lock) until COMMIT, and so does this transaction hold the counters' row, so
     /// writers commit in the counters' order, and under strict two-phase locking commit order is
@@ -495,22 +486,11 @@ impl ServerStorage {
     /// changed no row) reads the counters under a shared lock, which places it after every
     /// writer it could have seen and before every later one, and keeps its locks to its
     /// ROLLBACK or COMMIT, as the lock-first path does.
-    ///
-    /// `None` for a global whose body aborted: it must undo its body's writes and still take a
-    /// sequence number, but its savepoint was set before it took any lock, and ROLLBACK TO such
-    /// a savepoint releases every lock on MariaDB, after which its reads would no longer hold
-    /// when it takes the writer lock. It runs again taking the writer lock first, before its
-    /// savepoint, as on PostgreSQL.
-    fn end_lock_last(&mut self, outcome: Outcome, changes: Vec<RowChange>, changed: u64, global: bool) -> Result<Option<StorageResult>, Attempt> {
+    fn end_lock_last(&mut self, outcome: Outcome, changed: u64) -> Result<StorageResult, Attempt> {
         let read = self.bookkeeping(Bookkeeping::ReadCounters);
         let committed = outcome.committed();
-        if global && !committed {
-            return Ok(None);
-        }
         let wrote = committed && changed > 0;
-        let end = if global {
-            format!("RELEASE SAVEPOINT body; {read} FOR UPDATE; {}; COMMIT", self.bookkeeping(Bookkeeping::BumpGlobals))
-        } else if wrote {
+        let end = if wrote {
             format!("{read} FOR UPDATE; {}; COMMIT", self.bookkeeping(Bookkeeping::BumpLocalWrites))
         } else {
             format!("{read} LOCK IN SHARE MODE; {}", if committed { "COMMIT" } else { "ROLLBACK" })
@@ -518,15 +498,9 @@ impl ServerStorage {
         let rows = self.conn.batch_rows(&end).map_err(Attempt::committing)?;
         // The transaction has ended: a bad counters row now cannot be undone or run again.
         let (globals, local_writes) = counters_of(&rows).map_err(|e| Attempt::Fatal(format!("ended, but its counters could not be read: {e}")))?;
-        let result = if global {
-            let update = StateUpdate { changes, writer: None };
-            StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 }
-        } else {
-            let local_writes = if wrote { local_writes + 1 } else { local_writes };
-            let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
-            StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 }
-        };
-        Ok(Some(result))
+        let local_writes = if wrote { local_writes + 1 } else { local_writes };
+        let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
+        Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
     }
 
     /// Whether `job` can run in a group ([`Self::attempt_group`]): a well-formed request or a
@@ -830,7 +804,7 @@ impl Storage for ServerStorage {
                 match self.retrying(&what, |s| s.attempt_execute(txn, request, *role)) {
                     Ok((mut r, n)) => {
                         if let StorageResult::Executed { retries, .. } = &mut r {
-                            *retries += n;
+                            *retries = n;
                         }
                         r
                     }
