@@ -152,13 +152,13 @@ struct BenchArgs {
     /// Real runs: storage worker threads (database connections) per process; 1 to 256. The
     /// default is 2, and one per client for 2pc (whose jobs can wait on each other's locks). A
     /// belt instance has one more: PostgreSQL's serial lane for writers, or on MariaDB (where
-    /// writers run side by side) one more worker in the pool.
+    /// local writers run side by side) one more worker in the pool.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS))]
     storage_workers: Option<u32>,
     /// Real runs of the Conveyor Belt on PostgreSQL: run each writer as a transaction of its own
     /// on any worker, queueing on the instance's writer lock, instead of in groups that share a
-    /// transaction and its commit on a worker of their own (the default). On MariaDB writers
-    /// take the writer lock last and run side by side, never in groups.
+    /// transaction and its commit on a worker of their own (the default). On MariaDB local
+    /// writers take the writer lock last and run side by side, never in groups.
     #[arg(long)]
     no_writer_groups: bool,
     #[command(flatten)]
@@ -589,7 +589,7 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
             if a.no_writer_groups {
                 anyhow::ensure!(
                     a.real && belt.is_some() && a.backend.backend()?.kind == BackendKind::Postgres,
-                    "--no-writer-groups is for real runs of the Conveyor Belt on PostgreSQL (add --real and --backend postgres): on MariaDB writers take the writer lock last and run side by side, never in groups"
+                    "--no-writer-groups is for real runs of the Conveyor Belt on PostgreSQL (add --real and --backend postgres): on MariaDB local writers take the writer lock last and run side by side, never in groups"
                 );
                 e.writer_groups = false;
             }

@@ -10,9 +10,10 @@
 //!   On PostgreSQL it takes it before it reads anything, `LOCK TABLE _ensemble_meta IN
 //!   EXCLUSIVE MODE` as its first statement (so its SERIALIZABLE snapshot is taken after the
 //!   previous writer committed): writers at an instance run one after another. On MariaDB,
-//!   whose SERIALIZABLE is strict two-phase locking (every lock held to COMMIT), it takes it
-//!   last, `SELECT … FROM _ensemble_meta FOR UPDATE` in the batch that commits: writers of
-//!   different rows overlap. Either way commit order is serialization order and the counters
+//!   whose SERIALIZABLE is strict two-phase locking (every lock held to COMMIT), a local writer
+//!   or an application of state updates takes it last, `SELECT … FROM _ensemble_meta FOR
+//!   UPDATE` in the batch that commits, so that they overlap; a global takes it first there
+//!   too. Either way commit order is serialization order and the counters
 //!   are written under the lock. A read-only local reads one snapshot without locks (PostgreSQL
 //!   REPEATABLE READ READ ONLY; MariaDB REPEATABLE READ WITH CONSISTENT SNAPSHOT): the committed
 //!   writers it sees are a prefix of the lock order, and it reads the counters from the same

@@ -304,9 +304,10 @@ impl Harness for BeltHarness {
     /// state-update applications) run on a serial lane: they would queue on its writer lock
     /// anyway, and there they share a transaction and its commit (`ServerStorage::run_batch`);
     /// read-only locals run beside them on the other workers. Off with
-    /// `Experiment::writer_groups` false. On MariaDB writers take the writer lock last and run
-    /// side by side on any worker (`ServerStorage`), so there is no lane; SQLite's writers keep
-    /// queueing on `BEGIN IMMEDIATE`.
+    /// `Experiment::writer_groups` false. On MariaDB local writers and applications take the
+    /// writer lock last and run side by side on any worker, and globals queue on the lock
+    /// itself (`ServerStorage`), so there is no lane; SQLite's writers keep queueing on
+    /// `BEGIN IMMEDIATE`.
     fn serial_lane(&self, exp: &Experiment, _id: ProcessId) -> anyhow::Result<Option<ensemble_core::SerialLane<StorageJob>>> {
         if exp.backend.kind != BackendKind::Postgres || !exp.writer_groups {
             return Ok(None);
