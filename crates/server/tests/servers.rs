@@ -644,17 +644,7 @@ fn writers_take_the_writer_lock_last_on_mariadb() {
     // dirty read then shows whether its body ran before (the lock taken last) or not (first).
     let mut watcher = Conn::open(engine, &url).unwrap();
     watcher.batch("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED").unwrap();
-    let waiting = "SELECT COUNT(*) FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID() \
-                   AND info LIKE '%FROM _ensemble_meta%FOR UPDATE%'";
-    let mut seen = false;
-    for _ in 0..2000 {
-        if watcher.run(waiting, &[]).unwrap().0 == vec![vec![Value::Int(1)]] {
-            seen = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    assert!(seen, "the writer waits for the counters' row");
+    assert!(waits_for_the_writer_lock(&mut watcher), "the writer waits for the counters' row");
     let (line, _) = watcher.run("SELECT qty FROM cart_lines WHERE cart_id = 9 AND item_id = 4", &[]).unwrap();
     assert_eq!(line, vec![vec![Value::Int(1)]], "the writer had written its line before it waited for the writer lock");
     holder.batch("COMMIT").unwrap();
@@ -695,21 +685,28 @@ fn writers_take_the_writer_lock_last_on_mariadb() {
     let global = std::thread::spawn(move || {
         executed(s.run(&StorageJob::Execute { request: request(200, "create_cart", vec![Value::Int(10)]), role: ExecRole::Global }))
     });
-    let mut seen = false;
-    for _ in 0..2000 {
-        if watcher.run(waiting, &[]).unwrap().0 == vec![vec![Value::Int(1)]] {
-            seen = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    assert!(seen, "the global waits for the counters' row");
+    assert!(waits_for_the_writer_lock(&mut watcher), "the global waits for the counters' row");
     let (cart, _) = watcher.run("SELECT status FROM carts WHERE cart_id = 10", &[]).unwrap();
     assert!(cart.is_empty(), "the global wrote nothing before it held the writer lock: {cart:?}");
     holder.batch("COMMIT").unwrap();
     let (o, _, p, _) = global.join().unwrap();
     assert!(o.committed() && p == Position::Global { seq: 1 }, "{o:?} {p:?}");
     assert_eq!(a.counters().unwrap(), (1, 32));
+}
+
+/// Whether, within 10 s, another session of `watcher`'s database comes to wait at the
+/// statement that takes the writer lock on MariaDB (the counters read `FOR UPDATE`); it polls,
+/// and asserts nothing about how long that took.
+fn waits_for_the_writer_lock(watcher: &mut ensemble_server::conn::Conn) -> bool {
+    let waiting = "SELECT COUNT(*) FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID() \
+                   AND info LIKE '%FROM _ensemble_meta%FOR UPDATE%'";
+    for _ in 0..2000 {
+        if watcher.run(waiting, &[]).unwrap().0 == vec![vec![Value::Int(1)]] {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    false
 }
 
 /// What the writers on MariaDB rely on in InnoDB, checked on the server they run on: a
