@@ -64,14 +64,12 @@ pub enum DirectTxn {
     /// The same with BEGIN sent with the first statement, as Ensemble's own transactions start
     /// on PostgreSQL.
     PipelinedBegin,
-    /// Writers under strict two-phase locking that take the writer lock and the counters last,
-    /// just before COMMIT, without a node; a reader runs as a node runs it. On PostgreSQL the
+    /// On PostgreSQL, writers under strict two-phase locking that take the writer lock and the
+    /// counters last, just before COMMIT, without a node; a reader runs as a node runs it. The
     /// writer runs under READ COMMITTED with every read holding its lock to commit as the 2PC
     /// baseline's `TwoPhaseLock` makes it: the bound of a design no node runs
     /// (`ARCHITECTURE.md`, "Why PostgreSQL's writers do not take the lock last"), and what it
-    /// runs is not checked. On MariaDB under InnoDB's SERIALIZABLE (strict two-phase locking
-    /// with key-range locks of its own), the counters read `FOR UPDATE` last: what a node's
-    /// writers do there, without the node.
+    /// runs is not checked. Refused on MariaDB, where a node's local writers do this already.
     StrictLockLast,
 }
 
@@ -302,6 +300,11 @@ impl ServerStorage {
         let txn = app.check_request(request)?;
         let storage_err = |e: String| RequestError::Storage { txn: request.txn.clone(), message: e };
         if how == DirectTxn::StrictLockLast {
+            if self.sql.engine != Engine::Postgres {
+                // On MariaDB a node's local writers take the writer lock last already: what this
+                // would measure is `Storage::run`.
+                return Err(storage_err("the strict-locking, lock-last design is priced on PostgreSQL only; on MariaDB a node's writers run it".into()));
+            }
             if app.is_read_only(txn.name) {
                 // Readers would run as they do now: a snapshot, no lock.
                 let job = StorageJob::Execute { request: request.clone(), role: ExecRole::Local };
@@ -312,7 +315,7 @@ impl ServerStorage {
                 };
             }
             self.prepare_bookkeeping().map_err(|e| storage_err(e.to_string()))?;
-            if self.sql.engine == Engine::Postgres && !self.quick_deadlock_check {
+            if !self.quick_deadlock_check {
                 // Row and table locks held to commit deadlock now and then, as in the 2PC
                 // baseline.
                 self.look_for_deadlocks_early().map_err(|e| storage_err(e.to_string()))?;
@@ -335,8 +338,7 @@ impl ServerStorage {
                 } else {
                     self.conn.batch(begin)?;
                 }
-                // InnoDB's SERIALIZABLE holds every lock to commit already.
-                let locks = how == DirectTxn::StrictLockLast && self.sql.engine == Engine::Postgres;
+                let locks = how == DirectTxn::StrictLockLast;
                 let (outcome, failure, changed) = self.run_body_locking(txn, &request.params, None, locks);
                 if let Some(f) = failure {
                     return Err(f);
@@ -349,11 +351,7 @@ impl ServerStorage {
                     // Every lock the writer will take is held: its place in the serial order
                     // is fixed here, and the writer lock makes the counters' order that order.
                     let (read, bump) = (self.bookkeeping(Bookkeeping::ReadCounters), self.bookkeeping(Bookkeeping::BumpLocalWrites));
-                    let last = match self.sql.engine {
-                        Engine::Postgres => format!("LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE; {read}; {bump}; COMMIT"),
-                        Engine::Mariadb => format!("{read} FOR UPDATE; {bump}; COMMIT"),
-                    };
-                    self.conn.batch(&last)?;
+                    self.conn.batch(&format!("LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE; {read}; {bump}; COMMIT"))?;
                 } else {
                     self.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" })?;
                 }
