@@ -9,11 +9,11 @@
 //! (`ensemble_server::DirectTxn::SerializableSideBySide`), priced the same way.
 //! Reported as ratios.
 
-use ensemble_app::InstanceId;
 use ensemble_app::{apps::shop, ClientCtx, DataConfig, Workload};
 use ensemble_bench::report::render;
 use ensemble_bench::{Experiment, System};
 use ensemble_core::topology::Topology;
+use ensemble_app::InstanceId;
 use ensemble_core::{ClientId, Request};
 use ensemble_sqlite::SqliteStorage;
 type Histogram = hdr::Histogram<u64>;
@@ -67,30 +67,18 @@ enum Txns {
 }
 
 impl Direct {
-    fn execute(
-        &mut self,
-        request: &Request,
-        txns: Txns,
-    ) -> anyhow::Result<(ensemble_core::Outcome, u32)> {
+    fn execute(&mut self, request: &Request, txns: Txns) -> anyhow::Result<(ensemble_core::Outcome, u32)> {
         use ensemble_app::{ExecRole, StorageJob, StorageResult};
         use ensemble_core::Storage;
         if txns == Txns::Bookkeeping {
-            let job = StorageJob::Execute {
-                request: request.clone(),
-                role: ExecRole::Local,
-            };
+            let job = StorageJob::Execute { request: request.clone(), role: ExecRole::Local };
             let result = match self {
                 Direct::Sqlite(db) => db.run(&job),
                 Direct::Server(db) => db.run(&job),
             };
             return match result {
-                StorageResult::Executed {
-                    outcome, retries, ..
-                } => Ok((outcome, retries)),
-                other => Err(anyhow::anyhow!(
-                    "transaction `{}` through the storage job: {other:?}",
-                    request.txn
-                )),
+                StorageResult::Executed { outcome, retries, .. } => Ok((outcome, retries)),
+                other => Err(anyhow::anyhow!("transaction `{}` through the storage job: {other:?}", request.txn)),
             };
         }
         Ok(match self {
@@ -99,9 +87,7 @@ impl Direct {
                 let how = match txns {
                     Txns::ApplicationPipelined => ensemble_server::DirectTxn::PipelinedBegin,
                     Txns::StrictLockLast => ensemble_server::DirectTxn::StrictLockLast,
-                    Txns::SerializableSideBySide => {
-                        ensemble_server::DirectTxn::SerializableSideBySide
-                    }
+                    Txns::SerializableSideBySide => ensemble_server::DirectTxn::SerializableSideBySide,
                     _ => ensemble_server::DirectTxn::Application,
                 };
                 db.execute_direct(request, how)?
@@ -112,13 +98,7 @@ impl Direct {
 
 /// Runs the shop workload directly on one database of the experiment's backend with `threads`
 /// closed-loop threads, each running `txns` on its own connection.
-fn direct(
-    e: &Experiment,
-    threads: u32,
-    measure_s: f64,
-    seed: u64,
-    txns: Txns,
-) -> anyhow::Result<Measured> {
+fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -> anyhow::Result<Measured> {
     let app = shop::application();
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("direct.db");
@@ -135,20 +115,9 @@ fn direct(
     let (tagged, _databases) = ensemble_bench::databases::for_run(&direct_exp)?;
     let server = match tagged.backend.kind.engine() {
         Some(engine) => {
-            let url = ensemble_server::admin::instance_url(
-                engine,
-                &tagged.backend.server_urls(),
-                &tagged.backend.run,
-                0,
-            )
-            .map_err(anyhow::Error::msg)?;
+            let url = ensemble_server::admin::instance_url(engine, &tagged.backend.server_urls(), &tagged.backend.run, 0).map_err(anyhow::Error::msg)?;
             let sql = std::sync::Arc::new(ensemble_server::translate(&app, engine)?);
-            let mut db = ensemble_server::ServerStorage::open(
-                &url,
-                app.clone(),
-                sql.clone(),
-                InstanceId(0),
-            )?;
+            let mut db = ensemble_server::ServerStorage::open(&url, app.clone(), sql.clone(), InstanceId(0))?;
             db.create_schema()?;
             db.load(&data, |_, _, _| true)?;
             Some((url, sql))
@@ -162,22 +131,11 @@ fn direct(
     };
     let open = move || -> anyhow::Result<Direct> {
         Ok(match &server {
-            Some((url, sql)) => Direct::Server(Box::new(ensemble_server::ServerStorage::open(
-                url,
-                shop::application(),
-                sql.clone(),
-                InstanceId(0),
-            )?)),
-            None => Direct::Sqlite(SqliteStorage::open_file(
-                &path,
-                shop::application(),
-                InstanceId(0),
-            )?),
+            Some((url, sql)) => Direct::Server(Box::new(ensemble_server::ServerStorage::open(url, shop::application(), sql.clone(), InstanceId(0))?)),
+            None => Direct::Sqlite(SqliteStorage::open_file(&path, shop::application(), InstanceId(0))?),
         })
     };
-    let connections = (0..threads)
-        .map(|_| open())
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let connections = (0..threads).map(|_| open()).collect::<anyhow::Result<Vec<_>>>()?;
     let start = Instant::now();
     let stop = start + Duration::from_secs_f64(measure_s);
     let handles: Vec<_> = connections
@@ -186,11 +144,7 @@ fn direct(
         .map(|(t, mut db)| {
             std::thread::spawn(move || -> anyhow::Result<(Histogram, u64)> {
                 let mut w = shop::ShopWorkload::new(1, 0.5, 4);
-                let ctx = ClientCtx {
-                    client_index: t as u64,
-                    home: InstanceId(0),
-                    instances: 1,
-                };
+                let ctx = ClientCtx { client_index: t as u64, home: InstanceId(0), instances: 1 };
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ t as u64);
                 let mut hist = ensemble_bench::metrics::new_histogram();
                 let mut seq = 0;
@@ -199,15 +153,7 @@ fn direct(
                     let (txn, params) = w.next(&mut rng, &ctx);
                     seq += 1;
                     let t0 = Instant::now();
-                    let (outcome, r) = db.execute(
-                        &Request {
-                            client: ClientId(t as u64),
-                            seq,
-                            txn: txn.clone(),
-                            params,
-                        },
-                        txns,
-                    )?;
+                    let (outcome, r) = db.execute(&Request { client: ClientId(t as u64), seq, txn: txn.clone(), params }, txns)?;
                     hist.saturating_record(t0.elapsed().as_micros().max(1) as u64);
                     retries += r as u64;
                     w.observe(&txn, &outcome);
@@ -223,12 +169,7 @@ fn direct(
         hist.add(h)?;
         retries += r;
     }
-    Ok(Measured {
-        ops: hist.len(),
-        secs: start.elapsed().as_secs_f64().min(measure_s + 1.0),
-        hist,
-        retries,
-    })
+    Ok(Measured { ops: hist.len(), secs: start.elapsed().as_secs_f64().min(measure_s + 1.0), hist, retries })
 }
 
 /// What this machine charges for the two things the hop through a node is made of, timed here
@@ -293,24 +234,12 @@ struct Round {
 impl Round {
     fn of(m: &Measured) -> Round {
         let ms_at = |q: f64| m.hist.value_at_quantile(q) as f64 / 1e3;
-        Round {
-            ops: m.ops as f64,
-            secs: m.secs,
-            mean_ms: m.hist.mean() / 1e3,
-            p50_ms: ms_at(0.5),
-            p99_ms: ms_at(0.99),
-        }
+        Round { ops: m.ops as f64, secs: m.secs, mean_ms: m.hist.mean() / 1e3, p50_ms: ms_at(0.5), p99_ms: ms_at(0.99) }
     }
 
     fn of_run(r: &ensemble_bench::RunResult) -> Round {
         let all = &r.summary.classes["all"];
-        Round {
-            ops: all.count as f64,
-            secs: r.summary.window_s,
-            mean_ms: all.mean_ms,
-            p50_ms: all.p50_ms,
-            p99_ms: all.p99_ms,
-        }
+        Round { ops: all.count as f64, secs: r.summary.window_s, mean_ms: all.mean_ms, p50_ms: all.p50_ms, p99_ms: all.p99_ms }
     }
 }
 
@@ -322,8 +251,7 @@ struct Path {
 
 impl Path {
     fn ops_per_s(&self) -> f64 {
-        self.rounds.iter().map(|r| r.ops).sum::<f64>()
-            / self.rounds.iter().map(|r| r.secs).sum::<f64>()
+        self.rounds.iter().map(|r| r.ops).sum::<f64>() / self.rounds.iter().map(|r| r.secs).sum::<f64>()
     }
 
     fn mean_ms(&self) -> f64 {
@@ -340,30 +268,14 @@ impl Path {
 
 /// The mean latency ratio of `a` to `b` in each round, lowest to highest.
 fn ratio_spread(a: &Path, b: &Path) -> String {
-    let mut v: Vec<f64> = a
-        .rounds
-        .iter()
-        .zip(&b.rounds)
-        .map(|(x, y)| x.mean_ms / y.mean_ms)
-        .collect();
+    let mut v: Vec<f64> = a.rounds.iter().zip(&b.rounds).map(|(x, y)| x.mean_ms / y.mean_ms).collect();
     v.sort_by(f64::total_cmp);
-    v.iter()
-        .map(|r| format!("{r:.2}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    v.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(", ")
 }
 
-pub fn run(
-    threads: u32,
-    measure_s: f64,
-    rounds: u32,
-    seed: u64,
-    progress: bool,
-    backend: ensemble_bench::Backend,
-) -> anyhow::Result<String> {
+pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool, backend: ensemble_bench::Backend) -> anyhow::Result<String> {
     let round_s = measure_s / rounds as f64;
-    let mut e = Experiment::new("shop", System::Centralized, 1, Topology::lan())
-        .map_err(anyhow::Error::msg)?;
+    let mut e = Experiment::new("shop", System::Centralized, 1, Topology::lan()).map_err(anyhow::Error::msg)?;
     // Loopback as it is: no emulated delay.
     e.topology.one_way_ms = vec![vec![0.0]];
     e.clients = threads;
@@ -388,27 +300,15 @@ pub fn run(
     // Only PostgreSQL's client pipelines; elsewhere the row would repeat the direct one.
     let pipelines = e.backend.kind == ensemble_bench::BackendKind::Postgres;
     let harness = ensemble_bench::systems::belt::BeltHarness::new();
-    let (mut d, mut dp, mut b, mut r, mut p) = (
-        Path { rounds: vec![] },
-        Path { rounds: vec![] },
-        Path { rounds: vec![] },
-        Path { rounds: vec![] },
-        Path { rounds: vec![] },
-    );
+    let (mut d, mut dp, mut b, mut r, mut p) = (Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] });
     let (mut strict, mut ssi) = (Path { rounds: vec![] }, Path { rounds: vec![] });
     let (mut retries_strict, mut strict_ops, mut retries_ssi, mut ssi_ops) = (0, 0, 0, 0);
-    let (mut retries_direct, mut retries_bookkeeping, mut direct_ops, mut bookkeeping_ops) =
-        (0, 0, 0, 0);
+    let (mut retries_direct, mut retries_bookkeeping, mut direct_ops, mut bookkeeping_ops) = (0, 0, 0, 0);
     let (mut node_retries, mut node_ops) = (0, 0);
     let mut checks = Vec::new();
     // The node's counters cover every operation it ran, the window's and the drain's.
     let counter = |r: &ensemble_bench::RunResult, names: &[&str]| -> u64 {
-        r.processes
-            .iter()
-            .flat_map(|p| &p.counters)
-            .filter(|(k, _)| names.contains(&k.as_str()))
-            .map(|(_, v)| *v)
-            .sum()
+        r.processes.iter().flat_map(|p| &p.counters).filter(|(k, _)| names.contains(&k.as_str())).map(|(_, v)| *v).sum()
     };
     // Round by round, every path in turn: what drifts on this machine over a minute (the
     // server's caches, its checkpoints, the neighbours of a virtual machine) falls on all of
@@ -420,13 +320,7 @@ pub fn run(
         direct_ops += m.hist.len();
         d.rounds.push(Round::of(&m));
         if pipelines {
-            dp.rounds.push(Round::of(&direct(
-                &e,
-                threads,
-                round_s,
-                round_seed,
-                Txns::ApplicationPipelined,
-            )?));
+            dp.rounds.push(Round::of(&direct(&e, threads, round_s, round_seed, Txns::ApplicationPipelined)?));
         }
         let m = direct(&e, threads, round_s, round_seed, Txns::Bookkeeping)?;
         retries_bookkeeping += m.retries;
@@ -437,13 +331,7 @@ pub fn run(
             retries_strict += m.retries;
             strict_ops += m.hist.len();
             strict.rounds.push(Round::of(&m));
-            let m = direct(
-                &e,
-                threads,
-                round_s,
-                round_seed,
-                Txns::SerializableSideBySide,
-            )?;
+            let m = direct(&e, threads, round_s, round_seed, Txns::SerializableSideBySide)?;
             retries_ssi += m.retries;
             ssi_ops += m.hist.len();
             ssi.rounds.push(Round::of(&m));
@@ -453,11 +341,7 @@ pub fn run(
             exp.seed = round_seed;
             let run = crate::real::run_real(&harness, &exp, progress)?;
             if run.check_passed != Some(true) {
-                anyhow::bail!(
-                    "the run through the node ({}) failed its check: {}",
-                    exp.label,
-                    run.check.unwrap_or_default()
-                );
+                anyhow::bail!("the run through the node ({}) failed its check: {}", exp.label, run.check.unwrap_or_default());
             }
             if exp.label == e.label {
                 node_retries += counter(&run, &["storage_retries"]);
@@ -467,13 +351,7 @@ pub fn run(
             path.rounds.push(Round::of_run(&run));
         }
     }
-    let per_1000 = |retries: u64, ops: u64| {
-        if ops > 0 {
-            retries as f64 * 1000.0 / ops as f64
-        } else {
-            0.0
-        }
-    };
+    let per_1000 = |retries: u64, ops: u64| if ops > 0 { retries as f64 * 1000.0 / ops as f64 } else { 0.0 };
     let row = |name: &str, path: &Path| {
         vec![
             name.to_string(),
@@ -483,12 +361,7 @@ pub fn run(
             format!("{:.3}", path.median(|r| r.p99_ms)),
         ]
     };
-    let mut rows = vec![
-        ["path", "ops/s", "mean ms", "p50 ms", "p99 ms"]
-            .map(String::from)
-            .to_vec(),
-        row(&format!("directly on {db_name}"), &d),
-    ];
+    let mut rows = vec![["path", "ops/s", "mean ms", "p50 ms", "p99 ms"].map(String::from).to_vec(), row(&format!("directly on {db_name}"), &d)];
     let mut against_pipelined = String::new();
     if pipelines {
         rows.push(row("... BEGIN with the first statement", &dp));
@@ -521,10 +394,7 @@ pub fn run(
             per_1000(retries_ssi, ssi_ops),
         );
     }
-    rows.extend([
-        row("through one Ensemble instance", &r),
-        row("... on the plain wire (no secret)", &p),
-    ]);
+    rows.extend([row("through one Ensemble instance", &r), row("... on the plain wire (no secret)", &p)]);
     Ok(format!(
         "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; per round {})\n{against_pipelined}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\nchecks of the runs through the node: {}",
         render(&rows),

@@ -4,8 +4,8 @@
 use crate::conn::{placeholder, Conn, ConnError, OpenError};
 use crate::dialect::{ident, idents, Capture, ChangeSort, Engine, Translated, TwoPhaseLock};
 use ensemble_app::{
-    Application, ChangeKind, Dataset, Db, DbError, ExecRole, InstanceId, Position, RowChange,
-    StateUpdate, StorageJob, StorageResult, TxnError, TxnType,
+    Application, ChangeKind, Dataset, Db, DbError, ExecRole, InstanceId, Position, RowChange, StateUpdate, StorageJob, StorageResult,
+    TxnError, TxnType,
 };
 use ensemble_core::{Outcome, Request, RequestError, Rows, Storage, Value};
 use std::collections::BTreeSet;
@@ -77,8 +77,8 @@ pub enum DirectTxn {
     /// reader runs SERIALIZABLE READ ONLY and commits before it answers (data a SERIALIZABLE
     /// transaction read is valid only once it commits); each ends by reading its transaction
     /// id and snapshot, what a checker would order them by, with COMMIT in one batch. The bound
-    /// of a design no node runs (`ARCHITECTURE.md`, "Why PostgreSQL's writers do not take the
-    /// lock last"): nothing orders these runs, so they are not checked. Refused on MariaDB.
+    /// of a design no node runs (`ARCHITECTURE.md`, "What deriving the order after the fact
+    /// would take"): nothing orders these runs, so they are not checked. Refused on MariaDB.
     SerializableSideBySide,
 }
 
@@ -93,11 +93,7 @@ enum Bookkeeping {
 }
 
 impl Bookkeeping {
-    const ALL: [Bookkeeping; 3] = [
-        Bookkeeping::ReadCounters,
-        Bookkeeping::BumpGlobals,
-        Bookkeeping::BumpLocalWrites,
-    ];
+    const ALL: [Bookkeeping; 3] = [Bookkeeping::ReadCounters, Bookkeeping::BumpGlobals, Bookkeeping::BumpLocalWrites];
 
     fn name(self) -> &'static str {
         match self {
@@ -109,15 +105,9 @@ impl Bookkeeping {
 
     fn sql(self) -> String {
         match self {
-            Bookkeeping::ReadCounters => {
-                format!("SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0")
-            }
-            Bookkeeping::BumpGlobals => {
-                format!("UPDATE {META_TABLE} SET globals = globals + 1 WHERE id = 0")
-            }
-            Bookkeeping::BumpLocalWrites => {
-                format!("UPDATE {META_TABLE} SET local_writes = local_writes + 1 WHERE id = 0")
-            }
+            Bookkeeping::ReadCounters => format!("SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0"),
+            Bookkeeping::BumpGlobals => format!("UPDATE {META_TABLE} SET globals = globals + 1 WHERE id = 0"),
+            Bookkeeping::BumpLocalWrites => format!("UPDATE {META_TABLE} SET local_writes = local_writes + 1 WHERE id = 0"),
         }
     }
 }
@@ -136,22 +126,9 @@ enum Kind {
 }
 
 impl ServerStorage {
-    pub fn open(
-        url: &str,
-        app: Arc<Application>,
-        sql: Arc<Translated>,
-        instance: InstanceId,
-    ) -> Result<Self, ServerError> {
+    pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
-        let mut s = ServerStorage {
-            conn,
-            url: url.to_string(),
-            app,
-            sql,
-            instance,
-            bookkeeping_prepared: false,
-            quick_deadlock_check: false,
-        };
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false };
         s.configure()?;
         Ok(s)
     }
@@ -159,12 +136,10 @@ impl ServerStorage {
     fn configure(&mut self) -> Result<(), ConnError> {
         if self.sql.engine == Engine::Mariadb {
             // The isolation of writers; readers set theirs per transaction.
-            self.conn
-                .batch("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")?;
+            self.conn.batch("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")?;
             // Strict mode: a value that does not fit is an error, as in PostgreSQL, not a
             // silently truncated write that would differ from the SQLite replay.
-            self.conn
-                .batch("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'")?;
+            self.conn.batch("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'")?;
         }
         Ok(())
     }
@@ -202,40 +177,24 @@ impl ServerStorage {
     /// Creates the application's tables and the counters. Run once per database.
     pub fn create_schema(&mut self) -> Result<(), ServerError> {
         for ddl in self.sql.ddl.clone() {
-            self.conn
-                .batch(&ddl)
-                .map_err(|e| ServerError::Invalid(format!("creating a table with `{ddl}`: {e}")))?;
+            self.conn.batch(&ddl).map_err(|e| ServerError::Invalid(format!("creating a table with `{ddl}`: {e}")))?;
         }
         self.conn.batch(&format!(
             "CREATE TABLE {META_TABLE} (id BIGINT PRIMARY KEY, globals BIGINT NOT NULL, local_writes BIGINT NOT NULL)"
         ))?;
-        self.conn.batch(&format!(
-            "INSERT INTO {META_TABLE} (id, globals, local_writes) VALUES (0, 0, 0)"
-        ))?;
+        self.conn.batch(&format!("INSERT INTO {META_TABLE} (id, globals, local_writes) VALUES (0, 0, 0)"))?;
         Ok(())
     }
 
     /// Loads the rows of `data` that `keep(table, columns, row)` accepts, in one transaction.
-    pub fn load(
-        &mut self,
-        data: &Dataset,
-        keep: impl Fn(&str, &[String], &[Value]) -> bool,
-    ) -> Result<u64, ServerError> {
+    pub fn load(&mut self, data: &Dataset, keep: impl Fn(&str, &[String], &[Value]) -> bool) -> Result<u64, ServerError> {
         self.conn.batch(self.begin_plain())?;
         let mut n = 0;
         for t in &data.tables {
             if self.app.table(&t.table).is_none() {
-                return Err(ServerError::Invalid(format!(
-                    "dataset has rows for unknown table `{}`",
-                    t.table
-                )));
+                return Err(ServerError::Invalid(format!("dataset has rows for unknown table `{}`", t.table)));
             }
-            let rows: Vec<&[Value]> = t
-                .rows
-                .iter()
-                .filter(|r| keep(&t.table, &t.columns, r))
-                .map(|r| r.as_slice())
-                .collect();
+            let rows: Vec<&[Value]> = t.rows.iter().filter(|r| keep(&t.table, &t.columns, r)).map(|r| r.as_slice()).collect();
             self.conn.insert_rows(&t.table, &t.columns, &rows)?;
             n += rows.len() as u64;
         }
@@ -252,28 +211,15 @@ impl ServerStorage {
 
     /// `(globals seen, local writing transactions committed)`.
     pub fn counters(&mut self) -> Result<(u64, u64), ServerError> {
-        let (rows, _) = self.conn.run(
-            &format!("SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0"),
-            &[],
-        )?;
+        let (rows, _) = self.conn.run(&format!("SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0"), &[])?;
         Ok(counters_of(&rows)?)
     }
 
     /// Every row of `table` in primary-key order.
     pub fn dump(&mut self, table: &str) -> Result<Rows, ServerError> {
-        let t = self
-            .app
-            .table(table)
-            .ok_or_else(|| ServerError::Invalid(format!("unknown table `{table}`")))?;
+        let t = self.app.table(table).ok_or_else(|| ServerError::Invalid(format!("unknown table `{table}`")))?;
         let engine = self.sql.engine;
-        let (rows, _) = self.conn.run(
-            &format!(
-                "SELECT * FROM {} ORDER BY {}",
-                ident(engine, &t.name),
-                idents(engine, &t.primary_key)
-            ),
-            &[],
-        )?;
+        let (rows, _) = self.conn.run(&format!("SELECT * FROM {} ORDER BY {}", ident(engine, &t.name), idents(engine, &t.primary_key)), &[])?;
         Ok(rows)
     }
 
@@ -322,10 +268,7 @@ impl ServerStorage {
     /// finds one at once). Only a superuser (or a role granted SET on it) may change it;
     /// otherwise the server's setting stays, and deadlocks cost a lock timeout each.
     pub(crate) fn look_for_deadlocks_early(&mut self) -> Result<(), ConnError> {
-        match self.conn.batch(&format!(
-            "SET deadlock_timeout = '{}ms'",
-            crate::twopc::DEADLOCK_CHECK_MS
-        )) {
+        match self.conn.batch(&format!("SET deadlock_timeout = '{}ms'", crate::twopc::DEADLOCK_CHECK_MS)) {
             Ok(()) | Err(ConnError::Statement(_)) => Ok(()),
             Err(e) => Err(e),
         }
@@ -334,10 +277,7 @@ impl ServerStorage {
     /// Prepares the bookkeeping statements once per session on PostgreSQL ([`Bookkeeping`]).
     fn prepare_bookkeeping(&mut self) -> Result<(), ConnError> {
         if self.sql.engine == Engine::Postgres && !self.bookkeeping_prepared {
-            let prepare: Vec<String> = Bookkeeping::ALL
-                .iter()
-                .map(|b| format!("PREPARE {} AS {}", b.name(), b.sql()))
-                .collect();
+            let prepare: Vec<String> = Bookkeeping::ALL.iter().map(|b| format!("PREPARE {} AS {}", b.name(), b.sql())).collect();
             self.conn.batch(&prepare.join("; "))?;
             self.bookkeeping_prepared = true;
         }
@@ -364,23 +304,15 @@ impl ServerStorage {
     /// lock would ([`DirectTxn::StrictLockLast`]). The overhead figure uses it. Victims of a
     /// serialization failure or a deadlock are run again, as a client would; the count of such
     /// runs is returned beside the outcome.
-    pub fn execute_direct(
-        &mut self,
-        request: &Request,
-        how: DirectTxn,
-    ) -> Result<(Outcome, u32), RequestError> {
+    pub fn execute_direct(&mut self, request: &Request, how: DirectTxn) -> Result<(Outcome, u32), RequestError> {
         let app = Arc::clone(&self.app);
         let txn = app.check_request(request)?;
-        let storage_err = |e: String| RequestError::Storage {
-            txn: request.txn.clone(),
-            message: e,
-        };
+        let storage_err = |e: String| RequestError::Storage { txn: request.txn.clone(), message: e };
         if how == DirectTxn::SerializableSideBySide {
             if self.sql.engine != Engine::Postgres {
                 return Err(storage_err("writers side by side under SSI are priced on PostgreSQL only (MariaDB's SERIALIZABLE is two-phase locking)".into()));
             }
-            self.prepare_bookkeeping()
-                .map_err(|e| storage_err(e.to_string()))?;
+            self.prepare_bookkeeping().map_err(|e| storage_err(e.to_string()))?;
         }
         if how == DirectTxn::StrictLockLast {
             if self.sql.engine != Engine::Postgres {
@@ -390,25 +322,18 @@ impl ServerStorage {
             }
             if app.is_read_only(txn.name) {
                 // Readers would run as they do now: a snapshot, no lock.
-                let job = StorageJob::Execute {
-                    request: request.clone(),
-                    role: ExecRole::Local,
-                };
+                let job = StorageJob::Execute { request: request.clone(), role: ExecRole::Local };
                 return match Storage::run(self, &job) {
-                    StorageResult::Executed {
-                        outcome, retries, ..
-                    } => Ok((outcome, retries)),
+                    StorageResult::Executed { outcome, retries, .. } => Ok((outcome, retries)),
                     StorageResult::Failed(error) => Err(storage_err(error)),
                     other => Err(storage_err(format!("unexpected result {other:?}"))),
                 };
             }
-            self.prepare_bookkeeping()
-                .map_err(|e| storage_err(e.to_string()))?;
+            self.prepare_bookkeeping().map_err(|e| storage_err(e.to_string()))?;
             if !self.quick_deadlock_check {
                 // Row and table locks held to commit deadlock now and then, as in the 2PC
                 // baseline.
-                self.look_for_deadlocks_early()
-                    .map_err(|e| storage_err(e.to_string()))?;
+                self.look_for_deadlocks_early().map_err(|e| storage_err(e.to_string()))?;
                 self.quick_deadlock_check = true;
             }
         }
@@ -417,9 +342,7 @@ impl ServerStorage {
             let begin = match (self.sql.engine, how) {
                 // Each statement's snapshot is taken after the locks it waited for, so a read
                 // that holds its lock reads the latest committed row (`TwoPhaseLock`).
-                (Engine::Postgres, DirectTxn::StrictLockLast) => {
-                    "BEGIN ISOLATION LEVEL READ COMMITTED".to_string()
-                }
+                (Engine::Postgres, DirectTxn::StrictLockLast) => "BEGIN ISOLATION LEVEL READ COMMITTED".to_string(),
                 // The counters' epoch is read at the start, on the snapshot the body reads.
                 (Engine::Postgres, DirectTxn::SerializableSideBySide) => {
                     let read = self.bookkeeping(Bookkeeping::ReadCounters);
@@ -440,8 +363,7 @@ impl ServerStorage {
                     self.conn.batch(&begin)?;
                 }
                 let locks = how == DirectTxn::StrictLockLast;
-                let (outcome, failure, changed) =
-                    self.run_body_locking(txn, &request.params, None, locks);
+                let (outcome, failure, changed) = self.run_body_locking(txn, &request.params, None, locks);
                 if let Some(f) = failure {
                     return Err(f);
                 }
@@ -452,23 +374,14 @@ impl ServerStorage {
                 if how == DirectTxn::StrictLockLast && outcome.committed() && changed > 0 {
                     // Every lock the writer will take is held: its place in the serial order
                     // is fixed here, and the writer lock makes the counters' order that order.
-                    let (read, bump) = (
-                        self.bookkeeping(Bookkeeping::ReadCounters),
-                        self.bookkeeping(Bookkeeping::BumpLocalWrites),
-                    );
-                    self.conn.batch(&format!(
-                        "LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE; {read}; {bump}; COMMIT"
-                    ))?;
+                    let (read, bump) = (self.bookkeeping(Bookkeeping::ReadCounters), self.bookkeeping(Bookkeeping::BumpLocalWrites));
+                    self.conn.batch(&format!("LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE; {read}; {bump}; COMMIT"))?;
                 } else if how == DirectTxn::SerializableSideBySide && outcome.committed() {
                     // `_if_assigned`: a reader, or a writer that wrote nothing, has no id and
                     // should not be given one.
                     self.conn.batch("SELECT pg_current_xact_id_if_assigned()::text, pg_current_snapshot()::text; COMMIT")?;
                 } else {
-                    self.conn.batch(if outcome.committed() {
-                        "COMMIT"
-                    } else {
-                        "ROLLBACK"
-                    })?;
+                    self.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" })?;
                 }
                 Ok(outcome)
             })();
@@ -493,12 +406,7 @@ impl ServerStorage {
         }
     }
 
-    pub(crate) fn run_body(
-        &mut self,
-        txn: &TxnType,
-        params: &[Value],
-        capture: Option<&mut Vec<RowChange>>,
-    ) -> (Outcome, Option<ConnError>, u64) {
+    pub(crate) fn run_body(&mut self, txn: &TxnType, params: &[Value], capture: Option<&mut Vec<RowChange>>) -> (Outcome, Option<ConnError>, u64) {
         self.run_body_locking(txn, params, capture, false)
     }
 
@@ -512,28 +420,10 @@ impl ServerStorage {
         capture: Option<&mut Vec<RowChange>>,
         two_phase_locks: bool,
     ) -> (Outcome, Option<ConnError>, u64) {
-        let locks = two_phase_locks.then(|| TableLocks {
-            written: self.sql.written(txn.name),
-            held: BTreeSet::new(),
-        });
-        let mut db = ServerDb {
-            conn: &mut self.conn,
-            sql: &self.sql,
-            app: &self.app,
-            txn,
-            capture,
-            failure: None,
-            changed: 0,
-            locks,
-        };
-        if two_phase_locks
-            && db
-                .lock_tables("(locks taken first)", &self.sql.locked_up_front(txn.name))
-                .is_err()
-        {
-            let failure = db.failure.take().unwrap_or_else(|| {
-                ConnError::Statement("locking the tables it reads whole failed".into())
-            });
+        let locks = two_phase_locks.then(|| TableLocks { written: self.sql.written(txn.name), held: BTreeSet::new() });
+        let mut db = ServerDb { conn: &mut self.conn, sql: &self.sql, app: &self.app, txn, capture, failure: None, changed: 0, locks };
+        if two_phase_locks && db.lock_tables("(locks taken first)", &self.sql.locked_up_front(txn.name)).is_err() {
+            let failure = db.failure.take().unwrap_or_else(|| ConnError::Statement("locking the tables it reads whole failed".into()));
             return (Outcome::body_abort(failure.to_string()), Some(failure), 0);
         }
         let result = (txn.body)(&mut db, params);
@@ -543,12 +433,7 @@ impl ServerStorage {
 
     /// One attempt at a job's transaction: `Err` when it must be rolled back and decided on
     /// (retried, reconnected, or failed); `committing` tells whether the error came from COMMIT.
-    fn attempt_execute(
-        &mut self,
-        txn: &TxnType,
-        request: &Request,
-        role: ExecRole,
-    ) -> Result<StorageResult, Attempt> {
+    fn attempt_execute(&mut self, txn: &TxnType, request: &Request, role: ExecRole) -> Result<StorageResult, Attempt> {
         let read_only = self.app.is_read_only(txn.name);
         // A global takes the writer lock first on either engine. Its body may abort, and it must
         // then undo its writes yet keep its sequence number: on MariaDB the savepoint it rolls
@@ -580,38 +465,20 @@ impl ServerStorage {
         }
         let (globals, local_writes) = self.counters_read().map_err(Attempt::before_commit)?;
         if global {
-            let undo = if outcome.committed() {
-                ""
-            } else {
-                "ROLLBACK TO SAVEPOINT body; "
-            };
+            let undo = if outcome.committed() { "" } else { "ROLLBACK TO SAVEPOINT body; " };
             if !outcome.committed() {
                 changes.clear();
             }
             self.conn
-                .batch(&format!(
-                    "{undo}RELEASE SAVEPOINT body; {}; COMMIT",
-                    self.bookkeeping(Bookkeeping::BumpGlobals)
-                ))
+                .batch(&format!("{undo}RELEASE SAVEPOINT body; {}; COMMIT", self.bookkeeping(Bookkeeping::BumpGlobals)))
                 .map_err(Attempt::committing)?;
-            let update = StateUpdate {
-                changes,
-                writer: None,
-            };
-            return Ok(StorageResult::Executed {
-                outcome,
-                update,
-                position: Position::Global { seq: globals + 1 },
-                access: None,
-                retries: 0,
-            });
+            let update = StateUpdate { changes, writer: None };
+            return Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 });
         }
         let wrote = outcome.committed() && changed > 0;
         let local_writes = if wrote {
             let bump = self.bookkeeping(Bookkeeping::BumpLocalWrites);
-            self.conn
-                .batch(&format!("{bump}; COMMIT"))
-                .map_err(Attempt::committing)?;
+            self.conn.batch(&format!("{bump}; COMMIT")).map_err(Attempt::committing)?;
             local_writes + 1
         } else if kind == Kind::Reader {
             // A snapshot that wrote nothing: its COMMIT cannot fail and decides nothing, so it
@@ -621,28 +488,11 @@ impl ServerStorage {
             local_writes
         } else {
             // Nothing to keep: a writer whose body wrote nothing, or one that aborted.
-            self.conn
-                .batch(if outcome.committed() {
-                    "COMMIT"
-                } else {
-                    "ROLLBACK"
-                })
-                .map_err(Attempt::committing)?;
+            self.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" }).map_err(Attempt::committing)?;
             local_writes
         };
-        let position = Position::Local {
-            instance: self.instance,
-            globals_seen: globals,
-            local_writes,
-            wrote,
-        };
-        Ok(StorageResult::Executed {
-            outcome,
-            update: StateUpdate::default(),
-            position,
-            access: None,
-            retries: 0,
-        })
+        let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
+        Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
     }
 
     /// Whether this instance's local writers and state-update applications take the writer
@@ -667,39 +517,16 @@ impl ServerStorage {
         let committed = outcome.committed();
         let wrote = committed && changed > 0;
         let end = if wrote {
-            format!(
-                "{read} FOR UPDATE; {}; COMMIT",
-                self.bookkeeping(Bookkeeping::BumpLocalWrites)
-            )
+            format!("{read} FOR UPDATE; {}; COMMIT", self.bookkeeping(Bookkeeping::BumpLocalWrites))
         } else {
-            format!(
-                "{read} LOCK IN SHARE MODE; {}",
-                if committed { "COMMIT" } else { "ROLLBACK" }
-            )
+            format!("{read} LOCK IN SHARE MODE; {}", if committed { "COMMIT" } else { "ROLLBACK" })
         };
         let rows = self.conn.batch_rows(&end).map_err(Attempt::committing)?;
         // The transaction has ended: a bad counters row now cannot be undone or run again.
-        let (globals, local_writes) = counters_of(&rows).map_err(|e| {
-            Attempt::Fatal(format!("ended, but its counters could not be read: {e}"))
-        })?;
-        let local_writes = if wrote {
-            local_writes + 1
-        } else {
-            local_writes
-        };
-        let position = Position::Local {
-            instance: self.instance,
-            globals_seen: globals,
-            local_writes,
-            wrote,
-        };
-        Ok(StorageResult::Executed {
-            outcome,
-            update: StateUpdate::default(),
-            position,
-            access: None,
-            retries: 0,
-        })
+        let (globals, local_writes) = counters_of(&rows).map_err(|e| Attempt::Fatal(format!("ended, but its counters could not be read: {e}")))?;
+        let local_writes = if wrote { local_writes + 1 } else { local_writes };
+        let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
+        Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
     }
 
     /// Whether `job` can run in a group ([`Self::attempt_group`]): a well-formed request or a
@@ -728,115 +555,69 @@ impl ServerStorage {
         let mut close = String::new();
         for (i, job) in jobs.iter().enumerate() {
             if i > 0 {
-                self.conn
-                    .start(&format!("{close}; SAVEPOINT body"))
-                    .map_err(before)?;
+                self.conn.start(&format!("{close}; SAVEPOINT body")).map_err(before)?;
             }
-            let known =
-                |counters: &mut Option<(u64, u64)>, s: &mut Self| -> Result<(u64, u64), Attempt> {
-                    let started = s.conn.started().map_err(before)?;
-                    match *counters {
-                        Some(c) => Ok(c),
-                        None => {
-                            let c = counters_of(&started).map_err(before)?;
-                            *counters = Some(c);
-                            Ok(c)
-                        }
+            let known = |counters: &mut Option<(u64, u64)>, s: &mut Self| -> Result<(u64, u64), Attempt> {
+                let started = s.conn.started().map_err(before)?;
+                match *counters {
+                    Some(c) => Ok(c),
+                    None => {
+                        let c = counters_of(&started).map_err(before)?;
+                        *counters = Some(c);
+                        Ok(c)
                     }
-                };
+                }
+            };
             match job {
                 StorageJob::Execute { request, role } => {
-                    let txn = app
-                        .check_request(request)
-                        .map_err(|e| Attempt::Fatal(e.to_string()))?;
+                    let txn = app.check_request(request).map_err(|e| Attempt::Fatal(e.to_string()))?;
                     let global = *role == ExecRole::Global;
                     let mut changes = Vec::new();
-                    let (outcome, failure, changed) =
-                        self.run_body(txn, &request.params, global.then_some(&mut changes));
+                    let (outcome, failure, changed) = self.run_body(txn, &request.params, global.then_some(&mut changes));
                     if let Some(f) = failure {
                         return Err(before(f));
                     }
                     let (globals, local_writes) = known(&mut counters, self)?;
-                    let undo = if outcome.committed() {
-                        ""
-                    } else {
-                        "ROLLBACK TO SAVEPOINT body; "
-                    };
+                    let undo = if outcome.committed() { "" } else { "ROLLBACK TO SAVEPOINT body; " };
                     if global {
                         if !outcome.committed() {
                             changes.clear();
                         }
-                        close = format!(
-                            "{undo}RELEASE SAVEPOINT body; {}",
-                            self.bookkeeping(Bookkeeping::BumpGlobals)
-                        );
+                        close = format!("{undo}RELEASE SAVEPOINT body; {}", self.bookkeeping(Bookkeeping::BumpGlobals));
                         counters = Some((globals + 1, local_writes));
-                        let update = StateUpdate {
-                            changes,
-                            writer: None,
-                        };
+                        let update = StateUpdate { changes, writer: None };
                         let position = Position::Global { seq: globals + 1 };
-                        results.push(StorageResult::Executed {
-                            outcome,
-                            update,
-                            position,
-                            access: None,
-                            retries: 0,
-                        });
+                        results.push(StorageResult::Executed { outcome, update, position, access: None, retries: 0 });
                         continue;
                     }
                     let wrote = outcome.committed() && changed > 0;
                     let local_writes = if wrote {
-                        close = format!(
-                            "RELEASE SAVEPOINT body; {}",
-                            self.bookkeeping(Bookkeeping::BumpLocalWrites)
-                        );
+                        close = format!("RELEASE SAVEPOINT body; {}", self.bookkeeping(Bookkeeping::BumpLocalWrites));
                         local_writes + 1
                     } else {
                         close = format!("{undo}RELEASE SAVEPOINT body");
                         local_writes
                     };
                     counters = Some((globals, local_writes));
-                    let position = Position::Local {
-                        instance: self.instance,
-                        globals_seen: globals,
-                        local_writes,
-                        wrote,
-                    };
-                    results.push(StorageResult::Executed {
-                        outcome,
-                        update: StateUpdate::default(),
-                        position,
-                        access: None,
-                        retries: 0,
-                    });
+                    let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
+                    results.push(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 });
                 }
                 StorageJob::Apply { first_seq, updates } => {
                     let (globals, local_writes) = known(&mut counters, self)?;
                     let last = self.apply_updates(globals, *first_seq, updates)?;
                     close = format!("RELEASE SAVEPOINT body; UPDATE {META_TABLE} SET globals = {last} WHERE id = 0");
                     counters = Some((last, local_writes));
-                    results.push(StorageResult::Applied {
-                        globals_seen: last,
-                        retries: 0,
-                    });
+                    results.push(StorageResult::Applied { globals_seen: last, retries: 0 });
                 }
             }
         }
-        self.conn
-            .batch(&format!("{close}; COMMIT"))
-            .map_err(Attempt::committing)?;
+        self.conn.batch(&format!("{close}; COMMIT")).map_err(Attempt::committing)?;
         Ok(results)
     }
 
     /// Applies the state updates of globals `first_seq..` on a database that has seen `globals`
     /// of them, inside the transaction open; returns the last one's sequence number.
-    fn apply_updates(
-        &mut self,
-        globals: u64,
-        first_seq: u64,
-        updates: &[StateUpdate],
-    ) -> Result<u64, Attempt> {
+    fn apply_updates(&mut self, globals: u64, first_seq: u64, updates: &[StateUpdate]) -> Result<u64, Attempt> {
         continues(globals, first_seq)?;
         self.apply_changes(first_seq, updates)
     }
@@ -848,10 +629,7 @@ impl ServerStorage {
             for c in &u.changes {
                 self.apply_change(c).map_err(|e| match e {
                     ApplyError::Conn(e) => Attempt::before_commit(e),
-                    ApplyError::Diverged(m) => Attempt::Fatal(format!(
-                        "update {i} (global operation {}): {m}",
-                        first_seq + i as u64
-                    )),
+                    ApplyError::Diverged(m) => Attempt::Fatal(format!("update {i} (global operation {}): {m}", first_seq + i as u64)),
                 })?;
             }
         }
@@ -863,37 +641,19 @@ impl ServerStorage {
             // The rows first, then the writer lock, as a writer that takes it last
             // (`end_lock_last`); the batch is refused if it does not continue what the
             // database has seen, before COMMIT.
-            self.begin(Kind::WriterLockLast, false)
-                .map_err(Attempt::before_commit)?;
+            self.begin(Kind::WriterLockLast, false).map_err(Attempt::before_commit)?;
             let last = self.apply_changes(first_seq, updates)?;
             let read = self.bookkeeping(Bookkeeping::ReadCounters);
-            let (globals, _) = counters_of(
-                &self
-                    .conn
-                    .batch_rows(&format!("{read} FOR UPDATE"))
-                    .map_err(Attempt::before_commit)?,
-            )
-            .map_err(Attempt::before_commit)?;
+            let (globals, _) = counters_of(&self.conn.batch_rows(&format!("{read} FOR UPDATE")).map_err(Attempt::before_commit)?).map_err(Attempt::before_commit)?;
             continues(globals, first_seq)?;
-            self.conn
-                .batch(&format!(
-                    "UPDATE {META_TABLE} SET globals = {last} WHERE id = 0; COMMIT"
-                ))
-                .map_err(Attempt::committing)?;
+            self.conn.batch(&format!("UPDATE {META_TABLE} SET globals = {last} WHERE id = 0; COMMIT")).map_err(Attempt::committing)?;
             return Ok(last);
         }
-        self.begin(Kind::Writer, false)
-            .map_err(Attempt::before_commit)?;
+        self.begin(Kind::Writer, false).map_err(Attempt::before_commit)?;
         let (globals, _) = self.counters_read().map_err(Attempt::before_commit)?;
         let last = self.apply_updates(globals, first_seq, updates)?;
         self.conn
-            .run(
-                &format!(
-                    "UPDATE {META_TABLE} SET globals = {} WHERE id = 0",
-                    placeholder(self.sql.engine, 1)
-                ),
-                &[&Value::Int(last as i64)],
-            )
+            .run(&format!("UPDATE {META_TABLE} SET globals = {} WHERE id = 0", placeholder(self.sql.engine, 1)), &[&Value::Int(last as i64)])
             .map_err(Attempt::before_commit)?;
         self.conn.batch("COMMIT").map_err(Attempt::committing)?;
         Ok(last)
@@ -903,11 +663,7 @@ impl ServerStorage {
     /// again, a connection lost before COMMIT is reopened and the transaction runs again (the
     /// server rolled it back), a connection lost during COMMIT fails loudly, since the outcome
     /// is unknown and running it again could apply it twice.
-    fn retrying<T>(
-        &mut self,
-        what: &str,
-        mut attempt: impl FnMut(&mut Self) -> Result<T, Attempt>,
-    ) -> Result<(T, u32), String> {
+    fn retrying<T>(&mut self, what: &str, mut attempt: impl FnMut(&mut Self) -> Result<T, Attempt>) -> Result<(T, u32), String> {
         let mut retries = 0;
         loop {
             match attempt(self) {
@@ -943,17 +699,11 @@ impl ServerStorage {
 
     pub(crate) fn apply_change(&mut self, change: &RowChange) -> Result<(), ApplyError> {
         let app = Arc::clone(&self.app);
-        let table = app
-            .table(&change.table)
-            .ok_or_else(|| ApplyError::Diverged(format!("unknown table `{}`", change.table)))?;
-        let check_cols =
-            |cols: &[(String, Value)]| match cols.iter().find(|(c, _)| !table.has_column(c)) {
-                Some((c, _)) => Err(ApplyError::Diverged(format!(
-                    "table `{}` has no column `{c}`",
-                    table.name
-                ))),
-                None => Ok(()),
-            };
+        let table = app.table(&change.table).ok_or_else(|| ApplyError::Diverged(format!("unknown table `{}`", change.table)))?;
+        let check_cols = |cols: &[(String, Value)]| match cols.iter().find(|(c, _)| !table.has_column(c)) {
+            Some((c, _)) => Err(ApplyError::Diverged(format!("table `{}` has no column `{c}`", table.name))),
+            None => Ok(()),
+        };
         let engine = self.sql.engine;
         let mut k = 0;
         let mut next = || {
@@ -967,14 +717,7 @@ impl ServerStorage {
                 check_cols(row)?;
                 let cols: Vec<String> = row.iter().map(|(c, _)| col(c)).collect();
                 let ps: Vec<String> = row.iter().map(|_| next()).collect();
-                (
-                    format!(
-                        "INSERT INTO {name} ({}) VALUES ({})",
-                        cols.join(", "),
-                        ps.join(", ")
-                    ),
-                    row.iter().map(|(_, v)| v).collect(),
-                )
+                (format!("INSERT INTO {name} ({}) VALUES ({})", cols.join(", "), ps.join(", ")), row.iter().map(|(_, v)| v).collect())
             }
             ChangeKind::Update { key, set } => {
                 check_cols(key)?;
@@ -982,40 +725,22 @@ impl ServerStorage {
                 if set.is_empty() {
                     return Ok(());
                 }
-                let sets: Vec<String> = set
-                    .iter()
-                    .map(|(c, _)| format!("{} = {}", col(c), next()))
-                    .collect();
-                let wheres: Vec<String> = key
-                    .iter()
-                    .map(|(c, _)| format!("{} = {}", col(c), next()))
-                    .collect();
+                let sets: Vec<String> = set.iter().map(|(c, _)| format!("{} = {}", col(c), next())).collect();
+                let wheres: Vec<String> = key.iter().map(|(c, _)| format!("{} = {}", col(c), next())).collect();
                 (
-                    format!(
-                        "UPDATE {name} SET {} WHERE {}",
-                        sets.join(", "),
-                        wheres.join(" AND ")
-                    ),
+                    format!("UPDATE {name} SET {} WHERE {}", sets.join(", "), wheres.join(" AND ")),
                     set.iter().chain(key.iter()).map(|(_, v)| v).collect(),
                 )
             }
             ChangeKind::Delete { key } => {
                 check_cols(key)?;
-                let wheres: Vec<String> = key
-                    .iter()
-                    .map(|(c, _)| format!("{} = {}", col(c), next()))
-                    .collect();
-                (
-                    format!("DELETE FROM {name} WHERE {}", wheres.join(" AND ")),
-                    key.iter().map(|(_, v)| v).collect(),
-                )
+                let wheres: Vec<String> = key.iter().map(|(c, _)| format!("{} = {}", col(c), next())).collect();
+                (format!("DELETE FROM {name} WHERE {}", wheres.join(" AND ")), key.iter().map(|(_, v)| v).collect())
             }
         };
         let (_, n) = self.conn.run(&sql, &args).map_err(ApplyError::Conn)?;
         if n != 1 {
-            return Err(ApplyError::Diverged(format!(
-                "`{sql}` changed {n} rows instead of 1"
-            )));
+            return Err(ApplyError::Diverged(format!("`{sql}` changed {n} rows instead of 1")));
         }
         Ok(())
     }
@@ -1046,14 +771,9 @@ fn counters_of(rows: &Rows) -> Result<(u64, u64), ConnError> {
     match rows.as_slice() {
         [r] => match (&r[0], &r[1]) {
             (Value::Int(g), Value::Int(l)) => Ok((*g as u64, *l as u64)),
-            other => Err(ConnError::Statement(format!(
-                "{META_TABLE} holds {other:?}"
-            ))),
+            other => Err(ConnError::Statement(format!("{META_TABLE} holds {other:?}"))),
         },
-        _ => Err(ConnError::Statement(format!(
-            "{META_TABLE} must hold exactly one row, it holds {}",
-            rows.len()
-        ))),
+        _ => Err(ConnError::Statement(format!("{META_TABLE} must hold exactly one row, it holds {}", rows.len()))),
     }
 }
 
@@ -1121,15 +841,9 @@ impl Storage for ServerStorage {
                 StorageResult::Failed(format!("empty batch of state updates at {first_seq}"))
             }
             StorageJob::Apply { first_seq, updates } => {
-                let what = format!(
-                    "applying state updates {first_seq}..{}",
-                    first_seq + updates.len() as u64
-                );
+                let what = format!("applying state updates {first_seq}..{}", first_seq + updates.len() as u64);
                 match self.retrying(&what, |s| s.attempt_apply(*first_seq, updates)) {
-                    Ok((globals_seen, retries)) => StorageResult::Applied {
-                        globals_seen,
-                        retries,
-                    },
+                    Ok((globals_seen, retries)) => StorageResult::Applied { globals_seen, retries },
                     Err(e) => StorageResult::Failed(e),
                 }
             }
@@ -1157,16 +871,11 @@ impl Storage for ServerStorage {
                         jobs.len(),
                         self.sql.engine.name()
                     );
-                    return jobs
-                        .iter()
-                        .map(|_| StorageResult::Failed(why.clone()))
-                        .collect();
+                    return jobs.iter().map(|_| StorageResult::Failed(why.clone())).collect();
                 }
                 let mut results: Vec<StorageResult> = jobs.iter().map(|j| self.run(j)).collect();
                 for r in &mut results {
-                    if let StorageResult::Executed { retries, .. }
-                    | StorageResult::Applied { retries, .. } = r
-                    {
+                    if let StorageResult::Executed { retries, .. } | StorageResult::Applied { retries, .. } = r {
                         *retries += 1;
                     }
                 }
@@ -1217,41 +926,18 @@ struct TableLocks {
 }
 
 impl ServerDb<'_> {
-    fn statement(
-        &self,
-        stmt: &str,
-        args: &[Value],
-    ) -> Result<&crate::dialect::ServerStatement, DbError> {
-        let s = self
-            .sql
-            .statement(self.txn.name, stmt)
-            .ok_or_else(|| DbError::Undeclared {
-                txn: self.txn.name.into(),
-                stmt: stmt.into(),
-            })?;
+    fn statement(&self, stmt: &str, args: &[Value]) -> Result<&crate::dialect::ServerStatement, DbError> {
+        let s = self.sql.statement(self.txn.name, stmt).ok_or_else(|| DbError::Undeclared { txn: self.txn.name.into(), stmt: stmt.into() })?;
         if s.arity != args.len() {
-            return Err(DbError::Arity {
-                stmt: stmt.into(),
-                expected: s.arity,
-                got: args.len(),
-            });
+            return Err(DbError::Arity { stmt: stmt.into(), expected: s.arity, got: args.len() });
         }
         Ok(s)
     }
 
     /// Runs `sql`, remembering a failure that forces the transaction to run again.
-    fn run(
-        &mut self,
-        stmt: &str,
-        sql: &str,
-        binds: &[usize],
-        args: &[Value],
-    ) -> Result<(Rows, u64), DbError> {
+    fn run(&mut self, stmt: &str, sql: &str, binds: &[usize], args: &[Value]) -> Result<(Rows, u64), DbError> {
         if let Some(f) = &self.failure {
-            return Err(DbError::Engine {
-                stmt: stmt.into(),
-                message: f.to_string(),
-            });
+            return Err(DbError::Engine { stmt: stmt.into(), message: f.to_string() });
         }
         let bound: Vec<&Value> = binds.iter().map(|i| &args[*i]).collect();
         self.conn.run(sql, &bound).map_err(|e| {
@@ -1259,56 +945,27 @@ impl ServerDb<'_> {
             if !matches!(e, ConnError::Statement(_)) {
                 self.failure = Some(e);
             }
-            DbError::Engine {
-                stmt: stmt.into(),
-                message,
-            }
+            DbError::Engine { stmt: stmt.into(), message }
         })
     }
 
     fn image(&self, table: &str, row: Vec<Value>, kind: ChangeSort) -> Result<RowChange, DbError> {
-        let t = self
-            .app
-            .table(table)
-            .expect("translated statements name declared tables");
+        let t = self.app.table(table).expect("translated statements name declared tables");
         if row.len() != t.columns.len() {
-            return Err(DbError::Engine {
-                stmt: table.into(),
-                message: format!(
-                    "a captured row of `{table}` has {} columns, the table {}",
-                    row.len(),
-                    t.columns.len()
-                ),
-            });
+            return Err(DbError::Engine { stmt: table.into(), message: format!("a captured row of `{table}` has {} columns, the table {}", row.len(), t.columns.len()) });
         }
-        let named: Vec<(String, Value)> =
-            t.columns.iter().map(|c| c.name.clone()).zip(row).collect();
-        let (key, rest): (Vec<_>, Vec<_>) = named
-            .into_iter()
-            .partition(|(c, _)| t.primary_key.contains(c));
+        let named: Vec<(String, Value)> = t.columns.iter().map(|c| c.name.clone()).zip(row).collect();
+        let (key, rest): (Vec<_>, Vec<_>) = named.into_iter().partition(|(c, _)| t.primary_key.contains(c));
         let kind = match kind {
             ChangeSort::Insert => {
                 // The row as declared: key columns in their places.
-                let row = t
-                    .columns
-                    .iter()
-                    .map(|c| {
-                        key.iter()
-                            .chain(rest.iter())
-                            .find(|(n, _)| *n == c.name)
-                            .cloned()
-                            .expect("every column")
-                    })
-                    .collect();
+                let row = t.columns.iter().map(|c| key.iter().chain(rest.iter()).find(|(n, _)| *n == c.name).cloned().expect("every column")).collect();
                 ChangeKind::Insert { row }
             }
             ChangeSort::Update => ChangeKind::Update { key, set: rest },
             ChangeSort::Delete => ChangeKind::Delete { key },
         };
-        Ok(RowChange {
-            table: table.to_string(),
-            kind,
-        })
+        Ok(RowChange { table: table.to_string(), kind })
     }
 }
 
@@ -1316,26 +973,15 @@ impl ServerDb<'_> {
     /// Locks those of `tables` this transaction has not locked yet, when it holds its locks to
     /// commit.
     fn lock_tables(&mut self, stmt: &str, tables: &[String]) -> Result<(), DbError> {
-        let Some(locks) = &mut self.locks else {
-            return Ok(());
-        };
+        let Some(locks) = &mut self.locks else { return Ok(()) };
         let engine = self.sql.engine;
         let fresh: Vec<&String> = tables.iter().filter(|t| !locks.held.contains(*t)).collect();
         if fresh.is_empty() {
             return Ok(());
         }
-        let (against_all, against_writers): (Vec<&String>, Vec<&String>) =
-            fresh.into_iter().partition(|t| locks.written.contains(*t));
-        locks.held.extend(
-            against_all
-                .iter()
-                .chain(against_writers.iter())
-                .map(|t| t.to_string()),
-        );
-        for (group, mode) in [
-            (against_all, "SHARE ROW EXCLUSIVE"),
-            (against_writers, "SHARE"),
-        ] {
+        let (against_all, against_writers): (Vec<&String>, Vec<&String>) = fresh.into_iter().partition(|t| locks.written.contains(*t));
+        locks.held.extend(against_all.iter().chain(against_writers.iter()).map(|t| t.to_string()));
+        for (group, mode) in [(against_all, "SHARE ROW EXCLUSIVE"), (against_writers, "SHARE")] {
             if !group.is_empty() {
                 let sql = format!("LOCK TABLE {} IN {mode} MODE", idents(engine, &group));
                 self.run(stmt, &sql, &[], &[])?;
@@ -1382,11 +1028,7 @@ impl Db for ServerDb<'_> {
                     }
                     self.lock_tables(stmt, std::slice::from_ref(table))?;
                 }
-                TwoPhaseLock::Insert {
-                    table,
-                    sql,
-                    capture_sql,
-                } => {
+                TwoPhaseLock::Insert { table, sql, capture_sql } => {
                     let mut quiet = s.clone();
                     quiet.sql = sql.clone();
                     if let Capture::Returning { sql, .. } = &mut quiet.capture {
@@ -1406,12 +1048,7 @@ impl Db for ServerDb<'_> {
 }
 
 impl ServerDb<'_> {
-    fn execute_once(
-        &mut self,
-        stmt: &str,
-        s: &crate::dialect::ServerStatement,
-        args: &[Value],
-    ) -> Result<usize, DbError> {
+    fn execute_once(&mut self, stmt: &str, s: &crate::dialect::ServerStatement, args: &[Value]) -> Result<usize, DbError> {
         let writes = !matches!(s.capture, Capture::Read);
         if self.capture.is_none() {
             let (_, n) = self.run(stmt, &s.sql, &s.binds, args)?;
@@ -1422,12 +1059,7 @@ impl ServerDb<'_> {
         }
         let n = match &s.capture {
             Capture::Read => self.run(stmt, &s.sql, &s.binds, args)?.1,
-            Capture::Returning {
-                table,
-                kind,
-                sql,
-                binds,
-            } => {
+            Capture::Returning { table, kind, sql, binds } => {
                 let (rows, _) = self.run(stmt, sql, binds, args)?;
                 let n = rows.len() as u64;
                 for row in rows {
@@ -1436,22 +1068,14 @@ impl ServerDb<'_> {
                 }
                 n
             }
-            Capture::ReadBack {
-                table,
-                keys,
-                key_binds,
-                reread,
-            } => {
+            Capture::ReadBack { table, keys, key_binds, reread } => {
                 let (matched, _) = self.run(stmt, keys, key_binds, args)?;
                 let (_, n) = self.run(stmt, &s.sql, &s.binds, args)?;
                 for key in matched {
                     let binds: Vec<usize> = (0..key.len()).collect();
                     let (mut rows, _) = self.run(stmt, reread, &binds, &key)?;
                     let Some(row) = rows.pop() else {
-                        return Err(DbError::Engine {
-                            stmt: stmt.into(),
-                            message: format!("a row of `{table}` it updated is gone"),
-                        });
+                        return Err(DbError::Engine { stmt: stmt.into(), message: format!("a row of `{table}` it updated is gone") });
                     };
                     let change = self.image(table, row, ChangeSort::Update)?;
                     self.capture.as_mut().expect("capturing").push(change);

@@ -20,12 +20,7 @@ struct Scratch {
 
 impl Scratch {
     fn new(engine: Engine, label: &str, n: u32) -> Scratch {
-        let s = Scratch {
-            engine,
-            urls: vec![admin::default_url(engine).to_string()],
-            run: admin::run_tag(label),
-            n,
-        };
+        let s = Scratch { engine, urls: vec![admin::default_url(engine).to_string()], run: admin::run_tag(label), n };
         for i in 0..n {
             admin::create_database(engine, &s.urls, &s.run, i).unwrap_or_else(|e| panic!("{e}"));
         }
@@ -37,11 +32,7 @@ impl Scratch {
         let mut s = self.shop_session(i);
         let app = apps::shop::application();
         s.create_schema().unwrap();
-        s.load(
-            &(app.generate)(ensemble_app::DataConfig { scale: 1, seed: 1 }),
-            |_, _, _| true,
-        )
-        .unwrap();
+        s.load(&(app.generate)(ensemble_app::DataConfig { scale: 1, seed: 1 }), |_, _, _| true).unwrap();
         s
     }
 
@@ -63,36 +54,17 @@ impl Drop for Scratch {
 }
 
 fn request(seq: u64, txn: &str, params: Vec<Value>) -> Request {
-    Request {
-        client: ClientId(1),
-        seq,
-        txn: txn.into(),
-        params,
-    }
+    Request { client: ClientId(1), seq, txn: txn.into(), params }
 }
 
 /// Runs a local operation's job and returns what it executed.
-fn local(
-    s: &mut ServerStorage,
-    seq: u64,
-    txn: &str,
-    params: Vec<Value>,
-) -> (Outcome, ensemble_app::StateUpdate, Position, u32) {
-    executed(s.run(&StorageJob::Execute {
-        request: request(seq, txn, params),
-        role: ExecRole::Local,
-    }))
+fn local(s: &mut ServerStorage, seq: u64, txn: &str, params: Vec<Value>) -> (Outcome, ensemble_app::StateUpdate, Position, u32) {
+    executed(s.run(&StorageJob::Execute { request: request(seq, txn, params), role: ExecRole::Local }))
 }
 
 fn executed(r: StorageResult) -> (Outcome, ensemble_app::StateUpdate, Position, u32) {
     match r {
-        StorageResult::Executed {
-            outcome,
-            update,
-            position,
-            retries,
-            ..
-        } => (outcome, update, position, retries),
+        StorageResult::Executed { outcome, update, position, retries, .. } => (outcome, update, position, retries),
         other => panic!("{other:?}"),
     }
 }
@@ -104,32 +76,15 @@ fn a_global_is_captured_at_one_instance_and_applied_at_another() {
         let dbs = Scratch::new(engine, "capture", 2);
         let (mut a, mut b) = (dbs.shop(0), dbs.shop(1));
         let run = |s: &mut ServerStorage, seq, txn: &str, params| {
-            executed(s.run(&StorageJob::Execute {
-                request: request(seq, txn, params),
-                role: ExecRole::Global,
-            }))
+            executed(s.run(&StorageJob::Execute { request: request(seq, txn, params), role: ExecRole::Global }))
         };
         // A cart, an item in it twice (an insert, then an update of the same row), then the order
         // (updates of items, an insert into orders, a status update).
         let (o, create, p, _) = run(&mut a, 1, "create_cart", vec![Value::Int(7)]);
-        assert!(
-            o.committed() && p == Position::Global { seq: 1 },
-            "{}: {o:?} {p:?}",
-            engine.name()
-        );
-        let (o, add, _, _) = run(
-            &mut a,
-            2,
-            "add_item",
-            vec![Value::Int(7), Value::Int(3), Value::Int(1)],
-        );
+        assert!(o.committed() && p == Position::Global { seq: 1 }, "{}: {o:?} {p:?}", engine.name());
+        let (o, add, _, _) = run(&mut a, 2, "add_item", vec![Value::Int(7), Value::Int(3), Value::Int(1)]);
         assert!(o.committed(), "{o:?}");
-        let (o, again, _, _) = run(
-            &mut a,
-            3,
-            "add_item",
-            vec![Value::Int(7), Value::Int(3), Value::Int(2)],
-        );
+        let (o, again, _, _) = run(&mut a, 3, "add_item", vec![Value::Int(7), Value::Int(3), Value::Int(2)]);
         assert!(o.committed(), "{o:?}");
         assert!(
             matches!(&again.changes[..], [c] if matches!(&c.kind, ChangeKind::Update { key, set } if key.len() == 2 && set == &vec![("qty".to_string(), Value::Int(3))])),
@@ -137,43 +92,18 @@ fn a_global_is_captured_at_one_instance_and_applied_at_another() {
             engine.name()
         );
         let (o, order, p, _) = run(&mut a, 4, "order", vec![Value::Int(7)]);
-        assert!(
-            o.committed() && p == Position::Global { seq: 4 },
-            "{o:?} {p:?}"
-        );
+        assert!(o.committed() && p == Position::Global { seq: 4 }, "{o:?} {p:?}");
         assert!(order.changes.len() >= 3, "{}: {order:?}", engine.name());
-        let applied = b.run(&StorageJob::Apply {
-            first_seq: 1,
-            updates: vec![create, add, again, order],
-        });
-        assert_eq!(
-            applied,
-            StorageResult::Applied {
-                globals_seen: 4,
-                retries: 0
-            },
-            "{}",
-            engine.name()
-        );
+        let applied = b.run(&StorageJob::Apply { first_seq: 1, updates: vec![create, add, again, order] });
+        assert_eq!(applied, StorageResult::Applied { globals_seen: 4, retries: 0 }, "{}", engine.name());
         for t in ["items", "carts", "cart_lines", "orders"] {
-            assert_eq!(
-                a.dump(t).unwrap(),
-                b.dump(t).unwrap(),
-                "{}: table {t}",
-                engine.name()
-            );
+            assert_eq!(a.dump(t).unwrap(), b.dump(t).unwrap(), "{}: table {t}", engine.name());
         }
         assert_eq!(b.counters().unwrap(), (4, 0));
         // A batch that skips a global is refused, and changes nothing.
         let (_, late, _, _) = run(&mut a, 5, "create_cart", vec![Value::Int(8)]);
-        let refused = b.run(&StorageJob::Apply {
-            first_seq: 6,
-            updates: vec![late],
-        });
-        assert!(
-            matches!(&refused, StorageResult::Failed(m) if m.contains("must be 5")),
-            "{refused:?}"
-        );
+        let refused = b.run(&StorageJob::Apply { first_seq: 6, updates: vec![late] });
+        assert!(matches!(&refused, StorageResult::Failed(m) if m.contains("must be 5")), "{refused:?}");
         assert_eq!(b.counters().unwrap(), (4, 0));
     }
 }
@@ -185,52 +115,15 @@ fn locals_report_their_position_and_only_writers_count() {
         let dbs = Scratch::new(engine, "positions", 1);
         let mut a = dbs.shop(0);
         let (_, _, p, _) = local(&mut a, 1, "create_cart", vec![Value::Int(1)]);
-        assert_eq!(
-            p,
-            Position::Local {
-                instance: InstanceId(0),
-                globals_seen: 0,
-                local_writes: 1,
-                wrote: true
-            },
-            "{}",
-            engine.name()
-        );
+        assert_eq!(p, Position::Local { instance: InstanceId(0), globals_seen: 0, local_writes: 1, wrote: true }, "{}", engine.name());
         // A read-only type runs on a snapshot and writes no counter.
-        let (o, _, p, _) = local(
-            &mut a,
-            2,
-            "browse_items",
-            vec![Value::Int(1), Value::Int(5)],
-        );
+        let (o, _, p, _) = local(&mut a, 2, "browse_items", vec![Value::Int(1), Value::Int(5)]);
         assert!(o.committed(), "{o:?}");
-        assert_eq!(
-            p,
-            Position::Local {
-                instance: InstanceId(0),
-                globals_seen: 0,
-                local_writes: 1,
-                wrote: false
-            },
-            "{}",
-            engine.name()
-        );
+        assert_eq!(p, Position::Local { instance: InstanceId(0), globals_seen: 0, local_writes: 1, wrote: false }, "{}", engine.name());
         // A writing type whose body aborts wrote nothing.
         let (o, _, p, _) = local(&mut a, 3, "create_cart", vec![Value::Int(1)]);
-        assert!(
-            !o.committed(),
-            "{}: a second cart 1 aborts: {o:?}",
-            engine.name()
-        );
-        assert_eq!(
-            p,
-            Position::Local {
-                instance: InstanceId(0),
-                globals_seen: 0,
-                local_writes: 1,
-                wrote: false
-            }
-        );
+        assert!(!o.committed(), "{}: a second cart 1 aborts: {o:?}", engine.name());
+        assert_eq!(p, Position::Local { instance: InstanceId(0), globals_seen: 0, local_writes: 1, wrote: false });
         assert_eq!(a.counters().unwrap(), (0, 1));
     }
 }
@@ -248,25 +141,11 @@ fn a_transaction_whose_start_fails_fails_its_job_with_the_starts_error() {
         local(&mut a, 1, "browse_items", browse.clone());
         // The reader's snapshot stays open for the next job to end; DROP TABLE would wait on it.
         a.idle();
-        let mut admin_conn = ensemble_server::conn::Conn::open(
-            engine,
-            &admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap(),
-        )
-        .unwrap();
-        admin_conn
-            .batch(&format!("DROP TABLE {}", ensemble_server::META_TABLE))
-            .unwrap();
-        match a.run(&StorageJob::Execute {
-            request: request(2, "browse_items", browse),
-            role: ExecRole::Local,
-        }) {
+        let mut admin_conn = ensemble_server::conn::Conn::open(engine, &admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap()).unwrap();
+        admin_conn.batch(&format!("DROP TABLE {}", ensemble_server::META_TABLE)).unwrap();
+        match a.run(&StorageJob::Execute { request: request(2, "browse_items", browse), role: ExecRole::Local }) {
             StorageResult::Failed(why) => {
-                assert!(
-                    why.contains(ensemble_server::META_TABLE)
-                        && (why.contains("does not exist") || why.contains("doesn't exist")),
-                    "{}: {why}",
-                    engine.name()
-                )
+                assert!(why.contains(ensemble_server::META_TABLE) && (why.contains("does not exist") || why.contains("doesn't exist")), "{}: {why}", engine.name())
             }
             other => panic!("{}: {other:?}", engine.name()),
         }
@@ -282,11 +161,7 @@ fn a_readers_commit_waits_for_the_next_job_or_for_the_storage_to_idle() {
         let dbs = Scratch::new(engine, "reader", 1);
         let mut a = dbs.shop(0);
         let id = Value::Int(a.session_id().unwrap());
-        let mut admin_conn = ensemble_server::conn::Conn::open(
-            engine,
-            &admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap(),
-        )
-        .unwrap();
+        let mut admin_conn = ensemble_server::conn::Conn::open(engine, &admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap()).unwrap();
         // PostgreSQL's view of its sessions is live. MariaDB's list of InnoDB transactions is a
         // cache refreshed every 100 ms, so there the question is asked of the lock an open
         // transaction holds on the table it read: taking the table for writing without waiting
@@ -307,28 +182,10 @@ fn a_readers_commit_waits_for_the_next_job_or_for_the_storage_to_idle() {
         let browse = vec![Value::Int(1), Value::Int(5)];
         let (o, _, _, _) = local(&mut a, 1, "browse_items", browse.clone());
         assert!(o.committed(), "{o:?}");
-        assert!(
-            open(),
-            "{}: the reader is left open for the next job",
-            engine.name()
-        );
+        assert!(open(), "{}: the reader is left open for the next job", engine.name());
         let (_, _, p, _) = local(&mut a, 2, "create_cart", vec![Value::Int(3)]);
-        assert_eq!(
-            p,
-            Position::Local {
-                instance: InstanceId(0),
-                globals_seen: 0,
-                local_writes: 1,
-                wrote: true
-            },
-            "{}",
-            engine.name()
-        );
-        assert!(
-            !open(),
-            "{}: the writer's start committed the reader, and the writer committed",
-            engine.name()
-        );
+        assert_eq!(p, Position::Local { instance: InstanceId(0), globals_seen: 0, local_writes: 1, wrote: true }, "{}", engine.name());
+        assert!(!open(), "{}: the writer's start committed the reader, and the writer committed", engine.name());
         local(&mut a, 3, "browse_items", browse);
         assert!(open(), "{}", engine.name());
         a.idle();
@@ -340,54 +197,20 @@ fn a_readers_commit_waits_for_the_next_job_or_for_the_storage_to_idle() {
 /// that aborts, a read-only local, a batch of updates from another instance (the one update
 /// of a global run at `elsewhere`, sequence number 3 here).
 fn writers(elsewhere: &mut ServerStorage) -> Vec<StorageJob> {
-    let r = elsewhere.run(&StorageJob::Execute {
-        request: request(1, "create_cart", vec![Value::Int(9)]),
-        role: ExecRole::Global,
-    });
+    let r = elsewhere.run(&StorageJob::Execute { request: request(1, "create_cart", vec![Value::Int(9)]), role: ExecRole::Global });
     let update = executed(r).1;
-    let job = |seq, txn: &str, params: Vec<Value>, role| StorageJob::Execute {
-        request: request(seq, txn, params),
-        role,
-    };
+    let job = |seq, txn: &str, params: Vec<Value>, role| StorageJob::Execute { request: request(seq, txn, params), role };
     vec![
         job(1, "create_cart", vec![Value::Int(7)], ExecRole::Global),
         job(2, "create_cart", vec![Value::Int(8)], ExecRole::Local),
         job(3, "create_cart", vec![Value::Int(8)], ExecRole::Local),
-        job(
-            4,
-            "add_item",
-            vec![Value::Int(8), Value::Int(3), Value::Int(1)],
-            ExecRole::Local,
-        ),
-        job(
-            5,
-            "add_item",
-            vec![Value::Int(7), Value::Int(3), Value::Int(2)],
-            ExecRole::Global,
-        ),
-        job(
-            6,
-            "browse_items",
-            vec![Value::Int(1), Value::Int(5)],
-            ExecRole::Local,
-        ),
-        StorageJob::Apply {
-            first_seq: 3,
-            updates: vec![update],
-        },
-        job(
-            7,
-            "add_item",
-            vec![Value::Int(7), Value::Int(4), Value::Int(1_000_000)],
-            ExecRole::Global,
-        ),
+        job(4, "add_item", vec![Value::Int(8), Value::Int(3), Value::Int(1)], ExecRole::Local),
+        job(5, "add_item", vec![Value::Int(7), Value::Int(3), Value::Int(2)], ExecRole::Global),
+        job(6, "browse_items", vec![Value::Int(1), Value::Int(5)], ExecRole::Local),
+        StorageJob::Apply { first_seq: 3, updates: vec![update] },
+        job(7, "add_item", vec![Value::Int(7), Value::Int(4), Value::Int(1_000_000)], ExecRole::Global),
         job(8, "order", vec![Value::Int(7)], ExecRole::Global),
-        job(
-            9,
-            "add_item",
-            vec![Value::Int(8), Value::Int(3), Value::Int(2)],
-            ExecRole::Local,
-        ),
+        job(9, "add_item", vec![Value::Int(8), Value::Int(3), Value::Int(2)], ExecRole::Local),
     ]
 }
 
@@ -395,8 +218,7 @@ fn writers(elsewhere: &mut ServerStorage) -> Vec<StorageJob> {
 /// would; returns the session's id.
 fn end_session(engine: Engine, s: &mut ServerStorage) -> i64 {
     let id = s.session_id().unwrap();
-    let mut admin_conn =
-        ensemble_server::conn::Conn::open(engine, admin::default_url(engine)).unwrap();
+    let mut admin_conn = ensemble_server::conn::Conn::open(engine, admin::default_url(engine)).unwrap();
     let kill = match engine {
         Engine::Postgres => format!("SELECT pg_terminate_backend({id})"),
         Engine::Mariadb => format!("KILL {id}"),
@@ -408,15 +230,10 @@ fn end_session(engine: Engine, s: &mut ServerStorage) -> i64 {
 /// A result without its retry count, as if at instance 0 (the tests compare two instances).
 fn settled(r: &StorageResult) -> StorageResult {
     let mut r = r.clone();
-    if let StorageResult::Executed { retries, .. } | StorageResult::Applied { retries, .. } = &mut r
-    {
+    if let StorageResult::Executed { retries, .. } | StorageResult::Applied { retries, .. } = &mut r {
         *retries = 0;
     }
-    if let StorageResult::Executed {
-        position: Position::Local { instance, .. },
-        ..
-    } = &mut r
-    {
+    if let StorageResult::Executed { position: Position::Local { instance, .. }, .. } = &mut r {
         *instance = InstanceId(0);
     }
     r
@@ -431,11 +248,7 @@ fn a_group_of_writers_gets_what_running_them_one_by_one_gets() {
         let jobs = writers(&mut elsewhere);
         let together = grouped.run_batch(&jobs);
         let apart: Vec<StorageResult> = jobs.iter().map(|j| settled(&single.run(j))).collect();
-        assert!(
-            together.iter().all(|r| *r == settled(r)),
-            "{}: no retries at instance 0: {together:?}",
-            engine.name()
-        );
+        assert!(together.iter().all(|r| *r == settled(r)), "{}: no retries at instance 0: {together:?}", engine.name());
         assert_eq!(together, apart, "{}", engine.name());
         // What the sequence does, so that the comparison above compares something: positions
         // from the counters the earlier members left, an abort that keeps nothing, a global
@@ -443,18 +256,11 @@ fn a_group_of_writers_gets_what_running_them_one_by_one_gets() {
         let positions: Vec<String> = together
             .iter()
             .map(|r| match r {
-                StorageResult::Executed {
-                    outcome, position, ..
-                } => format!(
-                    "{}{position:?}",
-                    if outcome.committed() { "" } else { "aborted " }
-                ),
+                StorageResult::Executed { outcome, position, .. } => format!("{}{position:?}", if outcome.committed() { "" } else { "aborted " }),
                 other => format!("{other:?}"),
             })
             .collect();
-        let local = |globals_seen, local_writes, wrote| {
-            format!("Local {{ instance: InstanceId(0), globals_seen: {globals_seen}, local_writes: {local_writes}, wrote: {wrote} }}")
-        };
+        let local = |globals_seen, local_writes, wrote| format!("Local {{ instance: InstanceId(0), globals_seen: {globals_seen}, local_writes: {local_writes}, wrote: {wrote} }}");
         let expected = vec![
             "Global { seq: 1 }".to_string(),
             local(1, 1, true),
@@ -470,12 +276,7 @@ fn a_group_of_writers_gets_what_running_them_one_by_one_gets() {
         assert_eq!(positions, expected, "{}", engine.name());
         assert_eq!(grouped.counters().unwrap(), (5, 3), "{}", engine.name());
         for t in ["items", "carts", "cart_lines", "orders"] {
-            assert_eq!(
-                grouped.dump(t).unwrap(),
-                single.dump(t).unwrap(),
-                "{}: table {t}",
-                engine.name()
-            );
+            assert_eq!(grouped.dump(t).unwrap(), single.dump(t).unwrap(), "{}: table {t}", engine.name());
         }
     }
 }
@@ -492,38 +293,20 @@ fn a_group_that_fails_runs_its_jobs_one_by_one() {
         let mut jobs = writers(&mut elsewhere);
         // The batch claims the wrong place: it must be 3.
         jobs[6] = match &jobs[6] {
-            StorageJob::Apply { updates, .. } => StorageJob::Apply {
-                first_seq: 4,
-                updates: updates.clone(),
-            },
+            StorageJob::Apply { updates, .. } => StorageJob::Apply { first_seq: 4, updates: updates.clone() },
             _ => unreachable!(),
         };
         let together = grouped.run_batch(&jobs);
         let apart: Vec<StorageResult> = jobs.iter().map(|j| settled(&single.run(j))).collect();
-        assert!(
-            matches!(&together[6], StorageResult::Failed(m) if m.contains("must be 3")),
-            "{}: {:?}",
-            engine.name(),
-            together[6]
-        );
-        assert_eq!(
-            together.iter().map(settled).collect::<Vec<_>>(),
-            apart,
-            "{}",
-            engine.name()
-        );
+        assert!(matches!(&together[6], StorageResult::Failed(m) if m.contains("must be 3")), "{}: {:?}", engine.name(), together[6]);
+        assert_eq!(together.iter().map(settled).collect::<Vec<_>>(), apart, "{}", engine.name());
         assert!(
             together.iter().all(|r| matches!(r, StorageResult::Failed(_) | StorageResult::Executed { retries: 1, .. })),
             "{}: the group's attempt is counted as a retry of each job that ran again: {together:?}",
             engine.name()
         );
         for t in ["items", "carts", "cart_lines", "orders"] {
-            assert_eq!(
-                grouped.dump(t).unwrap(),
-                single.dump(t).unwrap(),
-                "{}: table {t}",
-                engine.name()
-            );
+            assert_eq!(grouped.dump(t).unwrap(), single.dump(t).unwrap(), "{}: table {t}", engine.name());
         }
 
         // The server ends the session before the next group.
@@ -532,29 +315,10 @@ fn a_group_that_fails_runs_its_jobs_one_by_one() {
         let jobs = writers(&mut elsewhere);
         let id = end_session(engine, &mut grouped);
         let together = grouped.run_batch(&jobs);
-        assert!(
-            together
-                .iter()
-                .all(|r| !matches!(r, StorageResult::Failed(_))),
-            "{}: {together:?}",
-            engine.name()
-        );
+        assert!(together.iter().all(|r| !matches!(r, StorageResult::Failed(_))), "{}: {together:?}", engine.name());
         assert_ne!(grouped.session_id().unwrap(), id, "a new session");
-        assert_eq!(
-            grouped.counters().unwrap(),
-            (5, 3),
-            "{}: every job committed once",
-            engine.name()
-        );
-        assert_eq!(
-            grouped
-                .dump("carts")
-                .unwrap()
-                .iter()
-                .filter(|r| r[0] == Value::Int(8))
-                .count(),
-            1
-        );
+        assert_eq!(grouped.counters().unwrap(), (5, 3), "{}: every job committed once", engine.name());
+        assert_eq!(grouped.dump("carts").unwrap().iter().filter(|r| r[0] == Value::Int(8)).count(), 1);
     }
 }
 
@@ -566,102 +330,35 @@ fn a_connection_the_server_drops_is_reopened_and_the_job_runs_once() {
         let mut a = dbs.shop(0);
         // An administrator ends the session between two jobs, as a server restart would.
         let id = end_session(engine, &mut a);
-        let r = a.run(&StorageJob::Execute {
-            request: request(1, "create_cart", vec![Value::Int(9)]),
-            role: ExecRole::Global,
-        });
+        let r = a.run(&StorageJob::Execute { request: request(1, "create_cart", vec![Value::Int(9)]), role: ExecRole::Global });
         let (o, _, p, retries) = executed(r);
         assert!(o.committed(), "{}: {o:?}", engine.name());
         assert_eq!(p, Position::Global { seq: 1 });
-        assert_eq!(
-            retries,
-            1,
-            "{}: one attempt lost with the connection, one that committed",
-            engine.name()
-        );
+        assert_eq!(retries, 1, "{}: one attempt lost with the connection, one that committed", engine.name());
         assert_ne!(a.session_id().unwrap(), id, "a new session");
-        assert_eq!(
-            a.counters().unwrap(),
-            (1, 0),
-            "{}: committed once",
-            engine.name()
-        );
-        assert_eq!(
-            a.dump("carts")
-                .unwrap()
-                .iter()
-                .filter(|r| r[0] == Value::Int(9))
-                .count(),
-            1
-        );
+        assert_eq!(a.counters().unwrap(), (1, 0), "{}: committed once", engine.name());
+        assert_eq!(a.dump("carts").unwrap().iter().filter(|r| r[0] == Value::Int(9)).count(), 1);
     }
 }
 
 #[test]
 #[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
 fn servers_that_cannot_serve_are_named_with_what_is_wrong() {
-    let unreachable = admin::preflight(
-        Engine::Postgres,
-        &["postgres://postgres@127.0.0.1:1/test".into()],
-    )
-    .unwrap_err();
-    assert!(
-        unreachable
-            .starts_with("cannot reach the PostgreSQL server at postgres://127.0.0.1:1/test"),
-        "{unreachable}"
-    );
-    let unreachable =
-        admin::preflight(Engine::Mariadb, &["mysql://root@127.0.0.1:1/test".into()]).unwrap_err();
-    assert!(
-        unreachable.starts_with("cannot reach the MariaDB server at mysql://127.0.0.1:1/test"),
-        "{unreachable}"
-    );
+    let unreachable = admin::preflight(Engine::Postgres, &["postgres://postgres@127.0.0.1:1/test".into()]).unwrap_err();
+    assert!(unreachable.starts_with("cannot reach the PostgreSQL server at postgres://127.0.0.1:1/test"), "{unreachable}");
+    let unreachable = admin::preflight(Engine::Mariadb, &["mysql://root@127.0.0.1:1/test".into()]).unwrap_err();
+    assert!(unreachable.starts_with("cannot reach the MariaDB server at mysql://127.0.0.1:1/test"), "{unreachable}");
 
-    let who = admin::preflight(
-        Engine::Postgres,
-        &["postgres://no_such_role_ensemble@127.0.0.1:5432/test".into()],
-    )
-    .unwrap_err();
-    assert!(
-        who.starts_with(
-            "the PostgreSQL server at postgres://127.0.0.1:5432/test refused the credentials"
-        ),
-        "{who}"
-    );
-    let who = admin::preflight(
-        Engine::Mariadb,
-        &["mysql://root:wrong-password@127.0.0.1:3306/test".into()],
-    )
-    .unwrap_err();
-    assert!(
-        who.starts_with(
-            "the MariaDB server at mysql://127.0.0.1:3306/test refused the credentials"
-        ),
-        "{who}"
-    );
-    assert!(
-        !who.contains("wrong-password"),
-        "a message never shows the password: {who}"
-    );
+    let who = admin::preflight(Engine::Postgres, &["postgres://no_such_role_ensemble@127.0.0.1:5432/test".into()]).unwrap_err();
+    assert!(who.starts_with("the PostgreSQL server at postgres://127.0.0.1:5432/test refused the credentials"), "{who}");
+    let who = admin::preflight(Engine::Mariadb, &["mysql://root:wrong-password@127.0.0.1:3306/test".into()]).unwrap_err();
+    assert!(who.starts_with("the MariaDB server at mysql://127.0.0.1:3306/test refused the credentials"), "{who}");
+    assert!(!who.contains("wrong-password"), "a message never shows the password: {who}");
 
-    let missing = admin::preflight(
-        Engine::Postgres,
-        &["postgres://postgres@127.0.0.1:5432/no_such_db_ensemble".into()],
-    )
-    .unwrap_err();
-    assert!(
-        missing.contains("has no database `no_such_db_ensemble`"),
-        "{missing}"
-    );
-    let missing = admin::preflight(
-        Engine::Mariadb,
-        &["mysql://root@127.0.0.1:3306/no_such_db_ensemble".into()],
-    )
-    .unwrap_err();
-    assert!(
-        missing.contains("has no database `no_such_db_ensemble`"),
-        "{missing}"
-    );
+    let missing = admin::preflight(Engine::Postgres, &["postgres://postgres@127.0.0.1:5432/no_such_db_ensemble".into()]).unwrap_err();
+    assert!(missing.contains("has no database `no_such_db_ensemble`"), "{missing}");
+    let missing = admin::preflight(Engine::Mariadb, &["mysql://root@127.0.0.1:3306/no_such_db_ensemble".into()]).unwrap_err();
+    assert!(missing.contains("has no database `no_such_db_ensemble`"), "{missing}");
 
     let bad = admin::preflight(Engine::Mariadb, &["mysql//root@nowhere".into()]).unwrap_err();
     assert!(bad.starts_with("bad MariaDB URL"), "{bad}");
@@ -672,28 +369,11 @@ fn servers_that_cannot_serve_are_named_with_what_is_wrong() {
 fn an_error_in_a_later_statement_of_a_batch_is_reported() {
     for engine in ENGINES {
         let mut c = ensemble_server::conn::Conn::open(engine, admin::default_url(engine)).unwrap();
-        let e = c
-            .batch("SELECT 1; SELECT no_such_column_ensemble FROM no_such_table_ensemble")
-            .unwrap_err();
-        assert!(
-            matches!(e, ensemble_server::ConnError::Statement(_)),
-            "{}: {e:?}",
-            engine.name()
-        );
-        let e = c
-            .batch_rows("SELECT 1; SELECT * FROM no_such_table_ensemble")
-            .unwrap_err();
-        assert!(
-            matches!(e, ensemble_server::ConnError::Statement(_)),
-            "{}: {e:?}",
-            engine.name()
-        );
-        assert_eq!(
-            c.batch_rows("SELECT 1; SELECT 2, 3").unwrap(),
-            vec![vec![Value::Int(2), Value::Int(3)]],
-            "{}",
-            engine.name()
-        );
+        let e = c.batch("SELECT 1; SELECT no_such_column_ensemble FROM no_such_table_ensemble").unwrap_err();
+        assert!(matches!(e, ensemble_server::ConnError::Statement(_)), "{}: {e:?}", engine.name());
+        let e = c.batch_rows("SELECT 1; SELECT * FROM no_such_table_ensemble").unwrap_err();
+        assert!(matches!(e, ensemble_server::ConnError::Statement(_)), "{}: {e:?}", engine.name());
+        assert_eq!(c.batch_rows("SELECT 1; SELECT 2, 3").unwrap(), vec![vec![Value::Int(2), Value::Int(3)]], "{}", engine.name());
     }
 }
 
@@ -717,24 +397,12 @@ fn prepared_branches_hold_their_locks_until_the_decision(engine: Engine) {
     let dbs = Scratch::new(engine, "twopc", 2);
     let app = apps::shop::application();
     let sql = Arc::new(translate(&app, engine).unwrap());
-    let replicated: std::collections::BTreeSet<String> =
-        ["items", "orders"].iter().map(|s| s.to_string()).collect();
+    let replicated: std::collections::BTreeSet<String> = ["items", "orders"].iter().map(|s| s.to_string()).collect();
     let storage = |i: u32| {
         drop(dbs.shop(i));
         let url = admin::instance_url(engine, &dbs.urls, &dbs.run, i).unwrap();
-        let shared = ensemble_server::TwoPcShared::new(
-            &url,
-            app.clone(),
-            sql.clone(),
-            InstanceId(i),
-            &dbs.run,
-            replicated.clone(),
-        )
-        .unwrap();
-        (
-            ensemble_server::TwoPcStorage::open(shared.clone()).unwrap(),
-            ensemble_server::TwoPcStorage::open(shared).unwrap(),
-        )
+        let shared = ensemble_server::TwoPcShared::new(&url, app.clone(), sql.clone(), InstanceId(i), &dbs.run, replicated.clone()).unwrap();
+        (ensemble_server::TwoPcStorage::open(shared.clone()).unwrap(), ensemble_server::TwoPcStorage::open(shared).unwrap())
     };
     let ((mut a, mut a2), (mut b, mut b2)) = (storage(0), storage(1));
     let lock_wait = match engine {
@@ -748,83 +416,27 @@ fn prepared_branches_hold_their_locks_until_the_decision(engine: Engine) {
         }
         other => panic!("{other:?}"),
     };
-    let xid = Xid {
-        coordinator: InstanceId(0),
-        n: 1,
-    };
+    let xid = Xid { coordinator: InstanceId(0), n: 1 };
     // A cart touches only its partition: even as a branch it commits in one phase.
-    assert_eq!(
-        committed(a.run(&Job::Branch {
-            request: request(1, "create_cart", vec![Value::Int(7)]),
-            xid
-        })),
-        1
-    );
-    assert_eq!(
-        committed(a.run(&Job::Local {
-            request: request(
-                2,
-                "add_item",
-                vec![Value::Int(7), Value::Int(3), Value::Int(1)]
-            )
-        })),
-        2
-    );
-    let xid = Xid {
-        coordinator: InstanceId(0),
-        n: 2,
-    };
-    let (update, tick) = match a.run(&Job::Branch {
-        request: request(3, "order", vec![Value::Int(7)]),
-        xid,
-    }) {
-        JobResult::Prepared {
-            outcome,
-            update,
-            tick,
-            ..
-        } => {
+    assert_eq!(committed(a.run(&Job::Branch { request: request(1, "create_cart", vec![Value::Int(7)]), xid })), 1);
+    assert_eq!(committed(a.run(&Job::Local { request: request(2, "add_item", vec![Value::Int(7), Value::Int(3), Value::Int(1)]) })), 2);
+    let xid = Xid { coordinator: InstanceId(0), n: 2 };
+    let (update, tick) = match a.run(&Job::Branch { request: request(3, "order", vec![Value::Int(7)]), xid }) {
+        JobResult::Prepared { outcome, update, tick, .. } => {
             assert!(outcome.committed(), "{outcome:?}");
             (update, tick)
         }
         other => panic!("{other:?}"),
     };
     assert_eq!(tick, 3);
-    let replicated_part = ensemble_app::StateUpdate {
-        changes: update
-            .changes
-            .iter()
-            .filter(|c| replicated.contains(&c.table))
-            .cloned()
-            .collect(),
-        writer: None,
-    };
-    assert!(
-        replicated_part.changes.iter().any(|c| c.table == "items"),
-        "{update:?}"
-    );
-    assert!(matches!(
-        b.run(&Job::Apply {
-            xid,
-            update: replicated_part.clone()
-        }),
-        JobResult::Voted { yes: true, .. }
-    ));
+    let replicated_part = ensemble_app::StateUpdate { changes: update.changes.iter().filter(|c| replicated.contains(&c.table)).cloned().collect(), writer: None };
+    assert!(replicated_part.changes.iter().any(|c| c.table == "items"), "{update:?}");
+    assert!(matches!(b.run(&Job::Apply { xid, update: replicated_part.clone() }), JobResult::Voted { yes: true, .. }));
     // The same rows, by another transaction, while the branch above is prepared: a participant
     // does not wait for a lock, it votes no at once, and nothing of it stays.
-    let rival = Xid {
-        coordinator: InstanceId(0),
-        n: 3,
-    };
-    match b2.run(&Job::Apply {
-        xid: rival,
-        update: replicated_part,
-    }) {
-        JobResult::Voted {
-            yes: false,
-            why: Some(why),
-            ..
-        } => assert!(why.contains(lock_wait), "{why}"),
+    let rival = Xid { coordinator: InstanceId(0), n: 3 };
+    match b2.run(&Job::Apply { xid: rival, update: replicated_part }) {
+        JobResult::Voted { yes: false, why: Some(why), .. } => assert!(why.contains(lock_wait), "{why}"),
         other => panic!("a rival of a prepared branch voted {other:?}"),
     }
     if engine == Engine::Postgres {
@@ -833,102 +445,34 @@ fn prepared_branches_hold_their_locks_until_the_decision(engine: Engine) {
         // neither read nor wrote must wait for the decision too (`TwoPhaseLock`).
         let price = |item: i64| ensemble_app::RowChange {
             table: "items".into(),
-            kind: ChangeKind::Update {
-                key: vec![("item_id".into(), Value::Int(item))],
-                set: vec![("price".into(), Value::Int(1))],
-            },
+            kind: ChangeKind::Update { key: vec![("item_id".into(), Value::Int(item))], set: vec![("price".into(), Value::Int(1))] },
         };
-        let other = ensemble_app::StateUpdate {
-            changes: vec![price(5)],
-            writer: None,
-        };
-        match a2.run(&Job::Apply {
-            xid: Xid {
-                coordinator: InstanceId(1),
-                n: 4,
-            },
-            update: other.clone(),
-        }) {
-            JobResult::Voted {
-                yes: false,
-                why: Some(why),
-                ..
-            } => assert!(why.contains(lock_wait), "{why}"),
+        let other = ensemble_app::StateUpdate { changes: vec![price(5)], writer: None };
+        match a2.run(&Job::Apply { xid: Xid { coordinator: InstanceId(1), n: 4 }, update: other.clone() }) {
+            JobResult::Voted { yes: false, why: Some(why), .. } => assert!(why.contains(lock_wait), "{why}"),
             other => panic!("a write to a table a prepared branch read whole voted {other:?}"),
         }
     }
-    assert_eq!(
-        a.run(&Job::Finish {
-            xid,
-            commit: true,
-            ts: 40
-        }),
-        JobResult::Finished
-    );
-    assert_eq!(
-        b.run(&Job::Finish {
-            xid,
-            commit: true,
-            ts: 40
-        }),
-        JobResult::Finished
-    );
-    assert_eq!(
-        a.dump("items").unwrap(),
-        b.dump("items").unwrap(),
-        "the replicated table is the same at both instances"
-    );
+    assert_eq!(a.run(&Job::Finish { xid, commit: true, ts: 40 }), JobResult::Finished);
+    assert_eq!(b.run(&Job::Finish { xid, commit: true, ts: 40 }), JobResult::Finished);
+    assert_eq!(a.dump("items").unwrap(), b.dump("items").unwrap(), "the replicated table is the same at both instances");
     // The decision moved B's clock: whatever B commits next comes after the order.
-    assert_eq!(
-        committed(b2.run(&Job::Local {
-            request: request(4, "get_cart", vec![Value::Int(8)])
-        })),
-        41
-    );
+    assert_eq!(committed(b2.run(&Job::Local { request: request(4, "get_cart", vec![Value::Int(8)]) })), 41);
     let url = admin::default_url(engine);
     let mut admin_conn = ensemble_server::conn::Conn::open(engine, url).unwrap();
     let prepared = match engine {
         Engine::Mariadb => "XA RECOVER",
         Engine::Postgres => "SELECT gid FROM pg_prepared_xacts",
     };
-    let ours = |c: &mut ensemble_server::conn::Conn| {
-        c.batch_rows(prepared)
-            .unwrap()
-            .iter()
-            .filter(|r| format!("{r:?}").contains(&dbs.run))
-            .count()
-    };
-    assert_eq!(
-        ours(&mut admin_conn),
-        0,
-        "every branch of this test was decided"
-    );
+    let ours = |c: &mut ensemble_server::conn::Conn| c.batch_rows(prepared).unwrap().iter().filter(|r| format!("{r:?}").contains(&dbs.run)).count();
+    assert_eq!(ours(&mut admin_conn), 0, "every branch of this test was decided");
     // A branch whose decision never comes (its node stopped) is rolled back before the run's
     // databases are dropped, which it would otherwise block for good.
-    let orphan = Xid {
-        coordinator: InstanceId(1),
-        n: 9,
-    };
-    let insert = ensemble_app::RowChange {
-        table: "orders".into(),
-        kind: ChangeKind::Insert {
-            row: vec![
-                ("cart_id".into(), Value::Int(990)),
-                ("total".into(), Value::Int(0)),
-                ("lines".into(), Value::Int(0)),
-            ],
-        },
-    };
-    assert!(matches!(
-        b.run(&Job::Apply {
-            xid: orphan,
-            update: ensemble_app::StateUpdate {
-                changes: vec![insert],
-                writer: None
-            }
-        }),
-        JobResult::Voted { yes: true, .. }
-    ));
+    let orphan = Xid { coordinator: InstanceId(1), n: 9 };
+    let insert = ensemble_app::RowChange { table: "orders".into(), kind: ChangeKind::Insert { row: vec![
+        ("cart_id".into(), Value::Int(990)), ("total".into(), Value::Int(0)), ("lines".into(), Value::Int(0)),
+    ] } };
+    assert!(matches!(b.run(&Job::Apply { xid: orphan, update: ensemble_app::StateUpdate { changes: vec![insert], writer: None } }), JobResult::Voted { yes: true, .. }));
     assert_eq!(ours(&mut admin_conn), 1);
     // The node stops: its connections close, the prepared one among them.
     drop((a, a2, b, b2));
@@ -936,11 +480,7 @@ fn prepared_branches_hold_their_locks_until_the_decision(engine: Engine) {
         Engine::Mariadb => admin::rollback_prepared(&mut admin_conn, &dbs.run).unwrap(),
         Engine::Postgres => {
             let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 1).unwrap();
-            admin::rollback_prepared_pg(
-                &mut ensemble_server::conn::Conn::open(engine, &url).unwrap(),
-                &dbs.run,
-            )
-            .unwrap()
+            admin::rollback_prepared_pg(&mut ensemble_server::conn::Conn::open(engine, &url).unwrap(), &dbs.run).unwrap()
         }
     };
     assert_eq!(rolled_back, 1);
@@ -953,15 +493,7 @@ fn the_two_phase_commit_baseline_checks_that_postgresql_prepares_transactions() 
     let app = apps::shop::application();
     let sql = Arc::new(translate(&app, Engine::Postgres).unwrap());
     // scripts/start-databases.sh enabled them on this server.
-    ensemble_server::TwoPcShared::new(
-        admin::default_url(Engine::Postgres),
-        app,
-        sql,
-        InstanceId(0),
-        "x",
-        Default::default(),
-    )
-    .unwrap();
+    ensemble_server::TwoPcShared::new(admin::default_url(Engine::Postgres), app, sql, InstanceId(0), "x", Default::default()).unwrap();
 }
 
 /// The overhead figure's bound for lifting the writer lock (`DirectTxn::StrictLockLast`) must
@@ -975,14 +507,8 @@ fn strict_locking_with_the_writer_lock_last_runs_what_the_application_runs() {
     priced_design_runs_what_the_application_runs(ensemble_server::DirectTxn::StrictLockLast);
     // On MariaDB a node's local writers run the design (`writers_take_the_writer_lock_last_on_mariadb`).
     let dbs = Scratch::new(Engine::Mariadb, "locklast", 1);
-    let refused = dbs.shop(0).execute_direct(
-        &request(1, "create_cart", vec![Value::Int(7)]),
-        ensemble_server::DirectTxn::StrictLockLast,
-    );
-    assert!(
-        matches!(&refused, Err(e) if e.to_string().contains("PostgreSQL only")),
-        "{refused:?}"
-    );
+    let refused = dbs.shop(0).execute_direct(&request(1, "create_cart", vec![Value::Int(7)]), ensemble_server::DirectTxn::StrictLockLast);
+    assert!(matches!(&refused, Err(e) if e.to_string().contains("PostgreSQL only")), "{refused:?}");
 }
 
 /// The overhead figure's bound for running writers side by side under SSI
@@ -992,18 +518,10 @@ fn strict_locking_with_the_writer_lock_last_runs_what_the_application_runs() {
 #[test]
 #[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
 fn writers_side_by_side_under_ssi_run_what_the_application_runs() {
-    priced_design_runs_what_the_application_runs(
-        ensemble_server::DirectTxn::SerializableSideBySide,
-    );
+    priced_design_runs_what_the_application_runs(ensemble_server::DirectTxn::SerializableSideBySide);
     let dbs = Scratch::new(Engine::Mariadb, "ssiside", 1);
-    let refused = dbs.shop(0).execute_direct(
-        &request(1, "create_cart", vec![Value::Int(7)]),
-        ensemble_server::DirectTxn::SerializableSideBySide,
-    );
-    assert!(
-        matches!(&refused, Err(e) if e.to_string().contains("PostgreSQL only")),
-        "{refused:?}"
-    );
+    let refused = dbs.shop(0).execute_direct(&request(1, "create_cart", vec![Value::Int(7)]), ensemble_server::DirectTxn::SerializableSideBySide);
+    assert!(matches!(&refused, Err(e) if e.to_string().contains("PostgreSQL only")), "{refused:?}");
 }
 
 /// Runs a script of shop operations as the application would and as `how` does, on PostgreSQL,
@@ -1015,26 +533,14 @@ fn priced_design_runs_what_the_application_runs(how: ensemble_server::DirectTxn)
     let (mut plain, mut strict) = (dbs.shop(0), dbs.shop(1));
     let script: Vec<(&str, Vec<Value>)> = vec![
         ("create_cart", vec![Value::Int(7)]),
-        (
-            "add_item",
-            vec![Value::Int(7), Value::Int(3), Value::Int(1)],
-        ),
-        (
-            "add_item",
-            vec![Value::Int(7), Value::Int(3), Value::Int(2)],
-        ),
-        (
-            "add_item",
-            vec![Value::Int(7), Value::Int(4), Value::Int(1)],
-        ),
+        ("add_item", vec![Value::Int(7), Value::Int(3), Value::Int(1)]),
+        ("add_item", vec![Value::Int(7), Value::Int(3), Value::Int(2)]),
+        ("add_item", vec![Value::Int(7), Value::Int(4), Value::Int(1)]),
         ("create_cart", vec![Value::Int(7)]),
         ("browse_items", vec![Value::Int(1), Value::Int(5)]),
         ("get_cart", vec![Value::Int(7)]),
         ("order", vec![Value::Int(7)]),
-        (
-            "add_item",
-            vec![Value::Int(7), Value::Int(3), Value::Int(1)],
-        ),
+        ("add_item", vec![Value::Int(7), Value::Int(3), Value::Int(1)]),
         ("create_cart", vec![Value::Int(8)]),
     ];
     let mut wrote = 0;
@@ -1048,51 +554,27 @@ fn priced_design_runs_what_the_application_runs(how: ensemble_server::DirectTxn)
         }
     }
     for t in ["items", "carts", "cart_lines", "orders"] {
-        assert_eq!(
-            plain.dump(t).unwrap(),
-            strict.dump(t).unwrap(),
-            "{how:?}: table {t}"
-        );
+        assert_eq!(plain.dump(t).unwrap(), strict.dump(t).unwrap(), "{how:?}: table {t}");
     }
     // With the lock last, each writer that changed something bumped the counter under the
     // writer lock; side by side, nothing does.
-    let bumped = if how == DirectTxn::StrictLockLast {
-        wrote
-    } else {
-        0
-    };
+    let bumped = if how == DirectTxn::StrictLockLast { wrote } else { 0 };
     assert_eq!(strict.counters().unwrap(), (0, bumped), "{how:?}");
 
     // Two clients add to one cart line at once, 15 times each.
-    let (o, _) = strict
-        .execute_direct(&request(100, "create_cart", vec![Value::Int(9)]), how)
-        .unwrap();
+    let (o, _) = strict.execute_direct(&request(100, "create_cart", vec![Value::Int(9)]), how).unwrap();
     assert!(o.committed(), "{o:?}");
-    let stock = match &strict
-        .dump("items")
-        .unwrap()
-        .iter()
-        .find(|r| r[0] == Value::Int(5))
-        .expect("item 5")[3]
-    {
+    let stock = match &strict.dump("items").unwrap().iter().find(|r| r[0] == Value::Int(5)).expect("item 5")[3] {
         Value::Int(s) => *s,
         other => panic!("item 5's stock {other:?}"),
     };
-    assert!(
-        stock >= 30,
-        "item 5's stock {stock} leaves room for 30 adds"
-    );
+    assert!(stock >= 30, "item 5's stock {stock} leaves room for 30 adds");
     let threads: Vec<_> = (0..2u64)
         .map(|t| {
             let mut s = dbs.shop_session(1);
             std::thread::spawn(move || {
                 for i in 0..15 {
-                    let req = Request {
-                        client: ClientId(10 + t),
-                        seq: i,
-                        txn: "add_item".into(),
-                        params: vec![Value::Int(9), Value::Int(5), Value::Int(1)],
-                    };
+                    let req = Request { client: ClientId(10 + t), seq: i, txn: "add_item".into(), params: vec![Value::Int(9), Value::Int(5), Value::Int(1)] };
                     let (o, _) = s.execute_direct(&req, how).unwrap();
                     assert!(o.committed(), "{o:?}");
                 }
@@ -1103,15 +585,8 @@ fn priced_design_runs_what_the_application_runs(how: ensemble_server::DirectTxn)
         t.join().unwrap();
     }
     let lines = strict.dump("cart_lines").unwrap();
-    let line = lines
-        .iter()
-        .find(|r| r[0] == Value::Int(9) && r[1] == Value::Int(5))
-        .expect("the line of cart 9, item 5");
-    assert_eq!(
-        line[2],
-        Value::Int(30),
-        "{how:?}: no add was lost: {line:?}"
-    );
+    let line = lines.iter().find(|r| r[0] == Value::Int(9) && r[1] == Value::Int(5)).expect("the line of cart 9, item 5");
+    assert_eq!(line[2], Value::Int(30), "{how:?}: no add was lost: {line:?}");
 }
 
 /// A decision whose connection the server drops is sent again from a live session, and the
@@ -1127,57 +602,19 @@ fn a_decision_whose_connection_is_dropped_is_sent_again_and_applied_once() {
         let dbs = Scratch::new(engine, "decide", 1);
         let app = apps::shop::application();
         let sql = Arc::new(translate(&app, engine).unwrap());
-        let replicated: std::collections::BTreeSet<String> =
-            ["items", "orders"].iter().map(|s| s.to_string()).collect();
+        let replicated: std::collections::BTreeSet<String> = ["items", "orders"].iter().map(|s| s.to_string()).collect();
         drop(dbs.shop(0));
         let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
-        let shared = ensemble_server::TwoPcShared::new(
-            &url,
-            app.clone(),
-            sql,
-            InstanceId(0),
-            &dbs.run,
-            replicated,
-        )
-        .unwrap();
+        let shared = ensemble_server::TwoPcShared::new(&url, app.clone(), sql, InstanceId(0), &dbs.run, replicated).unwrap();
         let mut a = ensemble_server::TwoPcStorage::open(shared).unwrap();
-        let first = Xid {
-            coordinator: InstanceId(0),
-            n: 1,
-        };
-        assert!(matches!(
-            a.run(&Job::Branch {
-                request: request(1, "create_cart", vec![Value::Int(7)]),
-                xid: first
-            }),
-            JobResult::Committed { .. }
-        ));
-        assert!(matches!(
-            a.run(&Job::Local {
-                request: request(
-                    2,
-                    "add_item",
-                    vec![Value::Int(7), Value::Int(3), Value::Int(1)]
-                )
-            }),
-            JobResult::Committed { .. }
-        ));
-        let xid = Xid {
-            coordinator: InstanceId(0),
-            n: 2,
-        };
-        let r = a.run(&Job::Branch {
-            request: request(3, "order", vec![Value::Int(7)]),
-            xid,
-        });
-        assert!(
-            matches!(&r, JobResult::Prepared { .. }),
-            "{}: {r:?}",
-            engine.name()
-        );
+        let first = Xid { coordinator: InstanceId(0), n: 1 };
+        assert!(matches!(a.run(&Job::Branch { request: request(1, "create_cart", vec![Value::Int(7)]), xid: first }), JobResult::Committed { .. }));
+        assert!(matches!(a.run(&Job::Local { request: request(2, "add_item", vec![Value::Int(7), Value::Int(3), Value::Int(1)]) }), JobResult::Committed { .. }));
+        let xid = Xid { coordinator: InstanceId(0), n: 2 };
+        let r = a.run(&Job::Branch { request: request(3, "order", vec![Value::Int(7)]), xid });
+        assert!(matches!(&r, JobResult::Prepared { .. }), "{}: {r:?}", engine.name());
         // Every session on the instance's database ends, as when its server drops them.
-        let mut admin_conn =
-            ensemble_server::conn::Conn::open(engine, admin::default_url(engine)).unwrap();
+        let mut admin_conn = ensemble_server::conn::Conn::open(engine, admin::default_url(engine)).unwrap();
         let db = admin::database_name(&dbs.run, 0);
         let kill_all = match engine {
             Engine::Postgres => format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}' AND pid <> pg_backend_pid()"),
@@ -1187,45 +624,19 @@ fn a_decision_whose_connection_is_dropped_is_sent_again_and_applied_once() {
         assert!(!ended.is_empty(), "{}: no session to end", engine.name());
         if engine == Engine::Mariadb {
             for row in ended {
-                let Value::Int(id) = row[0] else {
-                    panic!("{row:?}")
-                };
+                let Value::Int(id) = row[0] else { panic!("{row:?}") };
                 admin_conn.batch(&format!("KILL {id}")).unwrap();
             }
         }
-        assert_eq!(
-            a.run(&Job::Finish {
-                xid,
-                commit: true,
-                ts: 10
-            }),
-            JobResult::Finished,
-            "{}",
-            engine.name()
-        );
+        assert_eq!(a.run(&Job::Finish { xid, commit: true, ts: 10 }), JobResult::Finished, "{}", engine.name());
         let orders = a.dump("orders").unwrap();
-        assert_eq!(
-            orders.iter().filter(|r| r[0] == Value::Int(7)).count(),
-            1,
-            "{}: the order committed once: {orders:?}",
-            engine.name()
-        );
+        assert_eq!(orders.iter().filter(|r| r[0] == Value::Int(7)).count(), 1, "{}: the order committed once: {orders:?}", engine.name());
         let prepared = match engine {
             Engine::Mariadb => "XA RECOVER",
             Engine::Postgres => "SELECT gid FROM pg_prepared_xacts",
         };
-        let left = admin_conn
-            .batch_rows(prepared)
-            .unwrap()
-            .iter()
-            .filter(|r| format!("{r:?}").contains(&dbs.run))
-            .count();
-        assert_eq!(
-            left,
-            0,
-            "{}: nothing of this test is still prepared",
-            engine.name()
-        );
+        let left = admin_conn.batch_rows(prepared).unwrap().iter().filter(|r| format!("{r:?}").contains(&dbs.run)).count();
+        assert_eq!(left, 0, "{}: nothing of this test is still prepared", engine.name());
     }
 }
 
@@ -1241,65 +652,24 @@ fn writers_take_the_writer_lock_last_on_mariadb() {
     let dbs = Scratch::new(engine, "lastlock", 1);
     let mut a = dbs.shop(0);
     let (o, _, p, _) = local(&mut a, 1, "create_cart", vec![Value::Int(9)]);
-    assert!(
-        o.committed()
-            && p == Position::Local {
-                instance: InstanceId(0),
-                globals_seen: 0,
-                local_writes: 1,
-                wrote: true
-            },
-        "{o:?} {p:?}"
-    );
+    assert!(o.committed() && p == Position::Local { instance: InstanceId(0), globals_seen: 0, local_writes: 1, wrote: true }, "{o:?} {p:?}");
     let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
 
     // Another transaction holds the counters' row: the writer runs its body, then waits.
     let mut holder = Conn::open(engine, &url).unwrap();
-    holder
-        .batch("START TRANSACTION; SELECT * FROM _ensemble_meta WHERE id = 0 FOR UPDATE")
-        .unwrap();
+    holder.batch("START TRANSACTION; SELECT * FROM _ensemble_meta WHERE id = 0 FOR UPDATE").unwrap();
     let mut s = dbs.shop_session(0);
-    let writer = std::thread::spawn(move || {
-        local(
-            &mut s,
-            2,
-            "add_item",
-            vec![Value::Int(9), Value::Int(4), Value::Int(1)],
-        )
-    });
+    let writer = std::thread::spawn(move || local(&mut s, 2, "add_item", vec![Value::Int(9), Value::Int(4), Value::Int(1)]));
     // The writer is waiting at the counters' row once its session runs that statement; a
     // dirty read then shows whether its body ran before (the lock taken last) or not (first).
     let mut watcher = Conn::open(engine, &url).unwrap();
-    watcher
-        .batch("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")
-        .unwrap();
-    assert!(
-        waits_for_the_writer_lock(&mut watcher),
-        "the writer waits for the counters' row"
-    );
-    let (line, _) = watcher
-        .run(
-            "SELECT qty FROM cart_lines WHERE cart_id = 9 AND item_id = 4",
-            &[],
-        )
-        .unwrap();
-    assert_eq!(
-        line,
-        vec![vec![Value::Int(1)]],
-        "the writer had written its line before it waited for the writer lock"
-    );
+    watcher.batch("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED").unwrap();
+    assert!(waits_for_the_writer_lock(&mut watcher), "the writer waits for the counters' row");
+    let (line, _) = watcher.run("SELECT qty FROM cart_lines WHERE cart_id = 9 AND item_id = 4", &[]).unwrap();
+    assert_eq!(line, vec![vec![Value::Int(1)]], "the writer had written its line before it waited for the writer lock");
     holder.batch("COMMIT").unwrap();
     let (o, _, p, _) = writer.join().unwrap();
-    assert!(
-        o.committed()
-            && p == Position::Local {
-                instance: InstanceId(0),
-                globals_seen: 0,
-                local_writes: 2,
-                wrote: true
-            },
-        "{o:?} {p:?}"
-    );
+    assert!(o.committed() && p == Position::Local { instance: InstanceId(0), globals_seen: 0, local_writes: 2, wrote: true }, "{o:?} {p:?}");
 
     // Two clients add to one line at once, 15 times each: no add is lost, and the counters
     // number the 30 writers 3..=32, each once.
@@ -1309,19 +679,10 @@ fn writers_take_the_writer_lock_last_on_mariadb() {
             std::thread::spawn(move || {
                 (0..15)
                     .map(|i| {
-                        let (o, _, p, _) = local(
-                            &mut s,
-                            100 * (t + 1) + i,
-                            "add_item",
-                            vec![Value::Int(9), Value::Int(5), Value::Int(1)],
-                        );
+                        let (o, _, p, _) = local(&mut s, 100 * (t + 1) + i, "add_item", vec![Value::Int(9), Value::Int(5), Value::Int(1)]);
                         assert!(o.committed(), "{o:?}");
                         match p {
-                            Position::Local {
-                                local_writes,
-                                wrote: true,
-                                ..
-                            } => local_writes,
+                            Position::Local { local_writes, wrote: true, .. } => local_writes,
                             other => panic!("{other:?}"),
                         }
                     })
@@ -1329,49 +690,27 @@ fn writers_take_the_writer_lock_last_on_mariadb() {
             })
         })
         .collect();
-    let mut numbers: Vec<u64> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
+    let mut numbers: Vec<u64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
     numbers.sort();
     assert_eq!(numbers, (3..=32).collect::<Vec<u64>>());
     let lines = a.dump("cart_lines").unwrap();
-    let line = lines
-        .iter()
-        .find(|r| r[0] == Value::Int(9) && r[1] == Value::Int(5))
-        .expect("the line of cart 9, item 5");
+    let line = lines.iter().find(|r| r[0] == Value::Int(9) && r[1] == Value::Int(5)).expect("the line of cart 9, item 5");
     assert_eq!(line[2], Value::Int(30), "no add was lost: {line:?}");
     assert_eq!(a.counters().unwrap(), (0, 32));
 
     // A global takes the writer lock first (its savepoint must come after it, see the test
     // below): held by another transaction, the lock keeps the global from writing anything.
-    holder
-        .batch("START TRANSACTION; SELECT * FROM _ensemble_meta WHERE id = 0 FOR UPDATE")
-        .unwrap();
+    holder.batch("START TRANSACTION; SELECT * FROM _ensemble_meta WHERE id = 0 FOR UPDATE").unwrap();
     let mut s = dbs.shop_session(0);
     let global = std::thread::spawn(move || {
-        executed(s.run(&StorageJob::Execute {
-            request: request(200, "create_cart", vec![Value::Int(10)]),
-            role: ExecRole::Global,
-        }))
+        executed(s.run(&StorageJob::Execute { request: request(200, "create_cart", vec![Value::Int(10)]), role: ExecRole::Global }))
     });
-    assert!(
-        waits_for_the_writer_lock(&mut watcher),
-        "the global waits for the counters' row"
-    );
-    let (cart, _) = watcher
-        .run("SELECT status FROM carts WHERE cart_id = 10", &[])
-        .unwrap();
-    assert!(
-        cart.is_empty(),
-        "the global wrote nothing before it held the writer lock: {cart:?}"
-    );
+    assert!(waits_for_the_writer_lock(&mut watcher), "the global waits for the counters' row");
+    let (cart, _) = watcher.run("SELECT status FROM carts WHERE cart_id = 10", &[]).unwrap();
+    assert!(cart.is_empty(), "the global wrote nothing before it held the writer lock: {cart:?}");
     holder.batch("COMMIT").unwrap();
     let (o, _, p, _) = global.join().unwrap();
-    assert!(
-        o.committed() && p == Position::Global { seq: 1 },
-        "{o:?} {p:?}"
-    );
+    assert!(o.committed() && p == Position::Global { seq: 1 }, "{o:?} {p:?}");
     assert_eq!(a.counters().unwrap(), (1, 32));
 }
 
@@ -1406,13 +745,10 @@ fn innodb_keeps_a_failed_statements_locks_and_releases_a_savepoints() {
     let mut setup = Conn::open(engine, &url).unwrap();
     setup.batch("CREATE TABLE lk (id INT PRIMARY KEY, v INT) ENGINE = InnoDB; INSERT INTO lk VALUES (1, 1), (2, 2), (3, 3)").unwrap();
     let mut a = Conn::open(engine, &url).unwrap();
-    a.batch("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")
-        .unwrap();
+    a.batch("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE").unwrap();
     let mut b = Conn::open(engine, &url).unwrap();
     let free = |b: &mut Conn, id: u32| -> bool {
-        let got = b.batch(&format!(
-            "START TRANSACTION; SELECT v FROM lk WHERE id = {id} FOR UPDATE NOWAIT"
-        ));
+        let got = b.batch(&format!("START TRANSACTION; SELECT v FROM lk WHERE id = {id} FOR UPDATE NOWAIT"));
         let _ = b.batch("ROLLBACK");
         match got {
             Ok(()) => true,
@@ -1422,40 +758,21 @@ fn innodb_keeps_a_failed_statements_locks_and_releases_a_savepoints() {
     };
     assert!(free(&mut b, 1) && free(&mut b, 2) && free(&mut b, 3));
 
-    a.batch("START TRANSACTION; SELECT v FROM lk WHERE id = 3")
-        .unwrap();
+    a.batch("START TRANSACTION; SELECT v FROM lk WHERE id = 3").unwrap();
     let duplicate = a.batch("INSERT INTO lk VALUES (1, 9)");
-    assert!(
-        matches!(duplicate, Err(ConnError::Statement(_))),
-        "{duplicate:?}"
-    );
-    assert!(
-        !free(&mut b, 3),
-        "the read before the failed statement keeps its lock"
-    );
-    assert!(
-        !free(&mut b, 1),
-        "the failed insert keeps its lock on the key it met"
-    );
+    assert!(matches!(duplicate, Err(ConnError::Statement(_))), "{duplicate:?}");
+    assert!(!free(&mut b, 3), "the read before the failed statement keeps its lock");
+    assert!(!free(&mut b, 1), "the failed insert keeps its lock on the key it met");
     a.batch("ROLLBACK").unwrap();
 
     a.batch("START TRANSACTION; SELECT v FROM lk WHERE id = 3 FOR UPDATE; SAVEPOINT body; SELECT v FROM lk WHERE id = 2").unwrap();
     a.batch("ROLLBACK TO SAVEPOINT body").unwrap();
-    assert!(
-        !free(&mut b, 3),
-        "a lock taken before the savepoint survives ROLLBACK TO it"
-    );
+    assert!(!free(&mut b, 3), "a lock taken before the savepoint survives ROLLBACK TO it");
     a.batch("ROLLBACK").unwrap();
 
     a.batch("START TRANSACTION; SAVEPOINT body; SELECT v FROM lk WHERE id = 2; UPDATE lk SET v = 0 WHERE id = 3").unwrap();
-    assert!(
-        !free(&mut b, 2) && !free(&mut b, 3),
-        "a plain read under SERIALIZABLE locks its row, a write its own"
-    );
+    assert!(!free(&mut b, 2) && !free(&mut b, 3), "a plain read under SERIALIZABLE locks its row, a write its own");
     a.batch("ROLLBACK TO SAVEPOINT body").unwrap();
-    assert!(
-        free(&mut b, 2) && free(&mut b, 3),
-        "ROLLBACK TO a savepoint set before any lock released the locks taken since"
-    );
+    assert!(free(&mut b, 2) && free(&mut b, 3), "ROLLBACK TO a savepoint set before any lock released the locks taken since");
     a.batch("ROLLBACK").unwrap();
 }
