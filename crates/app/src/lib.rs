@@ -16,7 +16,7 @@ pub mod workload;
 
 pub use client::{ClosedLoopClient, ThinkTime};
 pub use model::*;
-pub use storage::{ExecRole, OpClass, Position, RowAccess, StorageJob, StorageResult};
+pub use storage::{ExecRole, OpClass, Position, RowAccess, SnapshotStamp, StorageJob, StorageResult};
 pub use update::{ChangeKind, RowChange, StateUpdate};
 pub use plan::{PartitionPlan, PlanClass, PlanError, Route, TablePlacement, TxnPlan};
 pub use workload::{ClientCtx, InteractionProgress, Workload};

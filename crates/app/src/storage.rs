@@ -36,12 +36,48 @@ impl OpClass {
 /// `globals_seen`, the number of global operations (executed here or applied from the token)
 /// whose effects the transaction saw, and `local_writes`, the number of local writing transactions
 /// committed at this instance before it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Position {
     /// The `seq`-th global operation (1-based) in token order.
     Global { seq: u64 },
     /// A commutative or local operation at `instance`.
     Local { instance: InstanceId, globals_seen: u64, local_writes: u64, wrote: bool },
+    /// A commutative or local operation at `instance` that ran side by side with the instance's
+    /// other locals under PostgreSQL's SSI (`Experiment::writers_side_by_side`): after the
+    /// `globals_seen`-th global, and among the locals of that epoch where the checker's search
+    /// places it, after every writer its snapshot saw.
+    SideBySide { instance: InstanceId, globals_seen: u64, snapshot: SnapshotStamp },
+}
+
+/// What PostgreSQL said about a transaction as it committed: its id, if it was given one (a
+/// transaction that wrote), and its snapshot (`pg_current_snapshot()`: every transaction below
+/// `xmin` had ended when it was taken, none from `xmax` on had, and `xip` lists those between
+/// that were still running).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotStamp {
+    pub txid: Option<u64>,
+    pub xmin: u64,
+    pub xmax: u64,
+    pub xip: Vec<u64>,
+}
+
+impl SnapshotStamp {
+    /// Parses `pg_current_snapshot()`'s text form, `xmin:xmax:xip,xip,...`.
+    pub fn parse(txid: Option<u64>, snapshot: &str) -> Result<SnapshotStamp, String> {
+        let bad = || format!("`{snapshot}` is not a snapshot (xmin:xmax:xip,...)");
+        let mut parts = snapshot.split(':');
+        let (Some(xmin), Some(xmax), Some(xip), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+            return Err(bad());
+        };
+        let num = |t: &str| t.trim().parse::<u64>().map_err(|_| bad());
+        let xip = xip.split(',').filter(|t| !t.is_empty()).map(num).collect::<Result<Vec<_>, _>>()?;
+        Ok(SnapshotStamp { txid, xmin: num(xmin)?, xmax: num(xmax)?, xip })
+    }
+
+    /// Whether the transaction `other` had committed (or ended) when this snapshot was taken.
+    pub fn saw(&self, other: u64) -> bool {
+        other < self.xmin || (other < self.xmax && !self.xip.contains(&other))
+    }
 }
 
 /// Storage work: a transaction to run through the DBMS's client interface, or state updates to

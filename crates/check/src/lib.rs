@@ -21,12 +21,12 @@
 //! oracle beside the dependency-graph checker (`ensemble-history`), which the same runs also pass
 //! when they record what each transaction read and wrote.
 
-use ensemble_app::{Application, Dataset, InstanceId, PartitionPlan, Position, TablePlacement};
+use ensemble_app::{Application, Dataset, InstanceId, PartitionPlan, Position, SnapshotStamp, TablePlacement};
 use ensemble_belt::BeltEvidence;
 use ensemble_core::{Completion, CompletionResult, Outcome, Request, Rows};
 use ensemble_sqlite::{digest_of, SqliteStorage, StorageError};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -34,6 +34,10 @@ pub struct ReplayReport {
     pub operations: u64,
     pub globals: u64,
     pub locals: u64,
+    /// Locals that ran side by side under SSI ([`Position::SideBySide`]), and how many of them
+    /// the search placed before operations that completed ahead of them.
+    pub side_by_side: u64,
+    pub moved: u64,
     /// Everything that is wrong, each naming the operation or table. Empty when the run passed.
     pub violations: Vec<String>,
     /// Per table: `(rows in the replay, verdict)`.
@@ -47,8 +51,13 @@ impl ReplayReport {
 
     pub fn summary(&self) -> String {
         if self.ok() {
+            let searched = if self.side_by_side > 0 {
+                format!(", the {} locals that ran side by side in an order found by search ({} moved before operations that completed ahead of them)", self.side_by_side, self.moved)
+            } else {
+                String::new()
+            };
             format!(
-                "serializable: {} operations ({} global, {} local/commutative) replayed in the proof's serial order; replies and final state match",
+                "serializable: {} operations ({} global, {} local/commutative) replayed in the proof's serial order{searched}; replies and final state match",
                 self.operations, self.globals, self.locals
             )
         } else {
@@ -80,7 +89,25 @@ fn key(p: &Position) -> SerialKey {
         Position::Local { instance, globals_seen, local_writes, wrote } => {
             SerialKey { globals_before: globals_seen, after: 1, instance: instance.0, local_writes, reader: u8::from(!wrote) }
         }
+        // The epoch's place; within it, the search's ([`Step::SideBySide`]).
+        Position::SideBySide { instance, globals_seen, .. } => SerialKey { globals_before: globals_seen, after: 1, instance: instance.0, local_writes: 0, reader: 0 },
     }
+}
+
+/// An operation to replay and the reply the run gave it.
+#[derive(Clone, Copy)]
+struct Op<'a> {
+    request: &'a Request,
+    recorded: &'a Outcome,
+}
+
+/// One step of the replay.
+enum Step<'a> {
+    /// An operation whose place the positions fix; `at` names the place in messages.
+    Fixed { at: String, op: Op<'a> },
+    /// The locals of one epoch at one instance that ran side by side under SSI, in the order
+    /// they completed: the order to replay them in is searched ([`place_side_by_side`]).
+    SideBySide { at: String, ops: Vec<(Op<'a>, &'a SnapshotStamp)> },
 }
 
 /// What the check reads of an instance's database after the run, whatever the backend.
@@ -121,6 +148,7 @@ pub fn check(
     let instance_err = |i: usize, e: String| StorageError::Invalid(format!("reading instance i{i} after the run: {e}"));
     let mut report = ReplayReport::default();
     let mut ops: Vec<(SerialKey, &Request, &Outcome)> = Vec::new();
+    let mut side_by_side: BTreeMap<SerialKey, Vec<(Op, &SnapshotStamp)>> = BTreeMap::new();
     let mut global_seqs = Vec::new();
     let mut local_writes: BTreeMap<InstanceId, Vec<u64>> = BTreeMap::new();
     for c in history {
@@ -137,10 +165,16 @@ pub fn check(
                     local_writes.entry(*instance).or_default().push(*j);
                 }
             }
+            Position::SideBySide { snapshot, .. } => {
+                report.locals += 1;
+                report.side_by_side += 1;
+                side_by_side.entry(key(position)).or_default().push((Op { request: &c.request, recorded: outcome }, snapshot));
+                continue;
+            }
         }
         ops.push((key(position), &c.request, outcome));
     }
-    report.operations = ops.len() as u64;
+    report.operations = ops.len() as u64 + side_by_side.values().map(|g| g.len() as u64).sum::<u64>();
 
     global_seqs.sort_unstable();
     for (i, s) in global_seqs.iter().enumerate() {
@@ -168,8 +202,16 @@ pub fn check(
             report.violations.push(format!("instance i{i} has seen {seen} global operations, the history has {globals_total}"));
         }
     }
-    let ordered: Vec<(String, &Request, &Outcome)> = ops.iter().map(|(k, r, o)| (format!("{k:?}"), *r, *o)).collect();
-    replay(app, plan, dataset, &ordered, instances, options, &mut report)?;
+    // Each epoch's side-by-side group goes where its locals' key would, before the locals
+    // the positions place (an instance runs its locals one way or the other, never both).
+    let mut keyed: Vec<(SerialKey, u8, Step)> =
+        ops.iter().map(|(k, r, o)| (*k, 1, Step::Fixed { at: format!("{k:?}"), op: Op { request: r, recorded: o } })).collect();
+    for (k, group) in side_by_side {
+        keyed.push((k, 0, Step::SideBySide { at: format!("epoch {} at instance i{}", k.globals_before, k.instance), ops: group }));
+    }
+    keyed.sort_by_key(|(k, side, _)| (*k, *side));
+    let steps: Vec<Step> = keyed.into_iter().map(|(_, _, step)| step).collect();
+    replay(app, plan, dataset, &steps, instances, options, &mut report)?;
     Ok(report)
 }
 
@@ -186,17 +228,18 @@ pub fn check_order(
     options: ReplayOptions,
 ) -> Result<ReplayReport, StorageError> {
     let mut report = ReplayReport { operations: ordered.len() as u64, ..ReplayReport::default() };
-    replay(app, plan, dataset, ordered, instances, options, &mut report)?;
+    let steps: Vec<Step> = ordered.iter().map(|(at, request, recorded)| Step::Fixed { at: at.clone(), op: Op { request, recorded } }).collect();
+    replay(app, plan, dataset, &steps, instances, options, &mut report)?;
     Ok(report)
 }
 
-/// Replays `ordered` on one fresh SQLite database, compares every reply, then every table with
+/// Replays `steps` on one fresh SQLite database, compares every reply, then every table with
 /// the instances' (replicated: equal at each; partitioned: the union, no row twice).
 fn replay(
     app: &Arc<Application>,
     plan: &PartitionPlan,
     dataset: &Dataset,
-    ordered: &[(String, &Request, &Outcome)],
+    steps: &[Step],
     instances: &mut [&mut dyn InstanceState],
     options: ReplayOptions,
     report: &mut ReplayReport,
@@ -208,7 +251,14 @@ fn replay(
     }
     replay.create_schema()?;
     replay.load(dataset, |_, _, _| true)?;
-    for (k, request, recorded) in ordered {
+    for step in steps {
+        let (k, Op { request, recorded }) = match step {
+            Step::Fixed { at, op } => (at, *op),
+            Step::SideBySide { at, ops } => {
+                place_side_by_side(&replay, at, ops, report)?;
+                continue;
+            }
+        };
         let replayed = match replay.execute_direct(request) {
             Ok(o) => o,
             Err(e) => {
@@ -216,9 +266,9 @@ fn replay(
                 continue;
             }
         };
-        if &replayed != *recorded {
+        if &replayed != recorded {
             report.violations.push(format!(
-                "{} #{} `{}`{:?} at {k:?}: the run replied {recorded:?}, the serial replay {replayed:?}",
+                "{} #{} `{}`{:?} at {k}: the run replied {recorded:?}, the serial replay {replayed:?}",
                 request.client, request.seq, request.txn, request.params
             ));
         }
@@ -270,6 +320,185 @@ fn replay(
     Ok(())
 }
 
+/// How far back the search may move an operation: the last `SEARCH_WINDOW` operations placed
+/// stay open to reordering (behind them the replay is settled). An operation can need to go
+/// before those that committed while it ran, a few per client.
+const SEARCH_WINDOW: usize = 256;
+
+/// How many operations one repair of the order may replay before the search gives up on it.
+const SEARCH_BUDGET: u32 = 20_000;
+
+/// Whether the transaction stamped `a` saw the commit of the one stamped `b` (a writer).
+fn saw(a: &SnapshotStamp, b: &SnapshotStamp) -> bool {
+    b.txid.is_some_and(|t| Some(t) != a.txid && a.saw(t))
+}
+
+/// Replays the locals of one epoch at one instance that ran side by side under PostgreSQL's
+/// SSI, in an order in which every one gives the reply it gave in the run, if the search finds
+/// one. SSI promises that a serial order exists and that one can keep every writer a
+/// transaction's snapshot saw before it (`ARCHITECTURE.md`, "Local writers side by side on
+/// PostgreSQL"); it does not say which order. So the search places them in the order they
+/// completed, each once every writer it saw is placed, and when one's replay does not give its
+/// reply (it read a row as a writer placed ahead of it had not yet written it), reorders it and
+/// the operations that ran beside it: first it right after the writers it saw and the writers
+/// it did not see after it, then the orders nearest the one they completed in. A group replayed whole in an order found this way gives the run's
+/// replies; the final state is compared at the end, as for the rest of the run.
+fn place_side_by_side(db: &SqliteStorage, at: &str, ops: &[(Op, &SnapshotStamp)], report: &mut ReplayReport) -> Result<(), StorageError> {
+    let conn = db.connection();
+    let n = ops.len();
+    let mut done = vec![false; n];
+    let mut unplaced_writers: BTreeSet<u64> = ops.iter().filter_map(|(_, s)| s.txid).collect();
+    let mut placed: Vec<usize> = Vec::with_capacity(n);
+    // `placed[..base]` lie behind the savepoint `epoch`; the rest can still be reordered.
+    let mut base = 0;
+    let mut cursor = 0;
+    let describe = |i: usize| {
+        let r = ops[i].0.request;
+        format!("{} #{} `{}`{:?}", r.client, r.seq, r.txn, r.params)
+    };
+    conn.execute_batch("SAVEPOINT epoch")?;
+    while placed.len() < n {
+        // Every writer its snapshot saw is placed: what it read is there.
+        let ready = |i: usize| {
+            let s = ops[i].1;
+            !done[i] && !unplaced_writers.range(..s.xmax).any(|&t| Some(t) != s.txid && s.saw(t))
+        };
+        let Some(j) = (cursor..n).find(|&i| ready(i)) else {
+            let left: Vec<String> = (0..n).filter(|&i| !done[i]).take(5).map(describe).collect();
+            report.violations.push(format!(
+                "{at}: the {} operations left each saw a writer not yet placed, so no order keeps what each saw (first: {})",
+                n - placed.len(),
+                left.join(", ")
+            ));
+            break;
+        };
+        conn.execute_batch("SAVEPOINT attempt")?;
+        if replays_as_recorded(db, ops[j].0) {
+            conn.execute_batch("RELEASE attempt")?;
+            placed.push(j);
+        } else {
+            conn.execute_batch("ROLLBACK TO attempt; RELEASE attempt")?;
+            // What may change places with it: the operations after the last writer it saw, and
+            // from the first writer it did not see on (which may follow it, though placed
+            // before a writer it saw).
+            let unseen_writer = |p: usize| ops[p].1.txid.is_some() && !saw(ops[j].1, ops[p].1);
+            let after_seen = placed.iter().rposition(|&p| saw(ops[j].1, ops[p].1)).map_or(0, |p| p + 1);
+            let first_unseen = placed.iter().position(|&p| unseen_writer(p)).unwrap_or(placed.len());
+            let lo = after_seen.min(first_unseen).max(base);
+            conn.execute_batch("ROLLBACK TO epoch")?;
+            for &p in &placed[base..lo] {
+                replays_as_recorded(db, ops[p].0);
+            }
+            // Tried first: it right after the writers it saw, and the writers it did not see
+            // (with whatever saw them) after it, as SSI orders a transaction before the writers
+            // whose writes it missed; then the order they completed in, it last.
+            let mut deferred: Vec<usize> = Vec::new();
+            for &p in &placed[lo..] {
+                if unseen_writer(p) || deferred.iter().any(|&d| saw(ops[p].1, ops[d].1)) {
+                    deferred.push(p);
+                }
+            }
+            let mut first_try: Vec<usize> = placed[lo..].iter().copied().filter(|p| !deferred.contains(p)).collect();
+            first_try.push(j);
+            first_try.extend(&deferred);
+            let mut as_completed: Vec<usize> = placed[lo..].to_vec();
+            as_completed.push(j);
+            let mut budget = SEARCH_BUDGET;
+            let mut found = None;
+            for (mut pool, share) in [(first_try, SEARCH_BUDGET / 2), (as_completed, SEARCH_BUDGET)] {
+                let mut order = Vec::with_capacity(pool.len());
+                let allowed = share.min(budget);
+                let mut left = allowed;
+                let ok = search(db, ops, &mut pool, &mut order, &mut left, 0)?;
+                budget -= allowed - left;
+                if ok {
+                    found = Some(order);
+                    break;
+                }
+            }
+            if let Some(order) = found {
+                report.moved += 1;
+                placed.truncate(lo);
+                placed.extend(order);
+            } else {
+                let recorded = ops[j].0.recorded;
+                for &p in &placed[lo..] {
+                    replays_as_recorded(db, ops[p].0);
+                }
+                let replayed = db.execute_in_savepoint(ops[j].0.request);
+                report.violations.push(format!(
+                    "{} in {at}: no order of it and the {} operations that ran beside it gives the run's replies (searched {} replays); the run replied {recorded:?}, replayed last {replayed:?}",
+                    describe(j),
+                    placed.len() - lo,
+                    SEARCH_BUDGET - budget
+                ));
+                placed.push(j);
+            }
+        }
+        done[j] = true;
+        if let Some(t) = ops[j].1.txid {
+            unplaced_writers.remove(&t);
+        }
+        while cursor < n && done[cursor] {
+            cursor += 1;
+        }
+        if placed.len() - base > 2 * SEARCH_WINDOW {
+            // Settle all but the last window: replay the rest again behind a new savepoint.
+            conn.execute_batch("ROLLBACK TO epoch; RELEASE epoch")?;
+            let keep = placed.len() - SEARCH_WINDOW;
+            for &p in &placed[base..keep] {
+                replays_as_recorded(db, ops[p].0);
+            }
+            conn.execute_batch("SAVEPOINT epoch")?;
+            base = keep;
+            for &p in &placed[base..] {
+                replays_as_recorded(db, ops[p].0);
+            }
+        }
+    }
+    conn.execute_batch("RELEASE epoch")?;
+    Ok(())
+}
+
+/// Replays `op` at the end of what is replayed so far; whether it gave the run's reply.
+fn replays_as_recorded(db: &SqliteStorage, op: Op) -> bool {
+    matches!(db.execute_in_savepoint(op.request), Ok(o) if &o == op.recorded)
+}
+
+/// Depth-first search for an order of `pool` (tried in the order given first) in which each
+/// operation comes after every writer in the pool it saw and replays as recorded; `order` gets
+/// it. Every attempt is a savepoint, taken back when it leads nowhere.
+fn search(db: &SqliteStorage, ops: &[(Op, &SnapshotStamp)], pool: &mut Vec<usize>, order: &mut Vec<usize>, budget: &mut u32, depth: usize) -> Result<bool, StorageError> {
+    if pool.is_empty() {
+        return Ok(true);
+    }
+    let conn = db.connection();
+    for k in 0..pool.len() {
+        let x = pool[k];
+        if pool.iter().any(|&y| y != x && saw(ops[x].1, ops[y].1)) {
+            continue;
+        }
+        if *budget == 0 {
+            return Ok(false);
+        }
+        *budget -= 1;
+        let savepoint = format!("search_{depth}");
+        conn.execute_batch(&format!("SAVEPOINT {savepoint}"))?;
+        if replays_as_recorded(db, ops[x].0) {
+            pool.remove(k);
+            order.push(x);
+            if search(db, ops, pool, order, budget, depth + 1)? {
+                conn.execute_batch(&format!("RELEASE {savepoint}"))?;
+                return Ok(true);
+            }
+            order.pop();
+            pool.insert(k, x);
+        }
+        conn.execute_batch(&format!("ROLLBACK TO {savepoint}; RELEASE {savepoint}"))?;
+    }
+    Ok(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,5 +529,128 @@ mod tests {
         let reversed = check_order(&app, &plan, &data, &order((&second, &o2), (&first, &o1)), &mut instances, ReplayOptions::default()).unwrap();
         assert!(!reversed.ok());
         assert!(reversed.violations.iter().any(|v| v.contains("the run replied")), "{}", reversed.summary());
+    }
+
+    /// What a shop run at one instance left: the dataset, the database after `serial` ran in
+    /// that order, and each operation's reply there.
+    fn shop_run(serial: &[Request]) -> (Arc<Application>, Dataset, SqliteStorage, Vec<Outcome>) {
+        let app = ensemble_app::application("shop").unwrap();
+        let data = (app.generate)(DataConfig { scale: 1, seed: 1 });
+        let db = SqliteStorage::open_in_memory(app.clone(), InstanceId(0)).unwrap();
+        db.create_schema().unwrap();
+        db.load(&data, |_, _, _| true).unwrap();
+        let outcomes = serial.iter().map(|r| db.execute_direct(r).unwrap()).collect();
+        (app, data, db, outcomes)
+    }
+
+    fn req(seq: u64, txn: &str, params: &[i64]) -> Request {
+        Request { client: ClientId(seq), seq, txn: txn.into(), params: params.iter().map(|v| Value::Int(*v)).collect() }
+    }
+
+    fn stamp(txid: Option<u64>, snapshot: &str) -> SnapshotStamp {
+        SnapshotStamp::parse(txid, snapshot).unwrap()
+    }
+
+    #[test]
+    fn a_snapshot_is_read_as_postgresql_prints_it() {
+        let s = stamp(Some(15), "10:16:11,14");
+        assert!(s.saw(9) && s.saw(12) && s.saw(13));
+        assert!(!s.saw(11) && !s.saw(14) && !s.saw(16) && !s.saw(20));
+        assert_eq!(stamp(None, "10:10:").xip, Vec::<u64>::new());
+        assert!(SnapshotStamp::parse(None, "10:16").is_err());
+        assert!(SnapshotStamp::parse(None, "10:x:").is_err());
+    }
+
+    /// Two locals that ran side by side: `add_item` read item 5's stock before `order` took
+    /// from it, and `order` completed first. The positions cannot say which came first; the
+    /// search finds that `add_item` must, where replaying them as they completed fails.
+    #[test]
+    fn locals_that_ran_side_by_side_are_ordered_by_search() {
+        let setup = [req(1, "create_cart", &[1]), req(2, "create_cart", &[2]), req(3, "add_item", &[2, 5, 3])];
+        let (add, order) = (req(4, "add_item", &[1, 5, 1]), req(5, "order", &[2]));
+        let serial: Vec<Request> = setup.iter().cloned().chain([add.clone(), order.clone()]).collect();
+        let (app, data, mut db, outcomes) = shop_run(&serial);
+        let plan = PartitionPlan::centralized(&app);
+        let fixed: Vec<Step> = setup.iter().zip(&outcomes).map(|(r, o)| Step::Fixed { at: format!("#{}", r.seq), op: Op { request: r, recorded: o } }).collect();
+        // Neither saw the other: both snapshots were taken before either committed.
+        let (s_order, s_add) = (stamp(Some(11), "10:10:"), stamp(Some(12), "10:10:"));
+        let as_completed = vec![(Op { request: &order, recorded: &outcomes[4] }, &s_order), (Op { request: &add, recorded: &outcomes[3] }, &s_add)];
+        let run = |steps: Vec<Step>, db: &mut SqliteStorage| {
+            let mut report = ReplayReport::default();
+            let mut instances: Vec<&mut dyn InstanceState> = vec![db];
+            replay(&app, &plan, &data, &steps, &mut instances, ReplayOptions::default(), &mut report).unwrap();
+            report
+        };
+        let mut steps: Vec<Step> = setup.iter().zip(&outcomes).map(|(r, o)| Step::Fixed { at: format!("#{}", r.seq), op: Op { request: r, recorded: o } }).collect();
+        steps.push(Step::SideBySide { at: "epoch 0".into(), ops: as_completed.clone() });
+        let searched = run(steps, &mut db);
+        assert!(searched.ok(), "{}", searched.summary());
+        assert_eq!(searched.moved, 1, "`add_item` was moved before `order`");
+        // In the order they completed, `add_item` replays reading the stock `order` left.
+        let mut steps = fixed;
+        steps.extend(as_completed.iter().map(|(op, _)| Step::Fixed { at: "as completed".into(), op: *op }));
+        let fixed_order = run(steps, &mut db);
+        assert!(fixed_order.violations.iter().any(|v| v.contains("add_item") && v.contains("the run replied")), "{}", fixed_order.summary());
+    }
+
+    /// A local that saw a writer which completed after another it did not see: it must go
+    /// between them, so the search moves the unseen one after it (moving it earlier alone
+    /// cannot work: it must follow the writer it saw).
+    #[test]
+    fn a_writer_a_local_did_not_see_is_moved_after_it() {
+        let setup = [req(1, "create_cart", &[1]), req(2, "create_cart", &[2]), req(3, "add_item", &[2, 5, 3])];
+        let (order, cart, add) = (req(4, "order", &[2]), req(5, "create_cart", &[3]), req(6, "add_item", &[3, 5, 1]));
+        // The serial order: the cart, the add (before `order` took its stock), `order`.
+        let serial: Vec<Request> = setup.iter().cloned().chain([cart.clone(), add.clone(), order.clone()]).collect();
+        let (app, data, mut db, outcomes) = shop_run(&serial);
+        let plan = PartitionPlan::centralized(&app);
+        // They completed `order`, the cart, the add; the add saw the cart, not `order`.
+        let (s_order, s_cart, s_add) = (stamp(Some(11), "10:10:"), stamp(Some(12), "10:10:"), stamp(Some(13), "11:13:11"));
+        let mut steps: Vec<Step> = setup.iter().zip(&outcomes).map(|(r, o)| Step::Fixed { at: format!("#{}", r.seq), op: Op { request: r, recorded: o } }).collect();
+        steps.push(Step::SideBySide {
+            at: "epoch 0".into(),
+            ops: vec![
+                (Op { request: &order, recorded: &outcomes[5] }, &s_order),
+                (Op { request: &cart, recorded: &outcomes[3] }, &s_cart),
+                (Op { request: &add, recorded: &outcomes[4] }, &s_add),
+            ],
+        });
+        let mut report = ReplayReport::default();
+        let mut instances: Vec<&mut dyn InstanceState> = vec![&mut db];
+        replay(&app, &plan, &data, &steps, &mut instances, ReplayOptions::default(), &mut report).unwrap();
+        assert!(report.ok(), "{}", report.summary());
+        assert_eq!(report.moved, 1);
+    }
+
+    /// A reader that saw a writer but not the writer's own predecessor (the read-only anomaly
+    /// snapshot isolation allows, which SSI forbids): no order gives its reply, and the check
+    /// says so rather than passing.
+    #[test]
+    fn a_reader_that_saw_a_later_writer_without_its_predecessor_is_caught() {
+        let setup = [req(1, "create_cart", &[1]), req(2, "create_cart", &[2]), req(3, "add_item", &[2, 5, 3]), req(4, "create_cart", &[3])];
+        let (order, add, late) = (req(5, "order", &[2]), req(6, "add_item", &[1, 5, 1]), req(7, "add_item", &[3, 5, 1]));
+        // `add_item` ran after `order` (it read the stock `order` left); `late` replied with the
+        // stock before `order`, though it saw `add_item`.
+        let serial: Vec<Request> = setup.iter().cloned().chain([order.clone(), add.clone(), late.clone()]).collect();
+        let (app, data, mut db, mut outcomes) = shop_run(&serial);
+        let (_, _, _, before_order) = shop_run(&setup.iter().cloned().chain([late.clone()]).collect::<Vec<_>>());
+        outcomes[6] = before_order[4].clone();
+        assert_ne!(outcomes[6], shop_run(&serial).3[6], "the stock `late` replied is not the one after `order`");
+        let plan = PartitionPlan::centralized(&app);
+        let (s_order, s_add, s_late) = (stamp(Some(11), "10:10:"), stamp(Some(12), "12:12:"), stamp(Some(13), "11:13:11"));
+        let mut steps: Vec<Step> = setup.iter().zip(&outcomes).map(|(r, o)| Step::Fixed { at: format!("#{}", r.seq), op: Op { request: r, recorded: o } }).collect();
+        steps.push(Step::SideBySide {
+            at: "epoch 0".into(),
+            ops: vec![
+                (Op { request: &order, recorded: &outcomes[4] }, &s_order),
+                (Op { request: &add, recorded: &outcomes[5] }, &s_add),
+                (Op { request: &late, recorded: &outcomes[6] }, &s_late),
+            ],
+        });
+        let mut report = ReplayReport::default();
+        let mut instances: Vec<&mut dyn InstanceState> = vec![&mut db];
+        replay(&app, &plan, &data, &steps, &mut instances, ReplayOptions::default(), &mut report).unwrap();
+        assert!(!report.ok());
+        assert!(report.violations.iter().any(|v| v.contains("#7") && v.contains("no order")), "{}", report.summary());
     }
 }

@@ -172,6 +172,19 @@ impl SqliteStorage {
         Ok(digest_rows(table, &self.dump(table)?))
     }
 
+    /// Runs a transaction as [`Self::execute_direct`] does, but as a savepoint, so it nests in
+    /// a transaction already open and can be taken back by rolling that back: the checker's
+    /// search of an order for locals that ran side by side tries operations this way.
+    pub fn execute_in_savepoint(&self, request: &Request) -> Result<Outcome, RequestError> {
+        let txn = self.app.check_request(request)?;
+        let storage_err = |e: rusqlite::Error| RequestError::Storage { txn: request.txn.clone(), message: e.to_string() };
+        self.conn.execute_batch("SAVEPOINT operation").map_err(storage_err)?;
+        let outcome = run_body(&self.conn, txn, &request.params);
+        let end = if matches!(outcome, Outcome::Committed(_)) { "RELEASE operation" } else { "ROLLBACK TO operation; RELEASE operation" };
+        self.conn.execute_batch(end).map_err(storage_err)?;
+        Ok(outcome)
+    }
+
     /// Runs a transaction straight on the database, as the application would without Ensemble:
     /// no counters, no capture. The checker's replay and the overhead baseline use it.
     pub fn execute_direct(&self, request: &Request) -> Result<Outcome, RequestError> {
