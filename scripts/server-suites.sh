@@ -4,6 +4,7 @@
 #  2. every SQL application under every Conveyor Belt system on each server, simulated and as
 #     real processes, and under the two-phase-commit baseline (real processes), each
 #     run checked serializable by replay (`ensemble bench` exits non-zero on a failed check);
+#     On PostgreSQL also with locals side by side under SSI (--writers-side-by-side);
 #  3. a server that cannot serve is refused before any run starts, with a message naming it
 #     (one that is not there; SQLite and, on a second PostgreSQL cluster on port 5433 that
 #     scripts/postgres-without-prepared-transactions.sh makes, a server without prepared
@@ -33,6 +34,19 @@ for backend in postgres mariadb; do
       --topology lan --clients 20 --warmup 1 --measure 3 --quiet --out "$out" | tail -n 9
   done
 done
+
+# PostgreSQL with an instance's locals side by side under SSI, the checker's search ordering
+# them (ARCHITECTURE.md, "Local writers side by side on PostgreSQL").
+for app in shop micro tpcw rubis; do
+  echo "server-suites: $app on postgres, real processes, locals side by side" >&2
+  "$bin" bench "$app" --backend postgres --system ensemble,centralized --real --writers-side-by-side \
+    --topology lan --clients 20 --warmup 1 --measure 3 --quiet --out "$out" | tail -n 5
+done
+# ... which MariaDB refuses, saying why.
+if msg="$("$bin" bench shop --backend mariadb --real --writers-side-by-side --quiet --out "$out" 2>&1)"; then
+  echo "server-suites: --writers-side-by-side on MariaDB did not fail" >&2; exit 1
+fi
+grep -q "is for real runs of the Conveyor Belt on PostgreSQL" <<<"$msg" || { echo "server-suites: unexpected message: $msg" >&2; exit 1; }
 
 # 2pc over SQLite is refused before anything runs, saying why.
 if msg="$("$bin" bench shop --system 2pc --real --quiet --out "$out" 2>&1)"; then

@@ -242,6 +242,11 @@ pub struct Experiment {
     /// writer is a transaction of its own on any worker, and they queue on the writer lock.
     #[serde(default = "yes")]
     pub writer_groups: bool,
+    /// Real runs of the belt on PostgreSQL: an instance's locals run side by side under SSI,
+    /// and the checker's search orders them (`ServerStorage::set_writers_side_by_side`); its
+    /// serial lane keeps globals and state-update applications only.
+    #[serde(default)]
+    pub writers_side_by_side: bool,
 }
 
 fn yes() -> bool {
@@ -392,6 +397,7 @@ impl Experiment {
             backend: Backend::default(),
             storage_workers: default_storage_workers(),
             writer_groups: true,
+            writers_side_by_side: false,
         })
     }
 

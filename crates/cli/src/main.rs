@@ -161,6 +161,12 @@ struct BenchArgs {
     /// writers take the writer lock last and run side by side, never in groups.
     #[arg(long)]
     no_writer_groups: bool,
+    /// Real runs of the Conveyor Belt on PostgreSQL: run an instance's locals side by side
+    /// under SSI (each writer takes the writer lock in a mode the others share, each local reads
+    /// its snapshot as it commits), and have the checker's search order them, instead of one
+    /// local writer at a time.
+    #[arg(long)]
+    writers_side_by_side: bool,
     #[command(flatten)]
     dur: DurArgs,
     #[command(flatten)]
@@ -592,6 +598,13 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                     "--no-writer-groups is for real runs of the Conveyor Belt on PostgreSQL (add --real and --backend postgres): on MariaDB local writers take the writer lock last and run side by side, never in groups"
                 );
                 e.writer_groups = false;
+            }
+            if a.writers_side_by_side {
+                anyhow::ensure!(
+                    a.real && belt.is_some() && a.backend.backend()?.kind == BackendKind::Postgres,
+                    "--writers-side-by-side is for real runs of the Conveyor Belt on PostgreSQL (add --real and --backend postgres): on MariaDB local writers take the writer lock last and run side by side already"
+                );
+                e.writers_side_by_side = true;
             }
             if let Some(sites) = &a.client_sites {
                 e.client_sites = sites.clone();

@@ -4,7 +4,7 @@
 use crate::conn::{placeholder, Conn, ConnError, OpenError};
 use crate::dialect::{ident, idents, Capture, ChangeSort, Engine, Translated, TwoPhaseLock};
 use ensemble_app::{
-    Application, ChangeKind, Dataset, Db, DbError, ExecRole, InstanceId, Position, RowChange, StateUpdate, StorageJob, StorageResult,
+    Application, ChangeKind, Dataset, Db, DbError, ExecRole, InstanceId, Position, RowChange, SnapshotStamp, StateUpdate, StorageJob, StorageResult,
     TxnError, TxnType,
 };
 use ensemble_core::{Outcome, Request, RequestError, Rows, Storage, Value};
@@ -52,6 +52,9 @@ pub struct ServerStorage {
     /// Whether this session has asked PostgreSQL to look for deadlocks early
     /// ([`DirectTxn::StrictLockLast`]).
     quick_deadlock_check: bool,
+    /// PostgreSQL: locals run side by side under SSI, placed by the checker's search
+    /// ([`Self::set_writers_side_by_side`]).
+    side_by_side: bool,
 }
 
 /// How [`ServerStorage::execute_direct`] runs a transaction.
@@ -72,11 +75,12 @@ pub enum DirectTxn {
     /// runs is not checked. Refused on MariaDB, where a node's local writers do this already.
     StrictLockLast,
     /// On PostgreSQL, writers side by side under SSI with the order derived after the fact,
-    /// without a node: a writer takes the writer lock in a mode writers share (`ROW SHARE`,
-    /// which a global's `EXCLUSIVE` would wait for) and reads the counters as its start; a
-    /// reader runs SERIALIZABLE READ ONLY and commits before it answers (data a SERIALIZABLE
-    /// transaction read is valid only once it commits); each ends by reading its transaction
-    /// id and snapshot, what a checker would order them by, with COMMIT in one batch. The bound
+    /// without a node: a writer starts by taking the writer lock in a mode writers share
+    /// (`ROW SHARE`, which a global's `EXCLUSIVE` would wait for); a reader runs SERIALIZABLE
+    /// READ ONLY and commits before it answers (data a SERIALIZABLE transaction read is valid
+    /// only once it commits); each ends by reading its epoch (the globals its snapshot saw),
+    /// transaction id and snapshot, what a checker would order them by, in one prepared
+    /// statement batched with COMMIT. The bound
     /// of a design no node runs (`ARCHITECTURE.md`, "What deriving the order after the fact
     /// would take"): nothing orders these runs, so they are not checked. Refused on MariaDB.
     SerializableSideBySide,
@@ -90,16 +94,20 @@ enum Bookkeeping {
     ReadCounters,
     BumpGlobals,
     BumpLocalWrites,
+    /// The epoch (globals seen), the transaction's id and its snapshot: what a writer side by
+    /// side under SSI would be ordered by ([`DirectTxn::SerializableSideBySide`]; PostgreSQL).
+    ReadEpochAndSnapshot,
 }
 
 impl Bookkeeping {
-    const ALL: [Bookkeeping; 3] = [Bookkeeping::ReadCounters, Bookkeeping::BumpGlobals, Bookkeeping::BumpLocalWrites];
+    const ALL: [Bookkeeping; 4] = [Bookkeeping::ReadCounters, Bookkeeping::BumpGlobals, Bookkeeping::BumpLocalWrites, Bookkeeping::ReadEpochAndSnapshot];
 
     fn name(self) -> &'static str {
         match self {
             Bookkeeping::ReadCounters => "ensemble_read_counters",
             Bookkeeping::BumpGlobals => "ensemble_bump_globals",
             Bookkeeping::BumpLocalWrites => "ensemble_bump_local_writes",
+            Bookkeeping::ReadEpochAndSnapshot => "ensemble_read_epoch_and_snapshot",
         }
     }
 
@@ -108,6 +116,11 @@ impl Bookkeeping {
             Bookkeeping::ReadCounters => format!("SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0"),
             Bookkeeping::BumpGlobals => format!("UPDATE {META_TABLE} SET globals = globals + 1 WHERE id = 0"),
             Bookkeeping::BumpLocalWrites => format!("UPDATE {META_TABLE} SET local_writes = local_writes + 1 WHERE id = 0"),
+            // `_if_assigned`: a reader, or a writer that wrote nothing, has no id and should not
+            // be given one.
+            Bookkeeping::ReadEpochAndSnapshot => {
+                format!("SELECT globals, pg_current_xact_id_if_assigned()::text, pg_current_snapshot()::text FROM {META_TABLE} WHERE id = 0")
+            }
         }
     }
 }
@@ -128,7 +141,7 @@ enum Kind {
 impl ServerStorage {
     pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
-        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false };
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false, side_by_side: false };
         s.configure()?;
         Ok(s)
     }
@@ -141,6 +154,24 @@ impl ServerStorage {
             // silently truncated write that would differ from the SQLite replay.
             self.conn.batch("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'")?;
         }
+        Ok(())
+    }
+
+    /// On PostgreSQL, runs this instance's locals side by side under SSI rather than its local
+    /// writers one at a time: a local writer takes the writer lock in a mode local writers
+    /// share (`ROW SHARE`, which a global's or an application's `EXCLUSIVE` waits for, and
+    /// which waits for them), a reader runs SERIALIZABLE READ ONLY, and each ends by reading its
+    /// epoch, transaction id and snapshot with its COMMIT ([`Position::SideBySide`]); the
+    /// checker's search orders each epoch's locals (ARCHITECTURE.md, "Local writers side by
+    /// side on PostgreSQL"). Refused on MariaDB, whose local writers take the lock last.
+    pub fn set_writers_side_by_side(&mut self) -> Result<(), ServerError> {
+        if self.sql.engine != Engine::Postgres {
+            return Err(ServerError::Invalid(format!(
+                "writers side by side under SSI are for PostgreSQL; on {} local writers take the writer lock last and run side by side already",
+                self.sql.engine.name()
+            )));
+        }
+        self.side_by_side = true;
         Ok(())
     }
 
@@ -343,14 +374,13 @@ impl ServerStorage {
                 // Each statement's snapshot is taken after the locks it waited for, so a read
                 // that holds its lock reads the latest committed row (`TwoPhaseLock`).
                 (Engine::Postgres, DirectTxn::StrictLockLast) => "BEGIN ISOLATION LEVEL READ COMMITTED".to_string(),
-                // The counters' epoch is read at the start, on the snapshot the body reads.
+                // The epoch is read at the end, on the snapshot the body read (SERIALIZABLE
+                // keeps the first statement's).
+                (Engine::Postgres, DirectTxn::SerializableSideBySide) if app.is_read_only(txn.name) => {
+                    "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY".to_string()
+                }
                 (Engine::Postgres, DirectTxn::SerializableSideBySide) => {
-                    let read = self.bookkeeping(Bookkeeping::ReadCounters);
-                    if app.is_read_only(txn.name) {
-                        format!("BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY; {read}")
-                    } else {
-                        format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN ROW SHARE MODE; {read}")
-                    }
+                    format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN ROW SHARE MODE")
                 }
                 (Engine::Postgres, _) => "BEGIN ISOLATION LEVEL SERIALIZABLE".to_string(),
                 (Engine::Mariadb, _) => "START TRANSACTION".to_string(),
@@ -377,9 +407,7 @@ impl ServerStorage {
                     let (read, bump) = (self.bookkeeping(Bookkeeping::ReadCounters), self.bookkeeping(Bookkeeping::BumpLocalWrites));
                     self.conn.batch(&format!("LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE; {read}; {bump}; COMMIT"))?;
                 } else if how == DirectTxn::SerializableSideBySide && outcome.committed() {
-                    // `_if_assigned`: a reader, or a writer that wrote nothing, has no id and
-                    // should not be given one.
-                    self.conn.batch("SELECT pg_current_xact_id_if_assigned()::text, pg_current_snapshot()::text; COMMIT")?;
+                    self.conn.batch(&format!("{}; COMMIT", self.bookkeeping(Bookkeeping::ReadEpochAndSnapshot)))?;
                 } else {
                     self.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" })?;
                 }
@@ -434,6 +462,9 @@ impl ServerStorage {
     /// One attempt at a job's transaction: `Err` when it must be rolled back and decided on
     /// (retried, reconnected, or failed); `committing` tells whether the error came from COMMIT.
     fn attempt_execute(&mut self, txn: &TxnType, request: &Request, role: ExecRole) -> Result<StorageResult, Attempt> {
+        if self.side_by_side && role == ExecRole::Local {
+            return self.attempt_side_by_side(txn, request);
+        }
         let read_only = self.app.is_read_only(txn.name);
         // A global takes the writer lock first on either engine. Its body may abort, and it must
         // then undo its writes yet keep its sequence number: on MariaDB the savepoint it rolls
@@ -492,6 +523,39 @@ impl ServerStorage {
             local_writes
         };
         let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
+        Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
+    }
+
+    /// One attempt at a local that runs side by side with the instance's other locals under
+    /// SSI ([`Self::set_writers_side_by_side`]). Its reply waits for its COMMIT, reader or not:
+    /// what a SERIALIZABLE transaction read is known to be consistent only once it commits. A
+    /// body that aborts is rolled back to the savepoint after the start, and the transaction
+    /// still commits, so that SSI checks what the body read (its reads' predicate locks outlive
+    /// the savepoint) before the reply tells the client what it saw.
+    fn attempt_side_by_side(&mut self, txn: &TxnType, request: &Request) -> Result<StorageResult, Attempt> {
+        self.prepare_bookkeeping().map_err(Attempt::before_commit)?;
+        let read = self.bookkeeping(Bookkeeping::ReadEpochAndSnapshot);
+        // A reader's reply waits for its COMMIT too. (READ ONLY DEFERRABLE, whose snapshot no
+        // serialization failure can touch, would let it answer at once, but PostgreSQL may
+        // hold its start until the writers beside it end: at four clients of the overhead
+        // figure that cost more than the round trip it saves; RESULTS.md.)
+        let start = if self.app.is_read_only(txn.name) {
+            "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY; SAVEPOINT body".to_string()
+        } else {
+            format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN ROW SHARE MODE; SAVEPOINT body")
+        };
+        self.conn.start(&start).map_err(Attempt::before_commit)?;
+        let (outcome, failure, _) = self.run_body(txn, &request.params, None);
+        if let Some(f) = failure {
+            return Err(Attempt::before_commit(f));
+        }
+        self.conn.started().map_err(Attempt::before_commit)?;
+        let undo = if outcome.committed() { "" } else { "ROLLBACK TO SAVEPOINT body; " };
+        let end = format!("{undo}{read}; COMMIT");
+        let rows = self.conn.batch_rows(&end).map_err(Attempt::committing)?;
+        // Committed: a bad row now cannot be undone or run again.
+        let (globals, snapshot) = epoch_and_snapshot(&rows).map_err(|e| Attempt::Fatal(format!("committed, but its epoch and snapshot could not be read: {e}")))?;
+        let position = Position::SideBySide { instance: self.instance, globals_seen: globals, snapshot };
         Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
     }
 
@@ -767,6 +831,29 @@ fn pause_before_retry(retries: u32) {
 }
 
 /// The counters from the one row of the meta table.
+/// The row [`Bookkeeping::ReadEpochAndSnapshot`] reads: globals seen, the transaction's id
+/// (NULL when it has none) and its snapshot's text.
+fn epoch_and_snapshot(rows: &Rows) -> Result<(u64, SnapshotStamp), String> {
+    let row = match rows.as_slice() {
+        [row] if row.len() == 3 => row,
+        other => return Err(format!("expected one row of three columns, got {other:?}")),
+    };
+    let globals = match row[0] {
+        Value::Int(g) if g >= 0 => g as u64,
+        ref other => return Err(format!("globals seen {other:?}")),
+    };
+    let txid = match row[1] {
+        Value::Null => None,
+        Value::Int(t) if t >= 0 => Some(t as u64),
+        ref other => return Err(format!("transaction id {other:?}")),
+    };
+    let snapshot = match &row[2] {
+        Value::Text(t) => SnapshotStamp::parse(txid, t)?,
+        other => return Err(format!("snapshot {other:?}")),
+    };
+    Ok((globals, snapshot))
+}
+
 fn counters_of(rows: &Rows) -> Result<(u64, u64), ConnError> {
     match rows.as_slice() {
         [r] => match (&r[0], &r[1]) {

@@ -143,7 +143,11 @@ impl BeltHarness {
         anyhow::ensure!(!exp.backend.run.is_empty(), "the run's {} databases were not created (no run tag)", engine.name());
         let (app, _) = self.loaded(exp)?;
         let url = admin::instance_url(engine, &exp.backend.server_urls(), &exp.backend.run, id.0).map_err(anyhow::Error::msg)?;
-        Ok(ServerStorage::open(&url, app.clone(), self.translated(&app, engine)?, InstanceId::of(id))?)
+        let mut storage = ServerStorage::open(&url, app.clone(), self.translated(&app, engine)?, InstanceId::of(id))?;
+        if exp.writers_side_by_side {
+            storage.set_writers_side_by_side()?;
+        }
+        Ok(storage)
     }
 
     /// Instance `id`'s database on a server, created and loaded.
@@ -276,10 +280,14 @@ impl Harness for BeltHarness {
             let (app, _) = self.loaded(exp)?;
             let translated = self.translated(&app, engine)?;
             let url = admin::instance_url(engine, &exp.backend.server_urls(), &exp.backend.run, id.0).map_err(anyhow::Error::msg)?;
+            let side_by_side = exp.writers_side_by_side;
             let open = move |_worker: usize| {
                 // A node cannot serve without its database: failing to reach it is fatal.
-                let s = ServerStorage::open(&url, app.clone(), translated.clone(), InstanceId::of(id))
+                let mut s = ServerStorage::open(&url, app.clone(), translated.clone(), InstanceId::of(id))
                     .unwrap_or_else(|e| panic!("instance {}: {e}", id.0));
+                if side_by_side {
+                    s.set_writers_side_by_side().unwrap_or_else(|e| panic!("instance {}: {e}", id.0));
+                }
                 InstanceStorage::Server(Box::new(s))
             };
             return Ok(Some(Arc::new(open)));
@@ -304,7 +312,8 @@ impl Harness for BeltHarness {
     /// state-update applications) run on a serial lane: they would queue on its writer lock
     /// anyway, and there they share a transaction and its commit (`ServerStorage::run_batch`);
     /// read-only locals run beside them on the other workers. Off with
-    /// `Experiment::writer_groups` false. On MariaDB local writers and applications take the
+    /// `Experiment::writer_groups` false. With `Experiment::writers_side_by_side` locals run
+    /// on the other workers too, and the lane keeps globals and applications. On MariaDB local writers and applications take the
     /// writer lock last and run side by side on any worker, and globals queue on the lock
     /// itself (`ServerStorage`), so there is no lane; SQLite's writers keep queueing on
     /// `BEGIN IMMEDIATE`.
@@ -313,8 +322,9 @@ impl Harness for BeltHarness {
             return Ok(None);
         }
         let (app, _) = self.loaded(exp)?;
+        let side_by_side = exp.writers_side_by_side;
         Ok(Some(Arc::new(move |job: &StorageJob| match job {
-            StorageJob::Execute { request, role } => !(*role == ExecRole::Local && app.is_read_only(&request.txn)),
+            StorageJob::Execute { request, role } => *role == ExecRole::Global || !(side_by_side || app.is_read_only(&request.txn)),
             StorageJob::Apply { .. } => true,
         })))
     }
