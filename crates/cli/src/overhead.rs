@@ -291,6 +291,11 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     let mut plain = e.clone();
     plain.plain_wire = true;
     plain.label = "overhead-ensemble-plain-wire".into();
+    // On PostgreSQL, the node again with its locals side by side under SSI, ordered by the
+    // checker's search.
+    let mut side = e.clone();
+    side.writers_side_by_side = true;
+    side.label = "overhead-ensemble-side-by-side".into();
     let (handoff_us, tcp_us) = floor_costs()?;
     let db_name = match e.backend.kind {
         ensemble_bench::BackendKind::Sqlite => "SQLite",
@@ -301,7 +306,8 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     let pipelines = e.backend.kind == ensemble_bench::BackendKind::Postgres;
     let harness = ensemble_bench::systems::belt::BeltHarness::new();
     let (mut d, mut dp, mut b, mut r, mut p) = (Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] });
-    let (mut strict, mut ssi) = (Path { rounds: vec![] }, Path { rounds: vec![] });
+    let (mut strict, mut ssi, mut side_path) = (Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] });
+    let (mut side_retries, mut side_ops) = (0, 0);
     let (mut retries_strict, mut strict_ops, mut retries_ssi, mut ssi_ops) = (0, 0, 0, 0);
     let (mut retries_direct, mut retries_bookkeeping, mut direct_ops, mut bookkeeping_ops) = (0, 0, 0, 0);
     let (mut node_retries, mut node_ops) = (0, 0);
@@ -336,7 +342,11 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
             ssi_ops += m.hist.len();
             ssi.rounds.push(Round::of(&m));
         }
-        for (exp, path) in [(&e, &mut r), (&plain, &mut p)] {
+        let mut paths = vec![(&e, &mut r), (&plain, &mut p)];
+        if e.backend.kind == ensemble_bench::BackendKind::Postgres {
+            paths.push((&side, &mut side_path));
+        }
+        for (exp, path) in paths {
             let mut exp = exp.clone();
             exp.seed = round_seed;
             let run = crate::real::run_real(&harness, &exp, progress)?;
@@ -346,6 +356,10 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
             if exp.label == e.label {
                 node_retries += counter(&run, &["storage_retries"]);
                 node_ops += counter(&run, &["locals_executed", "globals_executed"]);
+            }
+            if exp.label == side.label {
+                side_retries += counter(&run, &["storage_retries"]);
+                side_ops += counter(&run, &["locals_executed", "globals_executed"]);
             }
             checks.push(run.check.clone().unwrap_or_default());
             path.rounds.push(Round::of_run(&run));
@@ -395,6 +409,18 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
         );
     }
     rows.extend([row("through one Ensemble instance", &r), row("... on the plain wire (no secret)", &p)]);
+    if !side_path.rounds.is_empty() {
+        rows.push(row("... locals side by side under SSI", &side_path));
+        lifted += &format!(
+            "through the node with its locals side by side under SSI (--writers-side-by-side; checked, the order found by search): it adds {:.0} % to the direct path's mean (per round {}), {:.0} % to the direct path that pipelines BEGIN (per round {}); the hop through the node {:.3} ms; run again after a serialization failure, per 1000 operations: {:.1}\n",
+            (side_path.mean_ms() / d.mean_ms() - 1.0) * 100.0,
+            ratio_spread(&side_path, &d),
+            (side_path.mean_ms() / dp.mean_ms() - 1.0) * 100.0,
+            ratio_spread(&side_path, &dp),
+            side_path.mean_ms() - ssi.mean_ms(),
+            per_1000(side_retries, side_ops),
+        );
+    }
     Ok(format!(
         "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; per round {})\n{against_pipelined}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\nchecks of the runs through the node: {}",
         render(&rows),
