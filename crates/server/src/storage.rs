@@ -74,15 +74,12 @@ pub enum DirectTxn {
     /// (`ARCHITECTURE.md`, "Why PostgreSQL's writers do not take the lock last"), and what it
     /// runs is not checked. Refused on MariaDB, where a node's local writers do this already.
     StrictLockLast,
-    /// On PostgreSQL, writers side by side under SSI with the order derived after the fact,
-    /// without a node: a writer starts by taking the writer lock in a mode writers share
-    /// (`ROW SHARE`, which a global's `EXCLUSIVE` would wait for); a reader runs SERIALIZABLE
-    /// READ ONLY and commits before it answers (data a SERIALIZABLE transaction read is valid
-    /// only once it commits); each ends by reading its epoch (the globals its snapshot saw),
-    /// transaction id and snapshot, what a checker would order them by, in one prepared
-    /// statement batched with COMMIT. The bound
-    /// of a design no node runs (`ARCHITECTURE.md`, "What deriving the order after the fact
-    /// would take"): nothing orders these runs, so they are not checked. Refused on MariaDB.
+    /// On PostgreSQL, locals side by side under SSI as a node runs them with
+    /// [`ServerStorage::set_writers_side_by_side`], without the node: a writer starts by taking
+    /// the writer lock in a mode writers share (`ROW SHARE`), a reader runs SERIALIZABLE READ
+    /// ONLY, and each ends by reading its epoch, transaction id and snapshot in one prepared
+    /// statement batched with COMMIT, before it answers. The difference from the node's run is
+    /// the hop; nothing here is checked (the node's runs are). Refused on MariaDB.
     SerializableSideBySide,
 }
 
