@@ -551,6 +551,17 @@ mod tests {
         SnapshotStamp::parse(txid, snapshot).unwrap()
     }
 
+    /// Replays `setup` in its order, then `side` as the locals of one epoch that ran side by
+    /// side, given in the order they completed, and compares with `db`.
+    fn replay_epoch(app: &Arc<Application>, data: &Dataset, db: &mut SqliteStorage, setup: &[(&Request, &Outcome)], side: &[(&Request, &Outcome, &SnapshotStamp)]) -> ReplayReport {
+        let mut steps: Vec<Step> = setup.iter().map(|(r, o)| Step::Fixed { at: format!("#{}", r.seq), op: Op { request: r, recorded: o } }).collect();
+        steps.push(Step::SideBySide { at: "epoch 0".into(), ops: side.iter().map(|(r, o, s)| (Op { request: r, recorded: o }, *s)).collect() });
+        let mut report = ReplayReport::default();
+        let mut instances: Vec<&mut dyn InstanceState> = vec![db];
+        replay(app, &PartitionPlan::centralized(app), data, &steps, &mut instances, ReplayOptions::default(), &mut report).unwrap();
+        report
+    }
+
     #[test]
     fn a_snapshot_is_read_as_postgresql_prints_it() {
         let s = stamp(Some(15), "10:16:11,14");
@@ -570,26 +581,17 @@ mod tests {
         let (add, order) = (req(4, "add_item", &[1, 5, 1]), req(5, "order", &[2]));
         let serial: Vec<Request> = setup.iter().cloned().chain([add.clone(), order.clone()]).collect();
         let (app, data, mut db, outcomes) = shop_run(&serial);
-        let plan = PartitionPlan::centralized(&app);
-        let fixed: Vec<Step> = setup.iter().zip(&outcomes).map(|(r, o)| Step::Fixed { at: format!("#{}", r.seq), op: Op { request: r, recorded: o } }).collect();
+        let prefix: Vec<(&Request, &Outcome)> = setup.iter().zip(&outcomes).collect();
         // Neither saw the other: both snapshots were taken before either committed.
         let (s_order, s_add) = (stamp(Some(11), "10:10:"), stamp(Some(12), "10:10:"));
-        let as_completed = vec![(Op { request: &order, recorded: &outcomes[4] }, &s_order), (Op { request: &add, recorded: &outcomes[3] }, &s_add)];
-        let run = |steps: Vec<Step>, db: &mut SqliteStorage| {
-            let mut report = ReplayReport::default();
-            let mut instances: Vec<&mut dyn InstanceState> = vec![db];
-            replay(&app, &plan, &data, &steps, &mut instances, ReplayOptions::default(), &mut report).unwrap();
-            report
-        };
-        let mut steps: Vec<Step> = setup.iter().zip(&outcomes).map(|(r, o)| Step::Fixed { at: format!("#{}", r.seq), op: Op { request: r, recorded: o } }).collect();
-        steps.push(Step::SideBySide { at: "epoch 0".into(), ops: as_completed.clone() });
-        let searched = run(steps, &mut db);
+        let searched = replay_epoch(&app, &data, &mut db, &prefix, &[(&order, &outcomes[4], &s_order), (&add, &outcomes[3], &s_add)]);
         assert!(searched.ok(), "{}", searched.summary());
         assert_eq!(searched.moved, 1, "`add_item` was moved before `order`");
         // In the order they completed, `add_item` replays reading the stock `order` left.
-        let mut steps = fixed;
-        steps.extend(as_completed.iter().map(|(op, _)| Step::Fixed { at: "as completed".into(), op: *op }));
-        let fixed_order = run(steps, &mut db);
+        let as_completed: Vec<(String, &Request, &Outcome)> =
+            prefix.iter().copied().chain([(&order, &outcomes[4]), (&add, &outcomes[3])]).map(|(r, o)| (format!("#{}", r.seq), r, o)).collect();
+        let mut instances: Vec<&mut dyn InstanceState> = vec![&mut db];
+        let fixed_order = check_order(&app, &PartitionPlan::centralized(&app), &data, &as_completed, &mut instances, ReplayOptions::default()).unwrap();
         assert!(fixed_order.violations.iter().any(|v| v.contains("add_item") && v.contains("the run replied")), "{}", fixed_order.summary());
     }
 
@@ -603,21 +605,11 @@ mod tests {
         // The serial order: the cart, the add (before `order` took its stock), `order`.
         let serial: Vec<Request> = setup.iter().cloned().chain([cart.clone(), add.clone(), order.clone()]).collect();
         let (app, data, mut db, outcomes) = shop_run(&serial);
-        let plan = PartitionPlan::centralized(&app);
+        let prefix: Vec<(&Request, &Outcome)> = setup.iter().zip(&outcomes).collect();
         // They completed `order`, the cart, the add; the add saw the cart, not `order`.
         let (s_order, s_cart, s_add) = (stamp(Some(11), "10:10:"), stamp(Some(12), "10:10:"), stamp(Some(13), "11:13:11"));
-        let mut steps: Vec<Step> = setup.iter().zip(&outcomes).map(|(r, o)| Step::Fixed { at: format!("#{}", r.seq), op: Op { request: r, recorded: o } }).collect();
-        steps.push(Step::SideBySide {
-            at: "epoch 0".into(),
-            ops: vec![
-                (Op { request: &order, recorded: &outcomes[5] }, &s_order),
-                (Op { request: &cart, recorded: &outcomes[3] }, &s_cart),
-                (Op { request: &add, recorded: &outcomes[4] }, &s_add),
-            ],
-        });
-        let mut report = ReplayReport::default();
-        let mut instances: Vec<&mut dyn InstanceState> = vec![&mut db];
-        replay(&app, &plan, &data, &steps, &mut instances, ReplayOptions::default(), &mut report).unwrap();
+        let side = [(&order, &outcomes[5], &s_order), (&cart, &outcomes[3], &s_cart), (&add, &outcomes[4], &s_add)];
+        let report = replay_epoch(&app, &data, &mut db, &prefix, &side);
         assert!(report.ok(), "{}", report.summary());
         assert_eq!(report.moved, 1);
     }
@@ -636,20 +628,10 @@ mod tests {
         let (_, _, _, before_order) = shop_run(&setup.iter().cloned().chain([late.clone()]).collect::<Vec<_>>());
         outcomes[6] = before_order[4].clone();
         assert_ne!(outcomes[6], shop_run(&serial).3[6], "the stock `late` replied is not the one after `order`");
-        let plan = PartitionPlan::centralized(&app);
         let (s_order, s_add, s_late) = (stamp(Some(11), "10:10:"), stamp(Some(12), "12:12:"), stamp(Some(13), "11:13:11"));
-        let mut steps: Vec<Step> = setup.iter().zip(&outcomes).map(|(r, o)| Step::Fixed { at: format!("#{}", r.seq), op: Op { request: r, recorded: o } }).collect();
-        steps.push(Step::SideBySide {
-            at: "epoch 0".into(),
-            ops: vec![
-                (Op { request: &order, recorded: &outcomes[4] }, &s_order),
-                (Op { request: &add, recorded: &outcomes[5] }, &s_add),
-                (Op { request: &late, recorded: &outcomes[6] }, &s_late),
-            ],
-        });
-        let mut report = ReplayReport::default();
-        let mut instances: Vec<&mut dyn InstanceState> = vec![&mut db];
-        replay(&app, &plan, &data, &steps, &mut instances, ReplayOptions::default(), &mut report).unwrap();
+        let prefix: Vec<(&Request, &Outcome)> = setup.iter().zip(&outcomes).collect();
+        let side = [(&order, &outcomes[4], &s_order), (&add, &outcomes[5], &s_add), (&late, &outcomes[6], &s_late)];
+        let report = replay_epoch(&app, &data, &mut db, &prefix, &side);
         assert!(!report.ok());
         assert!(report.violations.iter().any(|v| v.contains("#7") && v.contains("no order")), "{}", report.summary());
     }
