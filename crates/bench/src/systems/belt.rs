@@ -313,10 +313,10 @@ impl Harness for BeltHarness {
     /// anyway, and there they share a transaction and its commit (`ServerStorage::run_batch`);
     /// read-only locals run beside them on the other workers. Off with
     /// `Experiment::writer_groups` false. With `Experiment::writers_side_by_side` locals run
-    /// on the other workers too, and the lane keeps globals and applications. On MariaDB local writers and applications take the
-    /// writer lock last and run side by side on any worker, and globals queue on the lock
-    /// itself (`ServerStorage`), so there is no lane; SQLite's writers keep queueing on
-    /// `BEGIN IMMEDIATE`.
+    /// on the other workers too, and the lane keeps globals and applications. On MariaDB local
+    /// writers and applications take the writer lock last and run side by side on any worker,
+    /// and globals queue on the lock itself (`ServerStorage`), so there is no lane; SQLite's
+    /// writers keep queueing on `BEGIN IMMEDIATE`.
     fn serial_lane(&self, exp: &Experiment, _id: ProcessId) -> anyhow::Result<Option<ensemble_core::SerialLane<StorageJob>>> {
         if exp.backend.kind != BackendKind::Postgres || !exp.writer_groups {
             return Ok(None);
