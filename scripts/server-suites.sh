@@ -40,7 +40,7 @@ done
 for app in shop micro tpcw rubis; do
   echo "server-suites: $app on postgres, real processes, locals side by side" >&2
   "$bin" bench "$app" --backend postgres --system ensemble,centralized --real --writers-side-by-side \
-    --topology lan --clients 20 --warmup 1 --measure 3 --quiet --out "$out" | tail -n 5
+    --topology lan --clients 20 --warmup 1 --measure 3 --quiet --out "$out" | tail -n 8
 done
 # ... which MariaDB refuses, saying why.
 if msg="$("$bin" bench shop --backend mariadb --real --writers-side-by-side --quiet --out "$out" 2>&1)"; then
