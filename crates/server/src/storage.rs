@@ -534,8 +534,8 @@ impl ServerStorage {
         let read = self.bookkeeping(Bookkeeping::ReadEpochAndSnapshot);
         // A reader's reply waits for its COMMIT too. (READ ONLY DEFERRABLE, whose snapshot no
         // serialization failure can touch, would let it answer at once, but PostgreSQL may
-        // hold its start until the writers beside it end: at four clients of the overhead
-        // figure that cost more than the round trip it saves; RESULTS.md.)
+        // hold its start until the writers beside it end: in one run at four clients of the
+        // overhead figure that did no better than the round trip it saves; RESULTS.md.)
         let start = if self.app.is_read_only(txn.name) {
             "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY; SAVEPOINT body".to_string()
         } else {
