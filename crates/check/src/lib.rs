@@ -8,7 +8,9 @@
 //! holding the whole initial dataset, and checks that
 //!
 //! 1. the positions form a serial order (global sequence numbers 1..=G, each instance's local
-//!    writes 1..=L, nothing twice),
+//!    writes 1..=L, nothing twice; locals that ran side by side under PostgreSQL's SSI carry
+//!    their epoch and snapshot instead, and their order within the epoch is found by search,
+//!    each after every writer its snapshot saw: `place_side_by_side`),
 //! 2. every operation's reply in the run equals its reply in the replay,
 //! 3. every replicated table is identical at every instance and in the replay, and the union of
 //!    the instances' partitions of each partitioned table equals the replay's table, with no row

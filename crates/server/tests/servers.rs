@@ -504,11 +504,8 @@ fn the_two_phase_commit_baseline_checks_that_postgresql_prepares_transactions() 
 #[test]
 #[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
 fn strict_locking_with_the_writer_lock_last_runs_what_the_application_runs() {
-    priced_design_runs_what_the_application_runs(ensemble_server::DirectTxn::StrictLockLast);
     // On MariaDB a node's local writers run the design (`writers_take_the_writer_lock_last_on_mariadb`).
-    let dbs = Scratch::new(Engine::Mariadb, "locklast", 1);
-    let refused = dbs.shop(0).execute_direct(&request(1, "create_cart", vec![Value::Int(7)]), ensemble_server::DirectTxn::StrictLockLast);
-    assert!(matches!(&refused, Err(e) if e.to_string().contains("PostgreSQL only")), "{refused:?}");
+    priced_design_runs_what_the_application_runs(ensemble_server::DirectTxn::StrictLockLast);
 }
 
 /// The overhead figure's bound for running writers side by side under SSI
@@ -519,15 +516,15 @@ fn strict_locking_with_the_writer_lock_last_runs_what_the_application_runs() {
 #[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
 fn writers_side_by_side_under_ssi_run_what_the_application_runs() {
     priced_design_runs_what_the_application_runs(ensemble_server::DirectTxn::SerializableSideBySide);
-    let dbs = Scratch::new(Engine::Mariadb, "ssiside", 1);
-    let refused = dbs.shop(0).execute_direct(&request(1, "create_cart", vec![Value::Int(7)]), ensemble_server::DirectTxn::SerializableSideBySide);
-    assert!(matches!(&refused, Err(e) if e.to_string().contains("PostgreSQL only")), "{refused:?}");
 }
 
 /// Runs a script of shop operations as the application would and as `how` does, on PostgreSQL,
-/// then two clients adding to one cart line 15 times each through `how`.
+/// then two clients adding to one cart line 15 times each through `how`; MariaDB refuses `how`.
 fn priced_design_runs_what_the_application_runs(how: ensemble_server::DirectTxn) {
     use ensemble_server::DirectTxn;
+    let mariadb = Scratch::new(Engine::Mariadb, "priced", 1);
+    let refused = mariadb.shop(0).execute_direct(&request(1, "create_cart", vec![Value::Int(7)]), how);
+    assert!(matches!(&refused, Err(e) if e.to_string().contains("PostgreSQL only")), "{how:?}: {refused:?}");
     let engine = Engine::Postgres;
     let dbs = Scratch::new(engine, "priced", 2);
     let (mut plain, mut strict) = (dbs.shop(0), dbs.shop(1));
