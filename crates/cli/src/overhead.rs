@@ -5,8 +5,8 @@
 //! the plain wire, without a cluster secret, for what authentication costs; on PostgreSQL, also
 //! the design that would lift the writer lock there (`ensemble_server::DirectTxn::StrictLockLast`),
 //! priced in the client's thread (on MariaDB the node's writers take the lock last already),
-//! and the design that would run them side by side under SSI
-//! (`ensemble_server::DirectTxn::SerializableSideBySide`), priced the same way.
+//! and locals side by side under SSI (`ensemble_server::DirectTxn::SerializableSideBySide`) in
+//! the client's thread, then through the node (`--writers-side-by-side`), checked.
 //! Reported as ratios.
 
 use ensemble_app::{apps::shop, ClientCtx, DataConfig, Workload};
