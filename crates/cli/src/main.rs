@@ -1,6 +1,7 @@
 //! `ensemble`: run, measure and check transactional protocols: applications scaled out with the
 //! Conveyor Belt, and every protocol whose harness `systems` lists.
 
+mod cpu_use;
 mod node;
 mod overhead;
 mod plots;

@@ -6,8 +6,11 @@
 //! the design that would lift the writer lock there (`ensemble_server::DirectTxn::StrictLockLast`),
 //! priced in the client's thread (on MariaDB the node's writers take the lock last already),
 //! and locals side by side under SSI (`ensemble_server::DirectTxn::SerializableSideBySide`) in
-//! the client's thread, then through the node (`--writers-side-by-side`), checked.
-//! Reported as ratios.
+//! the client's thread, then through the node (`--writers-side-by-side`), checked, once with a
+//! connection per client and once with the node's default pool (`Experiment::storage_workers`).
+//! Reported as ratios, with where each path's CPU time went per operation (`crate::cpu_use`):
+//! on a machine whose cores the clients, the node and the server all share, that is what the
+//! added latency is made of.
 
 use ensemble_app::{apps::shop, ClientCtx, DataConfig, Workload};
 use ensemble_bench::report::render;
@@ -18,6 +21,7 @@ use ensemble_core::{ClientId, Request};
 use ensemble_sqlite::SqliteStorage;
 type Histogram = hdr::Histogram<u64>;
 use rand::SeedableRng;
+use crate::cpu_use::{Component, CpuUse, Snapshot};
 use std::time::{Duration, Instant};
 
 mod hdr {
@@ -31,6 +35,8 @@ struct Measured {
     /// Runs again after the server made a transaction a victim (serialization failure,
     /// deadlock), over every operation.
     retries: u64,
+    /// Where the machine's CPU time went in the window.
+    cpu: CpuUse,
 }
 
 /// One client thread's connection on the direct path.
@@ -136,13 +142,14 @@ fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -
         })
     };
     let connections = (0..threads).map(|_| open()).collect::<anyhow::Result<Vec<_>>>()?;
+    let window_start = Snapshot::take();
     let start = Instant::now();
     let stop = start + Duration::from_secs_f64(measure_s);
     let handles: Vec<_> = connections
         .into_iter()
         .enumerate()
         .map(|(t, mut db)| {
-            std::thread::spawn(move || -> anyhow::Result<(Histogram, u64)> {
+            std::thread::spawn(move || -> anyhow::Result<(Histogram, u64, Direct)> {
                 let mut w = shop::ShopWorkload::new(1, 0.5, 4);
                 let ctx = ClientCtx { client_index: t as u64, home: InstanceId(0), instances: 1 };
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ t as u64);
@@ -158,18 +165,28 @@ fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -
                     retries += r as u64;
                     w.observe(&txn, &outcome);
                 }
-                Ok((hist, retries))
+                // The connection outlives the thread until the window has been read: its
+                // server process's time is read there.
+                Ok((hist, retries, db))
             })
         })
         .collect();
     let mut hist = ensemble_bench::metrics::new_histogram();
     let mut retries = 0;
+    let mut connections = Vec::new();
     for h in handles {
-        let (h, r) = h.join().expect("a client thread panicked")?;
+        let (h, r, db) = h.join().expect("a client thread panicked")?;
         hist.add(h)?;
         retries += r;
+        connections.push(db);
     }
-    Ok(Measured { ops: hist.len(), secs: start.elapsed().as_secs_f64().min(measure_s + 1.0), hist, retries })
+    let window_end = Snapshot::take();
+    drop(connections);
+    let mut cpu = CpuUse::default();
+    if let (Some(a), Some(b)) = (&window_start, &window_end) {
+        cpu.add(a, b, hist.len());
+    }
+    Ok(Measured { ops: hist.len(), secs: start.elapsed().as_secs_f64().min(measure_s + 1.0), hist, retries, cpu })
 }
 
 /// What this machine charges for the two things the hop through a node is made of, timed here
@@ -245,11 +262,18 @@ impl Round {
 
 /// A path over every round: throughput and mean latency pooled over all its operations, the
 /// percentiles the median of the rounds' (the rounds' histograms are not all kept).
+#[derive(Default)]
 struct Path {
     rounds: Vec<Round>,
+    cpu: CpuUse,
 }
 
 impl Path {
+    fn push(&mut self, m: &Measured) {
+        self.rounds.push(Round::of(m));
+        self.cpu.merge(&m.cpu);
+    }
+
     fn ops_per_s(&self) -> f64 {
         self.rounds.iter().map(|r| r.ops).sum::<f64>() / self.rounds.iter().map(|r| r.secs).sum::<f64>()
     }
@@ -286,6 +310,9 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     e.label = "overhead-ensemble".into();
     e.runtime = ensemble_bench::Runtime::Real;
     e.backend = backend;
+    // What `ensemble bench` and every other figure give a node: its default pool of
+    // connections (two), whatever the number of clients.
+    let pool = e.storage_workers;
     // A connection per client, as on the direct path: fewer would queue requests at the node.
     e.storage_workers = threads;
     let mut plain = e.clone();
@@ -296,6 +323,13 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     let mut side = e.clone();
     side.writers_side_by_side = true;
     side.label = "overhead-ensemble-side-by-side".into();
+    // And once more with the node's own pool: fewer transactions at once in the server than
+    // clients, as a connection pool in front of a server keeps them; the direct path cannot
+    // (its clients each hold a connection), so this row is the middleware's, not the hop's.
+    let mut pooled = side.clone();
+    pooled.storage_workers = pool;
+    pooled.label = "overhead-ensemble-side-by-side-pool".into();
+    let run_pooled = pool != threads;
     let (handoff_us, tcp_us) = floor_costs()?;
     let db_name = match e.backend.kind {
         ensemble_bench::BackendKind::Sqlite => "SQLite",
@@ -305,9 +339,10 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     // Only PostgreSQL's client pipelines; elsewhere the row would repeat the direct one.
     let pipelines = e.backend.kind == ensemble_bench::BackendKind::Postgres;
     let harness = ensemble_bench::systems::belt::BeltHarness::new();
-    let (mut d, mut dp, mut b, mut r, mut p) = (Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] });
-    let (mut strict, mut ssi, mut side_path) = (Path { rounds: vec![] }, Path { rounds: vec![] }, Path { rounds: vec![] });
+    let (mut d, mut dp, mut b, mut r, mut p) = (Path::default(), Path::default(), Path::default(), Path::default(), Path::default());
+    let (mut strict, mut ssi, mut side_path) = (Path::default(), Path::default(), Path::default());
     let (mut side_retries, mut side_ops) = (0, 0);
+    let (mut pooled_path, mut pooled_retries, mut pooled_ops) = (Path::default(), 0, 0);
     let (mut retries_strict, mut strict_ops, mut retries_ssi, mut ssi_ops) = (0, 0, 0, 0);
     let (mut retries_direct, mut retries_bookkeeping, mut direct_ops, mut bookkeeping_ops) = (0, 0, 0, 0);
     let (mut node_retries, mut node_ops) = (0, 0);
@@ -324,32 +359,35 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
         let m = direct(&e, threads, round_s, round_seed, Txns::Application)?;
         retries_direct += m.retries;
         direct_ops += m.hist.len();
-        d.rounds.push(Round::of(&m));
+        d.push(&m);
         if pipelines {
-            dp.rounds.push(Round::of(&direct(&e, threads, round_s, round_seed, Txns::ApplicationPipelined)?));
+            dp.push(&direct(&e, threads, round_s, round_seed, Txns::ApplicationPipelined)?);
         }
         let m = direct(&e, threads, round_s, round_seed, Txns::Bookkeeping)?;
         retries_bookkeeping += m.retries;
         bookkeeping_ops += m.hist.len();
-        b.rounds.push(Round::of(&m));
+        b.push(&m);
         if e.backend.kind == ensemble_bench::BackendKind::Postgres {
             let m = direct(&e, threads, round_s, round_seed, Txns::StrictLockLast)?;
             retries_strict += m.retries;
             strict_ops += m.hist.len();
-            strict.rounds.push(Round::of(&m));
+            strict.push(&m);
             let m = direct(&e, threads, round_s, round_seed, Txns::SerializableSideBySide)?;
             retries_ssi += m.retries;
             ssi_ops += m.hist.len();
-            ssi.rounds.push(Round::of(&m));
+            ssi.push(&m);
         }
         let mut paths = vec![(&e, &mut r), (&plain, &mut p)];
         if e.backend.kind == ensemble_bench::BackendKind::Postgres {
             paths.push((&side, &mut side_path));
+            if run_pooled {
+                paths.push((&pooled, &mut pooled_path));
+            }
         }
         for (exp, path) in paths {
             let mut exp = exp.clone();
             exp.seed = round_seed;
-            let run = crate::real::run_real(&harness, &exp, progress)?;
+            let run = crate::real::run_real_measuring(&harness, &exp, progress, Some(&mut path.cpu))?;
             if run.check_passed != Some(true) {
                 anyhow::bail!("the run through the node ({}) failed its check: {}", exp.label, run.check.unwrap_or_default());
             }
@@ -360,6 +398,10 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
             if exp.label == side.label {
                 side_retries += counter(&run, &["storage_retries"]);
                 side_ops += counter(&run, &["locals_executed", "globals_executed"]);
+            }
+            if exp.label == pooled.label {
+                pooled_retries += counter(&run, &["storage_retries"]);
+                pooled_ops += counter(&run, &["locals_executed", "globals_executed"]);
             }
             checks.push(run.check.clone().unwrap_or_default());
             path.rounds.push(Round::of_run(&run));
@@ -421,8 +463,30 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
             per_1000(side_retries, side_ops),
         );
     }
+    if !pooled_path.rounds.is_empty() {
+        rows.push(row(&format!("... side by side, a pool of {pool}"), &pooled_path));
+        lifted += &format!(
+            "the same with the node's own pool ({pool} connections for {threads} clients, as `ensemble bench` and the other figures run a node; checked): it adds {:.0} % to the direct path's mean (per round {}); run again after a serialization failure, per 1000 operations: {:.1}\n",
+            (pooled_path.mean_ms() / d.mean_ms() - 1.0) * 100.0,
+            ratio_spread(&pooled_path, &d),
+            per_1000(pooled_retries, pooled_ops),
+        );
+    }
+    let pool_label = format!("... side by side, a pool of {pool}");
+    let cpu_paths = [
+        (format!("directly on {db_name}"), &d),
+        ("... BEGIN with the first statement".to_string(), &dp),
+        ("Ensemble's transactions, no node".to_string(), &b),
+        ("... writers 2PL, writer lock last".to_string(), &strict),
+        ("... writers side by side under SSI".to_string(), &ssi),
+        ("through one Ensemble instance".to_string(), &r),
+        ("... on the plain wire (no secret)".to_string(), &p),
+        ("... locals side by side under SSI".to_string(), &side_path),
+        (pool_label, &pooled_path),
+    ];
+    let where_cpu = cpu_table(cpu_paths.iter().map(|(name, path)| (name.as_str(), &path.cpu)));
     Ok(format!(
-        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; per round {})\n{against_pipelined}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\nchecks of the runs through the node: {}",
+        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; per round {})\n{against_pipelined}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
         render(&rows),
         r.ops_per_s() / d.ops_per_s(),
         r.mean_ms() / d.mean_ms(),
@@ -440,4 +504,34 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
         r.mean_ms() / p.mean_ms(),
         checks.join("; ")
     ))
+}
+
+/// Where each path's CPU time went, per operation, and how often each component's threads were
+/// switched out: the profile of the windows (`crate::cpu_use`). Empty where it was not measured.
+fn cpu_table<'a>(paths: impl Iterator<Item = (&'a str, &'a CpuUse)>) -> String {
+    const SWITCHED: [Component; 4] = [Component::Server, Component::Clients, Component::NodeLoop, Component::NodeStorage];
+    let mut header = vec!["path".to_string()];
+    header.extend(Component::ALL.iter().map(|c| c.name().to_string()));
+    header.extend(["busy".to_string(), "idle".to_string()]);
+    header.extend(SWITCHED.iter().map(|c| format!("switches: {}", c.name())));
+    let mut rows = vec![header];
+    for (name, cpu) in paths.filter(|(_, c)| c.measured()) {
+        let busy: f64 = Component::ALL.iter().map(|&c| cpu.us(c)).sum();
+        let mut row = vec![name.to_string()];
+        row.extend(Component::ALL.iter().map(|&c| format!("{:.0}", cpu.us(c))));
+        row.push(format!("{busy:.0}"));
+        row.push(format!("{:.0}", cpu.idle_us()));
+        for c in SWITCHED {
+            let (v, i) = cpu.switches(c);
+            row.push(format!("{v:.1}+{i:.1}"));
+        }
+        rows.push(row);
+    }
+    if rows.len() == 1 {
+        return String::new();
+    }
+    format!(
+        "where the CPU time goes, in microseconds per operation over every round's window (all the machine's cores; from /proc): the server's processes, this process (the\n  clients: on the direct paths with their database client library, through the node its client driver), the node's storage workers and the rest of its threads\n  (its loop with all its socket i/o), anything else, and idle; then each one's threads' switches per operation, voluntary+involuntary:\n{}\n",
+        render(&rows)
+    )
 }

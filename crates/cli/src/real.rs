@@ -106,6 +106,12 @@ pub fn report_path(dir: &Path, h: HostId) -> std::path::PathBuf {
 /// What a node started on port 0 reads from its stdin once it is up: every host's address, in
 /// host order.
 pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::Result<RunResult> {
+    run_real_measuring(h, exp, progress, None)
+}
+
+/// [`run_real`], adding to `cpu` where the machine's CPU time went while the clients ran (Linux;
+/// left as it was elsewhere).
+pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, cpu: Option<&mut crate::cpu_use::CpuUse>) -> anyhow::Result<RunResult> {
     exp.validate().map_err(anyhow::Error::msg)?;
     h.validate(exp).map_err(anyhow::Error::msg)?;
     // A server backend's databases exist before any node starts, and outlive every node (the
@@ -172,12 +178,27 @@ pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
     let bar = if progress { indicatif::ProgressBar::new_spinner() } else { indicatif::ProgressBar::hidden() };
     bar.set_message(format!("{} (real processes)", exp.label));
     let (stop_watching, stopped) = mpsc::channel::<()>();
+    // The window is the clients' run, without the drain after it: the operations it counts are
+    // those completed by its end.
+    let window_start = if cpu.is_some() { crate::cpu_use::Snapshot::take() } else { None };
+    let window_over = epoch + end;
+    let mut window_end = None;
+    let mut in_window = 0u64;
     let (driven, stopped_at, fault) = std::thread::scope(|s| {
+        let sampler = window_start.is_some().then(|| {
+            s.spawn(move || {
+                std::thread::sleep(window_over.saturating_duration_since(Instant::now()));
+                crate::cpu_use::Snapshot::take()
+            })
+        });
         let (nodes, spec, abort) = (&mut hosts.0, &spec, &abort);
         let watcher = s.spawn(move || watch(nodes, spec, abort, stopped));
         let driven = run_clients(cfg, slots, |c| {
             metrics.record(&c, &h.classify(&c));
             history.push(c);
+            if Instant::now() <= window_over {
+                in_window += 1;
+            }
             bar.tick();
             if abort.is_triggered() {
                 ControlFlow::Break(())
@@ -186,6 +207,7 @@ pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
             }
         });
         let stopped_at = epoch.elapsed();
+        window_end = sampler.and_then(|t| t.join().ok()).flatten();
         drop(stop_watching);
         let fault = watcher.join().unwrap_or_else(|_| Some("the hosts' watcher panicked (its message is above)".into()));
         (driven, stopped_at, fault)
@@ -221,6 +243,9 @@ pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
         return Err(partial_run(exp, &metrics, None, why, counters_of(&read_reports(dir.path(), &host_ids, false)?)));
     }
 
+    if let (Some(cpu), Some(start), Some(end)) = (cpu, &window_start, &window_end) {
+        cpu.add(start, end, in_window);
+    }
     let reports = read_reports(dir.path(), &host_ids, true)?;
     let counters = counters_of(&reports);
     let failures: Vec<String> = reports.iter().filter_map(|r| r.failure.as_ref().map(|f| format!("{}: {f}", r.id))).collect();
