@@ -7,9 +7,10 @@
 //!
 //! The components are told apart by process: the server's processes (PostgreSQL's backends and
 //! its background processes; MariaDB's one process), this process (the direct path's client
-//! threads with their database client library; or the node path's client driver), a node's
-//! storage workers (`ensemble-storage-*` threads), the rest of a node's threads (its protocol
-//! loop with all its socket i/o, its timer thread), and everything else on the machine. This
+//! threads with their database client library; or the node path's client driver), a node (a
+//! child of this process): its storage workers (`ensemble-storage-*` threads) and the rest of
+//! its threads (its protocol loop with all its socket i/o, its timer thread), and everything
+//! else on the machine (the kernel's threads among them, the disk's flushes). This
 //! process is read as a whole (`/proc/self/stat` and `getrusage` keep what its exited threads
 //! spent); other processes thread by thread, so a process that exits inside the window loses its
 //! time (none of the measured ones do: the windows end before connections close).
@@ -119,6 +120,9 @@ impl Snapshot {
             }
             let Some(process_comm) = read(&format!("/proc/{pid}/comm")) else { continue };
             let process_comm = process_comm.trim();
+            // A node is a child of this process (`crate::real`), whatever its binary is called.
+            let parent = read(&format!("/proc/{pid}/stat")).as_deref().and_then(stat_fields).and_then(|(_, f)| f.get(1).and_then(|p| p.parse::<u32>().ok()));
+            let node = parent == Some(me);
             let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
             for t in threads.flatten() {
                 let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
@@ -127,9 +131,9 @@ impl Snapshot {
                 let Some(ticks) = ticks_of(&fields) else { continue };
                 let (voluntary, involuntary) = read(&format!("/proc/{pid}/task/{tid}/status")).map(|s| switches_of(&s)).unwrap_or_default();
                 let component = match process_comm {
+                    _ if node && comm.starts_with("ensemble-storag") => Component::NodeStorage,
+                    _ if node => Component::NodeLoop,
                     "postgres" | "mariadbd" | "mysqld" => Component::Server,
-                    "ensemble" if comm.starts_with("ensemble-storag") => Component::NodeStorage,
-                    "ensemble" => Component::NodeLoop,
                     _ => Component::Other,
                 };
                 tasks.insert((pid, tid), (component, Counters { ticks, voluntary, involuntary }));
