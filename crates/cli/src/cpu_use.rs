@@ -64,7 +64,7 @@ pub struct Snapshot {
 #[derive(Clone, Default)]
 pub struct CpuUse {
     pub ops: u64,
-    /// Component → (ticks, voluntary switches, involuntary switches).
+    /// What each component spent.
     spent: BTreeMap<Component, Counters>,
     idle_ticks: u64,
     machine_ticks: u64,
@@ -224,6 +224,35 @@ mod tests {
         let (comm, fields) = stat_fields(line).unwrap();
         assert_eq!(comm, "ensemble (x) 1");
         assert_eq!(ticks_of(&fields), Some(42));
+    }
+
+    /// This process's user time, from `getrusage` (not from `/proc`, which the snapshot reads).
+    fn user_ms() -> u64 {
+        // SAFETY: as in `own_switches`.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) }, 0);
+        usage.ru_utime.tv_sec as u64 * 1000 + usage.ru_utime.tv_usec as u64 / 1000
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_window_in_which_this_process_burns_cpu_charges_it_to_the_clients() {
+        let start = Snapshot::take().expect("Linux has /proc");
+        // Work until the kernel has charged this process 50 ms more, by its own account.
+        let from = user_ms();
+        let mut x = 0u64;
+        while user_ms() < from + 50 {
+            for i in 0..100_000u64 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+            }
+        }
+        std::hint::black_box(x);
+        let end = Snapshot::take().unwrap();
+        let mut u = CpuUse::default();
+        u.add(&start, &end, 1);
+        assert!(u.measured());
+        assert!(u.us(Component::Clients) > 0.0, "50 ms of this process's CPU time, not seen in /proc");
+        assert_eq!(u.us(Component::NodeLoop), 0.0, "no node runs here");
     }
 
     #[test]

@@ -262,16 +262,36 @@ impl Round {
 
 /// A path over every round: throughput and mean latency pooled over all its operations, the
 /// percentiles the median of the rounds' (the rounds' histograms are not all kept).
-#[derive(Default)]
 struct Path {
+    /// Its row's name.
+    name: String,
     rounds: Vec<Round>,
     cpu: CpuUse,
+    /// Transactions run again after the server made them victims, and the operations counted
+    /// with them (a node's counters cover its drain too).
+    retries: u64,
+    counted: u64,
 }
 
 impl Path {
+    fn new(name: impl Into<String>) -> Path {
+        Path { name: name.into(), rounds: Vec::new(), cpu: CpuUse::default(), retries: 0, counted: 0 }
+    }
+
     fn push(&mut self, m: &Measured) {
         self.rounds.push(Round::of(m));
         self.cpu.merge(&m.cpu);
+        self.retries += m.retries;
+        self.counted += m.hist.len();
+    }
+
+    /// Victims run again per 1000 operations.
+    fn retries_per_1000(&self) -> f64 {
+        if self.counted > 0 {
+            self.retries as f64 * 1000.0 / self.counted as f64
+        } else {
+            0.0
+        }
     }
 
     fn ops_per_s(&self) -> f64 {
@@ -339,13 +359,15 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     // Only PostgreSQL's client pipelines; elsewhere the row would repeat the direct one.
     let pipelines = e.backend.kind == ensemble_bench::BackendKind::Postgres;
     let harness = ensemble_bench::systems::belt::BeltHarness::new();
-    let (mut d, mut dp, mut b, mut r, mut p) = (Path::default(), Path::default(), Path::default(), Path::default(), Path::default());
-    let (mut strict, mut ssi, mut side_path) = (Path::default(), Path::default(), Path::default());
-    let (mut side_retries, mut side_ops) = (0, 0);
-    let (mut pooled_path, mut pooled_retries, mut pooled_ops) = (Path::default(), 0, 0);
-    let (mut retries_strict, mut strict_ops, mut retries_ssi, mut ssi_ops) = (0, 0, 0, 0);
-    let (mut retries_direct, mut retries_bookkeeping, mut direct_ops, mut bookkeeping_ops) = (0, 0, 0, 0);
-    let (mut node_retries, mut node_ops) = (0, 0);
+    let mut d = Path::new(format!("directly on {db_name}"));
+    let mut dp = Path::new("... BEGIN with the first statement");
+    let mut b = Path::new("Ensemble's transactions, no node");
+    let mut strict = Path::new("... writers 2PL, writer lock last");
+    let mut ssi = Path::new("... writers side by side under SSI");
+    let mut r = Path::new("through one Ensemble instance");
+    let mut p = Path::new("... on the plain wire (no secret)");
+    let mut side_path = Path::new("... locals side by side under SSI");
+    let mut pooled_path = Path::new(format!("... side by side, a pool of {pool}"));
     let mut checks = Vec::new();
     // The node's counters cover every operation it ran, the window's and the drain's.
     let counter = |r: &ensemble_bench::RunResult, names: &[&str]| -> u64 {
@@ -356,26 +378,14 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     // them alike, and the rounds' spread is printed.
     for round in 0..rounds {
         let round_seed = seed + round as u64;
-        let m = direct(&e, threads, round_s, round_seed, Txns::Application)?;
-        retries_direct += m.retries;
-        direct_ops += m.hist.len();
-        d.push(&m);
+        d.push(&direct(&e, threads, round_s, round_seed, Txns::Application)?);
         if pipelines {
             dp.push(&direct(&e, threads, round_s, round_seed, Txns::ApplicationPipelined)?);
         }
-        let m = direct(&e, threads, round_s, round_seed, Txns::Bookkeeping)?;
-        retries_bookkeeping += m.retries;
-        bookkeeping_ops += m.hist.len();
-        b.push(&m);
+        b.push(&direct(&e, threads, round_s, round_seed, Txns::Bookkeeping)?);
         if e.backend.kind == ensemble_bench::BackendKind::Postgres {
-            let m = direct(&e, threads, round_s, round_seed, Txns::StrictLockLast)?;
-            retries_strict += m.retries;
-            strict_ops += m.hist.len();
-            strict.push(&m);
-            let m = direct(&e, threads, round_s, round_seed, Txns::SerializableSideBySide)?;
-            retries_ssi += m.retries;
-            ssi_ops += m.hist.len();
-            ssi.push(&m);
+            strict.push(&direct(&e, threads, round_s, round_seed, Txns::StrictLockLast)?);
+            ssi.push(&direct(&e, threads, round_s, round_seed, Txns::SerializableSideBySide)?);
         }
         let mut paths = vec![(&e, &mut r), (&plain, &mut p)];
         if e.backend.kind == ensemble_bench::BackendKind::Postgres {
@@ -391,36 +401,25 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
             if run.check_passed != Some(true) {
                 anyhow::bail!("the run through the node ({}) failed its check: {}", exp.label, run.check.unwrap_or_default());
             }
-            if exp.label == e.label {
-                node_retries += counter(&run, &["storage_retries"]);
-                node_ops += counter(&run, &["locals_executed", "globals_executed"]);
-            }
-            if exp.label == side.label {
-                side_retries += counter(&run, &["storage_retries"]);
-                side_ops += counter(&run, &["locals_executed", "globals_executed"]);
-            }
-            if exp.label == pooled.label {
-                pooled_retries += counter(&run, &["storage_retries"]);
-                pooled_ops += counter(&run, &["locals_executed", "globals_executed"]);
-            }
+            path.retries += counter(&run, &["storage_retries"]);
+            path.counted += counter(&run, &["locals_executed", "globals_executed"]);
             checks.push(run.check.clone().unwrap_or_default());
             path.rounds.push(Round::of_run(&run));
         }
     }
-    let per_1000 = |retries: u64, ops: u64| if ops > 0 { retries as f64 * 1000.0 / ops as f64 } else { 0.0 };
-    let row = |name: &str, path: &Path| {
+    let row = |path: &Path| {
         vec![
-            name.to_string(),
+            path.name.clone(),
             format!("{:.0}", path.ops_per_s()),
             format!("{:.3}", path.mean_ms()),
             format!("{:.3}", path.median(|r| r.p50_ms)),
             format!("{:.3}", path.median(|r| r.p99_ms)),
         ]
     };
-    let mut rows = vec![["path", "ops/s", "mean ms", "p50 ms", "p99 ms"].map(String::from).to_vec(), row(&format!("directly on {db_name}"), &d)];
+    let mut rows = vec![["path", "ops/s", "mean ms", "p50 ms", "p99 ms"].map(String::from).to_vec(), row(&d)];
     let mut against_pipelined = String::new();
     if pipelines {
-        rows.push(row("... BEGIN with the first statement", &dp));
+        rows.push(row(&dp));
         against_pipelined = format!(
             "against the direct path with BEGIN sent with the first statement: throughput ratio {:.2}, mean latency ratio {:.2} (Ensemble adds {:.0} %; per round {})\n",
             r.ops_per_s() / dp.ops_per_s(),
@@ -429,30 +428,30 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
             ratio_spread(&r, &dp)
         );
     }
-    rows.push(row("Ensemble's transactions, no node", &b));
+    rows.push(row(&b));
     let mut lifted = String::new();
     if !strict.rounds.is_empty() {
-        rows.push(row("... writers 2PL, writer lock last", &strict));
+        rows.push(row(&strict));
         lifted = format!(
             "the design that would lift the writer lock (strict two-phase locking, the writer lock taken last; no node, not checked): it adds {:.0} % to the direct path's mean (per round {}), Ensemble's transactions as they are {:.0} %; run again after a deadlock or a lock timeout, per 1000 operations: {:.1}\n",
             (strict.mean_ms() / d.mean_ms() - 1.0) * 100.0,
             ratio_spread(&strict, &d),
             (b.mean_ms() / d.mean_ms() - 1.0) * 100.0,
-            per_1000(retries_strict, strict_ops),
+            strict.retries_per_1000(),
         );
     }
     if !ssi.rounds.is_empty() {
-        rows.push(row("... writers side by side under SSI", &ssi));
+        rows.push(row(&ssi));
         lifted += &format!(
             "the design that would run writers side by side under SSI (the order derived after the fact from snapshots; no node, not checked): it adds {:.0} % to the direct path's mean (per round {}); run again after a serialization failure, per 1000 operations: {:.1}\n",
             (ssi.mean_ms() / d.mean_ms() - 1.0) * 100.0,
             ratio_spread(&ssi, &d),
-            per_1000(retries_ssi, ssi_ops),
+            ssi.retries_per_1000(),
         );
     }
-    rows.extend([row("through one Ensemble instance", &r), row("... on the plain wire (no secret)", &p)]);
+    rows.extend([row(&r), row(&p)]);
     if !side_path.rounds.is_empty() {
-        rows.push(row("... locals side by side under SSI", &side_path));
+        rows.push(row(&side_path));
         lifted += &format!(
             "through the node with its locals side by side under SSI (--writers-side-by-side; checked, the order found by search): it adds {:.0} % to the direct path's mean (per round {}), {:.0} % to the direct path that pipelines BEGIN (per round {}); the hop through the node {:.3} ms; run again after a serialization failure, per 1000 operations: {:.1}\n",
             (side_path.mean_ms() / d.mean_ms() - 1.0) * 100.0,
@@ -460,31 +459,19 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
             (side_path.mean_ms() / dp.mean_ms() - 1.0) * 100.0,
             ratio_spread(&side_path, &dp),
             side_path.mean_ms() - ssi.mean_ms(),
-            per_1000(side_retries, side_ops),
+            side_path.retries_per_1000(),
         );
     }
     if !pooled_path.rounds.is_empty() {
-        rows.push(row(&format!("... side by side, a pool of {pool}"), &pooled_path));
+        rows.push(row(&pooled_path));
         lifted += &format!(
             "the same with the node's own pool ({pool} connections for {threads} clients, as `ensemble bench` and the other figures run a node; checked): it adds {:.0} % to the direct path's mean (per round {}); run again after a serialization failure, per 1000 operations: {:.1}\n",
             (pooled_path.mean_ms() / d.mean_ms() - 1.0) * 100.0,
             ratio_spread(&pooled_path, &d),
-            per_1000(pooled_retries, pooled_ops),
+            pooled_path.retries_per_1000(),
         );
     }
-    let pool_label = format!("... side by side, a pool of {pool}");
-    let cpu_paths = [
-        (format!("directly on {db_name}"), &d),
-        ("... BEGIN with the first statement".to_string(), &dp),
-        ("Ensemble's transactions, no node".to_string(), &b),
-        ("... writers 2PL, writer lock last".to_string(), &strict),
-        ("... writers side by side under SSI".to_string(), &ssi),
-        ("through one Ensemble instance".to_string(), &r),
-        ("... on the plain wire (no secret)".to_string(), &p),
-        ("... locals side by side under SSI".to_string(), &side_path),
-        (pool_label, &pooled_path),
-    ];
-    let where_cpu = cpu_table(cpu_paths.iter().map(|(name, path)| (name.as_str(), &path.cpu)));
+    let where_cpu = cpu_table([&d, &dp, &b, &strict, &ssi, &r, &p, &side_path, &pooled_path]);
     Ok(format!(
         "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; per round {})\n{against_pipelined}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
         render(&rows),
@@ -497,9 +484,9 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
         handoff_us,
         tcp_us,
         (handoff_us + tcp_us) / 1e3,
-        per_1000(retries_direct, direct_ops),
-        per_1000(retries_bookkeeping, bookkeeping_ops),
-        per_1000(node_retries, node_ops),
+        d.retries_per_1000(),
+        b.retries_per_1000(),
+        r.retries_per_1000(),
         r.ops_per_s() / p.ops_per_s(),
         r.mean_ms() / p.mean_ms(),
         checks.join("; ")
@@ -508,16 +495,16 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
 
 /// Where each path's CPU time went, per operation, and how often each component's threads were
 /// switched out: the profile of the windows (`crate::cpu_use`). Empty where it was not measured.
-fn cpu_table<'a>(paths: impl Iterator<Item = (&'a str, &'a CpuUse)>) -> String {
+fn cpu_table<const N: usize>(paths: [&Path; N]) -> String {
     const SWITCHED: [Component; 4] = [Component::Server, Component::Clients, Component::NodeLoop, Component::NodeStorage];
     let mut header = vec!["path".to_string()];
     header.extend(Component::ALL.iter().map(|c| c.name().to_string()));
     header.extend(["busy".to_string(), "idle".to_string()]);
     header.extend(SWITCHED.iter().map(|c| format!("switches: {}", c.name())));
     let mut rows = vec![header];
-    for (name, cpu) in paths.filter(|(_, c)| c.measured()) {
+    for (name, cpu) in paths.iter().map(|p| (&p.name, &p.cpu)).filter(|(_, c)| c.measured()) {
         let busy: f64 = Component::ALL.iter().map(|&c| cpu.us(c)).sum();
-        let mut row = vec![name.to_string()];
+        let mut row = vec![name.clone()];
         row.extend(Component::ALL.iter().map(|&c| format!("{:.0}", cpu.us(c))));
         row.push(format!("{busy:.0}"));
         row.push(format!("{:.0}", cpu.idle_us()));
