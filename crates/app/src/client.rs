@@ -155,4 +155,49 @@ impl<E> Client<E> for ClosedLoopClient<E> {
             }
         }
     }
+
+    /// Past `stop_at` with nothing in flight: a thinking client's timer would issue nothing.
+    fn finished(&self, now: Time) -> bool {
+        self.stop_at.is_some_and(|t| now >= t) && self.in_flight.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ensemble_core::{Done, Outcome, Reply, Value};
+    use rand::RngCore;
+
+    struct Always;
+
+    impl Workload for Always {
+        fn next(&mut self, _rng: &mut dyn RngCore, _ctx: &ClientCtx) -> (String, Vec<Value>) {
+            ("t".into(), Vec::new())
+        }
+    }
+
+    fn ms(n: u64) -> Time {
+        Time::from_duration(Duration::from_millis(n))
+    }
+
+    #[test]
+    fn a_client_is_finished_past_its_stop_time_once_nothing_is_in_flight() {
+        let ctx = ClientCtx { client_index: 0, home: InstanceId(0), instances: 1 };
+        let mut c = ClosedLoopClient::<()>::new(ClientId(0), ctx, Box::new(Always), 7, ThinkTime::Constant(Duration::from_millis(5))).stop_at(ms(10));
+        let mut out = Vec::new();
+        c.on_event(ms(0), ClientEvent::Start, &mut out);
+        c.on_event(ms(5), ClientEvent::Timer(TimerId(0)), &mut out);
+        assert!(matches!(out.last(), Some(ClientEffect::Send { .. })), "{}", out.len());
+        // In flight across its stop time: not finished until the reply.
+        assert!(!c.finished(ms(4)) && !c.finished(ms(12)));
+        let reply = Reply { client: ClientId(0), seq: 1, body: ReplyBody::Done(Done { outcome: Outcome::Committed(Vec::new()), evidence: () }) };
+        c.on_event(ms(12), ClientEvent::Reply { from: ensemble_core::ProcessId(0), reply }, &mut out);
+        // Thinking with a timer set, but past its stop time the timer would issue nothing.
+        assert!(matches!(out.last(), Some(ClientEffect::SetTimer { .. })));
+        assert!(c.finished(ms(12)));
+        // Without a stop time a client never finishes.
+        let ctx = ClientCtx { client_index: 1, home: InstanceId(0), instances: 1 };
+        let idle = ClosedLoopClient::<()>::new(ClientId(1), ctx, Box::new(Always), 7, ThinkTime::None);
+        assert!(!idle.finished(ms(1_000_000)));
+    }
 }

@@ -35,7 +35,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-/// Time after the window for replies in flight.
+/// The longest the clients wait after the window for replies in flight; they stop as soon as
+/// none is (`StopReason::Finished`).
 const DRAIN: Duration = Duration::from_secs(5);
 /// Every host's ready line: each builds and loads its databases before it binds.
 const STARTUP: Duration = Duration::from_secs(60);

@@ -183,4 +183,11 @@ pub enum CompletionResult<E> {
 pub trait Client<E> {
     fn id(&self) -> ClientId;
     fn on_event(&mut self, now: Time, event: ClientEvent<E>, out: &mut Vec<ClientEffect<E>>);
+
+    /// Whether the session will issue nothing more and has no request outstanding at `now`, so
+    /// a driver whose clients are all finished can stop instead of waiting out its deadline.
+    /// A session that cannot tell says no.
+    fn finished(&self, _now: Time) -> bool {
+        false
+    }
 }

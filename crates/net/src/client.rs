@@ -93,6 +93,8 @@ pub enum StopReason {
     Callback,
     /// [`ClientDriverConfig::abort`] was triggered.
     Aborted,
+    /// Every client said it was [`Client::finished`]: nothing in flight, nothing more to issue.
+    Finished,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,7 +118,7 @@ enum Input<E> {
     Alarm,
 }
 
-/// Runs the clients until `cfg.deadline` or until `on_complete` breaks, handing every
+/// Runs the clients until `cfg.deadline`, until every client is finished, or until `on_complete` breaks, handing every
 /// completion to `on_complete` as it happens. Blocks the calling thread, which runs all client
 /// code (so clients need not be `Send`). Each client starts in slot order.
 pub fn run_clients<E>(
@@ -170,6 +172,7 @@ where
 
     let mut stop = ControlFlow::Continue(());
     let mut aborted = false;
+    let mut finished = false;
     for slot in 0..slots.len() {
         slots[slot].client.on_event(driver.now(), ClientEvent::Start, &mut effects);
         stop = driver.apply(slot, &slots, &mut effects, &mut on_complete);
@@ -190,6 +193,10 @@ where
                 s.client.on_event(driver.now(), ClientEvent::Timer(id), &mut effects);
                 stop = driver.apply(slot, &slots, &mut effects, &mut on_complete);
                 if stop.is_break() {
+                    break 'run;
+                }
+                if all_finished(&slots, slot, driver.now()) {
+                    finished = true;
                     break 'run;
                 }
             }
@@ -218,6 +225,10 @@ where
             let Some(s) = slots.get_mut(slot) else { continue };
             s.client.on_event(driver.now(), event, &mut effects);
             stop = driver.apply(slot, &slots, &mut effects, &mut on_complete);
+            if stop.is_continue() && all_finished(&slots, slot, driver.now()) {
+                finished = true;
+                break;
+            }
         }
     });
     drop(alarm);
@@ -225,11 +236,19 @@ where
         driver.report.stopped = StopReason::Aborted;
     } else if stop.is_break() {
         driver.report.stopped = StopReason::Callback;
+    } else if finished {
+        driver.report.stopped = StopReason::Finished;
     }
     let report = driver.report.clone();
     drop(driver);
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(report)
+}
+
+/// Whether every client is finished, asked only when the one that just had an event is: before
+/// the clients' end none is, so the run does not scan them all on every reply.
+fn all_finished<E>(slots: &[ClientSlot<E>], slot: usize, now: Time) -> bool {
+    slots.get(slot).is_some_and(|s| s.client.finished(now)) && slots.iter().all(|s| s.client.finished(now))
 }
 
 struct Driver<E> {

@@ -70,6 +70,24 @@ fn a_single_host_sends_ring_messages_to_itself() {
     assert_eq!((reports[0].peer_messages_in, reports[0].peer_messages_out), (0, 0));
 }
 
+#[test]
+fn the_clients_stop_when_every_one_is_finished_not_at_the_deadline() {
+    let cluster = lan_cluster(2);
+    let mut done = Vec::new();
+    // The driver's deadline is a minute away and the callback never breaks: only the clients'
+    // own word that they are finished ends the run.
+    let report = ensemble_net::run_clients(cluster.client_config(), slots([(ToyClient::boxed(1, 0, 6), 0), (ToyClient::boxed(2, 1, 6), 0)]), |c| {
+        done.push(c);
+        std::ops::ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(report.stopped, ensemble_net::StopReason::Finished, "{report:?}");
+    assert_eq!((report.completions, report.requests_sent, report.replies), (12, 12, 12));
+    let targets: BTreeMap<_, _> = [(ClientId(1), ProcessId(0)), (ClientId(2), ProcessId(1))].into();
+    assert_all_answered(&done, &targets, 6);
+    cluster.stop_clean();
+}
+
 /// Connects raw, sends `bytes`, and returns every frame the host sends back until it closes.
 fn misbehave(addr: SocketAddr, bytes: &[u8]) -> Vec<Frame<Never, Served>> {
     use bytes::BytesMut;

@@ -247,6 +247,10 @@ impl Client<Served> for ToyClient {
             }
         }
     }
+
+    fn finished(&self, _now: Time) -> bool {
+        self.sent >= self.total && self.in_flight.is_none()
+    }
 }
 
 /// Every (client, seq) in `0..per_client` answered exactly once, by the process it was sent to.
