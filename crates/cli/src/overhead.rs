@@ -66,9 +66,9 @@ enum Txns {
     /// would cost at best, measured beside what it would replace. (On MariaDB it is what
     /// `Bookkeeping` runs.)
     StrictLockLast,
-    /// On PostgreSQL, the design that would run writers side by side under SSI and derive
-    /// their order after the fact ([`ensemble_server::DirectTxn::SerializableSideBySide`]),
-    /// run in the client's thread, priced the same way.
+    /// On PostgreSQL, the transactions a node runs with `--writers-side-by-side`
+    /// ([`ensemble_server::DirectTxn::SerializableSideBySide`]), run in the client's thread:
+    /// what they cost without the hop.
     SerializableSideBySide,
 }
 
@@ -443,7 +443,7 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     if !ssi.rounds.is_empty() {
         rows.push(row(&ssi));
         lifted += &format!(
-            "the design that would run writers side by side under SSI (the order derived after the fact from snapshots; no node, not checked): it adds {:.0} % to the direct path's mean (per round {}); run again after a serialization failure, per 1000 operations: {:.1}\n",
+            "the transactions --writers-side-by-side runs, without the node (writers side by side under SSI, each reading its epoch and snapshot with its COMMIT; not checked): it adds {:.0} % to the direct path's mean (per round {}); run again after a serialization failure, per 1000 operations: {:.1}\n",
             (ssi.mean_ms() / d.mean_ms() - 1.0) * 100.0,
             ratio_spread(&ssi, &d),
             ssi.retries_per_1000(),
