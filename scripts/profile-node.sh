@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Where a node's CPU time goes: runs the configuration of the overhead figure's pooled row (shop,
+# 50 % browse, one instance on PostgreSQL, four clients on loopback without emulated delay, locals
+# side by side under SSI, the node's default pool), records the node process with `perf` (DWARF
+# call graphs) for a few seconds in the middle of the clients' window, and prints:
+#   1. the node's samples by thread: its loop (the main thread: protocol, every socket), its
+#      storage workers (the server connections), its alarm;
+#   2. for the loop, and then for the storage workers, the frames that hold most of their samples
+#      (inclusive, in % of that thread group's samples), runtime plumbing left out.
+# The run itself is checked as every real run is. Installs perf (linux-perf) if it is missing.
+# Usage: scripts/profile-node.sh [ENSEMBLE_BINARY] [SECONDS]   (default target/release/ensemble, 4)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-target/release/ensemble}
+secs=${2:-4}
+if ! command -v perf >/dev/null || ! perf --version >/dev/null 2>&1; then
+  echo "profile-node: installing linux-perf" >&2
+  sudo_=""
+  [ "$(id -u)" -eq 0 ] || sudo_="sudo"
+  $sudo_ apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq linux-perf >/dev/null
+fi
+[ -x "$bin" ] || { scripts/setup.sh; cargo build --release --locked -p ensemble; }
+scripts/start-databases.sh >/dev/null
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cat > "$work/loopback.toml" <<'EOF'
+name = "loopback"
+sites = ["dc"]
+one_way_ms = [[0.0]]
+EOF
+warmup=2
+measure=$((secs + 8))
+"$bin" bench shop --real --backend postgres --system centralized --topology "$work/loopback.toml" --clients 4 \
+  --browse-fraction 0.5 --writers-side-by-side --warmup "$warmup" --measure "$measure" --out "$work/results" --quiet \
+  > "$work/bench.txt" 2>&1 &
+bench=$!
+# The node is the bench's only child; profile it once the clients have run a while.
+node=""
+for _ in $(seq 1 600); do
+  node=$(pgrep -P "$bench" | head -1 || true)
+  [ -n "$node" ] && break
+  sleep 0.1
+done
+[ -n "$node" ] || { cat "$work/bench.txt" >&2; echo "profile-node: the node did not start" >&2; exit 1; }
+sleep $((warmup + 4))
+perf record -F 499 --call-graph dwarf,16384 -o "$work/node.data" -p "$node" -- sleep "$secs" >/dev/null 2>&1
+wait "$bench" || { cat "$work/bench.txt" >&2; echo "profile-node: the run failed" >&2; exit 1; }
+grep -E "^shop-centralized|serializable|storage_retries" "$work/bench.txt" | grep -v "^run " || true
+loop=$(basename "$bin" | cut -c1-15)
+echo
+echo "the node's samples by thread (perf record -F 499 for ${secs} s):"
+perf report -i "$work/node.data" --no-children --sort comm -g none --stdio 2>/dev/null | grep -E '^ +[0-9]'
+plumbing='tokio::runtime|std::|core::|\(inlined\)|0xffffffff|<alloc::|__libc_start|_start$|clone3|start_thread|ensemble::main|ensemble::node::run|ensemble::systems::dispatch|WithHarness|run_host_on|ensemble_net::host::run::run$|catch_unwind|call_once|panicking'
+for group in "$loop" "ensemble-storag"; do
+  echo
+  echo "inclusive share of ${group}'s samples (frames over 3 %):"
+  perf report -i "$work/node.data" --children --comm "$group" --percentage relative --sort sym -g none --percent-limit 3 --stdio 2>/dev/null \
+    | grep -E '^ +[0-9]' | grep -Ev "$plumbing" | head -30
+done
