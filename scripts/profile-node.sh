@@ -46,7 +46,7 @@ done
 sleep $((warmup + 4))
 perf record -F 499 --call-graph dwarf,16384 -o "$work/node.data" -p "$node" -- sleep "$secs" >/dev/null 2>&1
 wait "$bench" || { cat "$work/bench.txt" >&2; echo "profile-node: the run failed" >&2; exit 1; }
-grep -E "^shop-centralized|serializable|storage_retries" "$work/bench.txt" | grep -v "^run " || true
+grep -E "^shop-centralized" "$work/bench.txt" || true
 loop=$(basename "$bin" | cut -c1-15)
 echo
 echo "the node's samples by thread (perf record -F 499 for ${secs} s):"
