@@ -118,9 +118,10 @@ enum Input<E> {
     Alarm,
 }
 
-/// Runs the clients until `cfg.deadline`, until every client is finished, or until `on_complete` breaks, handing every
-/// completion to `on_complete` as it happens. Blocks the calling thread, which runs all client
-/// code (so clients need not be `Send`). Each client starts in slot order.
+/// Runs the clients until every client is finished, until `on_complete` breaks, or until
+/// `cfg.deadline`, handing every completion to `on_complete` as it happens. Blocks the calling
+/// thread, which runs all client code (so clients need not be `Send`). Each client starts in
+/// slot order.
 pub fn run_clients<E>(
     cfg: ClientDriverConfig,
     clients: Vec<ClientSlot<E>>,
