@@ -57,6 +57,7 @@ pub mod auth;
 pub mod client;
 pub mod cluster;
 mod conn;
+mod fibers;
 pub mod error;
 pub mod frame;
 pub mod host;

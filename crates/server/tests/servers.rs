@@ -773,3 +773,67 @@ fn innodb_keeps_a_failed_statements_locks_and_releases_a_savepoints() {
     assert!(free(&mut b, 2) && free(&mut b, 3), "ROLLBACK TO a savepoint set before any lock released the locks taken since");
     a.batch("ROLLBACK").unwrap();
 }
+
+/// Two PostgreSQL sessions on fibers of one thread (a node's storage with `--storage-on-loop`):
+/// the second waits at the server for a row lock the first holds, and meanwhile the first goes
+/// on, sees it waiting and commits. A session that blocked its thread while it waited would
+/// leave the first no thread to run on (and the test would fail on the lock timeout).
+#[test]
+#[ignore = "needs PostgreSQL (scripts/start-databases.sh)"]
+fn sessions_on_fibers_of_one_thread_wait_for_the_server_without_blocking_it() {
+    use ensemble_server::conn::Conn;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let engine = Engine::Postgres;
+    let dbs = Scratch::new(engine, "fibers", 1);
+    let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
+    Conn::open(engine, &url).unwrap().batch("CREATE TABLE t (k INT PRIMARY KEY, v INT); INSERT INTO t VALUES (1, 0)").unwrap();
+    let log = Rc::new(RefCell::new(Vec::<String>::new()));
+    let (locked_tx, locked_rx) = tokio::sync::oneshot::channel::<()>();
+    let holder = {
+        let (url, log) = (url.clone(), log.clone());
+        ensemble_fiber::Fiber::new(move || {
+            let mut c = Conn::open(engine, &url).unwrap();
+            c.batch("BEGIN; UPDATE t SET v = 1 WHERE k = 1").unwrap();
+            log.borrow_mut().push("holder locked the row".into());
+            locked_tx.send(()).unwrap();
+            let mut polls = 0;
+            loop {
+                let waiting = c.batch_rows("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation IS NULL AND locktype = 'transactionid'").unwrap();
+                if waiting[0][0] != Value::Int(0) {
+                    break;
+                }
+                polls += 1;
+                assert!(polls < 2000, "the other session never waited for the lock");
+                let _ = ensemble_fiber::wait(tokio::time::sleep(std::time::Duration::from_millis(5)));
+            }
+            log.borrow_mut().push("holder saw the other session wait".into());
+            c.batch("COMMIT").unwrap();
+            log.borrow_mut().push("holder committed".into());
+        })
+        .unwrap()
+    };
+    let waiter = {
+        let (url, log) = (url.clone(), log.clone());
+        ensemble_fiber::Fiber::new(move || {
+            let mut c = Conn::open(engine, &url).unwrap();
+            ensemble_fiber::wait(locked_rx).unwrap_or_else(|_| panic!("not on a fiber")).unwrap();
+            c.batch("SET lock_timeout = '20s'; UPDATE t SET v = v + 10 WHERE k = 1").unwrap();
+            log.borrow_mut().push("waiter updated the row".into());
+        })
+        .unwrap()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    tokio::task::LocalSet::new().block_on(&runtime, async {
+        let holder = tokio::task::spawn_local(holder.run());
+        let waiter = tokio::task::spawn_local(waiter.run());
+        assert!(holder.await.unwrap().is_ok(), "the holder's fiber panicked");
+        assert!(waiter.await.unwrap().is_ok(), "the waiter's fiber panicked");
+    });
+    assert_eq!(
+        *log.borrow(),
+        ["holder locked the row", "holder saw the other session wait", "holder committed", "waiter updated the row"]
+    );
+    let v = Conn::open(engine, &url).unwrap().batch_rows("SELECT v FROM t WHERE k = 1").unwrap();
+    assert_eq!(v[0][0], Value::Int(11), "the waiter's update applied after the holder's commit");
+}
