@@ -4,8 +4,7 @@
 #  2. every SQL application under every Conveyor Belt system on each server, simulated and as
 #     real processes, and under the two-phase-commit baseline (real processes), each
 #     run checked serializable by replay (`ensemble bench` exits non-zero on a failed check);
-#     On PostgreSQL also with locals side by side under SSI (--writers-side-by-side), and with
-#     each node's storage workers as fibers on its loop (--storage-on-loop);
+#     On PostgreSQL also with locals side by side under SSI (--writers-side-by-side);
 #  3. a server that cannot serve is refused before any run starts, with a message naming it
 #     (one that is not there; SQLite and, on a second PostgreSQL cluster on port 5433 that
 #     scripts/postgres-without-prepared-transactions.sh makes, a server without prepared
@@ -43,21 +42,7 @@ for app in shop micro tpcw rubis; do
   "$bin" bench "$app" --backend postgres --system ensemble,centralized --real --writers-side-by-side \
     --topology lan --clients 20 --warmup 1 --measure 3 --quiet --out "$out" | tail -n 8
 done
-# PostgreSQL with each node's storage workers as fibers on its loop (--storage-on-loop): every
-# system that keeps its data there, and the belt's locals side by side too.
-for app in shop micro tpcw rubis; do
-  echo "server-suites: $app on postgres, real processes, storage on the loop" >&2
-  "$bin" bench "$app" --backend postgres --system ensemble,centralized,2pc --real --storage-on-loop \
-    --topology lan --clients 20 --warmup 1 --measure 3 --quiet --out "$out" | tail -n 7
-  "$bin" bench "$app" --backend postgres --system ensemble --real --storage-on-loop --writers-side-by-side \
-    --topology lan --clients 20 --warmup 1 --measure 3 --quiet --out "$out" | tail -n 5
-done
 # ... which MariaDB refuses, saying why.
-if msg="$("$bin" bench shop --backend mariadb --real --storage-on-loop --quiet --out "$out" 2>&1)"; then
-  echo "server-suites: --storage-on-loop on MariaDB did not fail" >&2; exit 1
-fi
-grep -q "is for real runs on PostgreSQL" <<<"$msg" || { echo "server-suites: unexpected message: $msg" >&2; exit 1; }
-# ... as it refuses --writers-side-by-side.
 if msg="$("$bin" bench shop --backend mariadb --real --writers-side-by-side --quiet --out "$out" 2>&1)"; then
   echo "server-suites: --writers-side-by-side on MariaDB did not fail" >&2; exit 1
 fi

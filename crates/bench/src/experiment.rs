@@ -247,12 +247,6 @@ pub struct Experiment {
     /// serial lane keeps globals and state-update applications only.
     #[serde(default)]
     pub writers_side_by_side: bool,
-    /// Real runs on PostgreSQL: a node's storage workers are fibers on its loop, not threads
-    /// (`ensemble_net::HostConfig::storage_on_loop`): the same connections, without a hand-off
-    /// between threads at each job's start and end, and with the node's storage work on the
-    /// loop's one thread.
-    #[serde(default)]
-    pub storage_on_loop: bool,
 }
 
 fn yes() -> bool {
@@ -404,7 +398,6 @@ impl Experiment {
             storage_workers: default_storage_workers(),
             writer_groups: true,
             writers_side_by_side: false,
-            storage_on_loop: false,
         })
     }
 
@@ -466,13 +459,6 @@ impl Experiment {
         }
         if self.clients == 0 {
             return Err("at least one client is needed".into());
-        }
-        if self.storage_on_loop && (self.runtime != Runtime::Real || self.backend.kind != BackendKind::Postgres) {
-            return Err(format!(
-                "storage on the node's loop is for real runs on PostgreSQL, whose client waits without blocking; this run is {} on {}, whose storage would stall the loop",
-                if self.runtime == Runtime::Real { "real" } else { "simulated" },
-                self.backend.kind.name()
-            ));
         }
         if let Some(bad) = self.client_sites.iter().find(|s| **s >= self.topology.sites.len()) {
             return Err(format!("client site {bad} is not a site of topology `{}`", self.topology.name));

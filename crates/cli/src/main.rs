@@ -168,12 +168,6 @@ struct BenchArgs {
     /// local writer at a time.
     #[arg(long)]
     writers_side_by_side: bool,
-    /// Real runs on PostgreSQL: run each node's storage workers as fibers on the node's loop
-    /// (the thread that reads requests and writes replies) instead of threads of their own: the
-    /// same connections, without waking a worker thread at each job's start and the loop at its
-    /// end, and with all of a node's storage work on that one thread.
-    #[arg(long)]
-    storage_on_loop: bool,
     #[command(flatten)]
     dur: DurArgs,
     #[command(flatten)]
@@ -612,13 +606,6 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                     "--writers-side-by-side is for real runs of the Conveyor Belt on PostgreSQL (add --real and --backend postgres): on MariaDB local writers take the writer lock last and run side by side already"
                 );
                 e.writers_side_by_side = true;
-            }
-            if a.storage_on_loop {
-                anyhow::ensure!(
-                    a.real && a.backend.backend()?.kind == BackendKind::Postgres,
-                    "--storage-on-loop is for real runs on PostgreSQL (add --real and --backend postgres): SQLite and MariaDB's client block, and would stall the node's loop"
-                );
-                e.storage_on_loop = true;
             }
             if let Some(sites) = &a.client_sites {
                 e.client_sites = sites.clone();

@@ -349,10 +349,6 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     let mut pooled = side.clone();
     pooled.storage_workers = pool;
     pooled.label = "overhead-ensemble-side-by-side-pool".into();
-    // And the same pool as fibers on the node's loop: no thread is woken at a job's start or end.
-    let mut on_loop = pooled.clone();
-    on_loop.storage_on_loop = true;
-    on_loop.label = "overhead-ensemble-side-by-side-pool-on-loop".into();
     let run_pooled = pool != threads;
     let (handoff_us, tcp_us) = floor_costs()?;
     let db_name = match e.backend.kind {
@@ -372,7 +368,6 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     let mut p = Path::new("... on the plain wire (no secret)");
     let mut side_path = Path::new("... locals side by side under SSI");
     let mut pooled_path = Path::new(format!("... side by side, a pool of {pool}"));
-    let mut on_loop_path = Path::new("... the pool on the node's loop");
     let mut checks = Vec::new();
     // The node's counters cover every operation it ran, the window's and the drain's.
     let counter = |r: &ensemble_bench::RunResult, names: &[&str]| -> u64 {
@@ -398,7 +393,6 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
             if run_pooled {
                 paths.push((&pooled, &mut pooled_path));
             }
-            paths.push((&on_loop, &mut on_loop_path));
         }
         for (exp, path) in paths {
             let mut exp = exp.clone();
@@ -477,20 +471,7 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
             pooled_path.retries_per_1000(),
         );
     }
-    if !on_loop_path.rounds.is_empty() {
-        // With as many clients as the pool has connections, the pooled row is the side-by-side one.
-        let on_threads = if pooled_path.rounds.is_empty() { &side_path } else { &pooled_path };
-        rows.push(row(&on_loop_path));
-        lifted += &format!(
-            "the same pool as fibers on the node's loop (--storage-on-loop: no thread woken at a job's start or end; checked): it adds {:.0} % to the direct path's mean (per round {}); against the pool on threads, mean latency ratio {:.2} (per round {}); run again after a serialization failure, per 1000 operations: {:.1}\n",
-            (on_loop_path.mean_ms() / d.mean_ms() - 1.0) * 100.0,
-            ratio_spread(&on_loop_path, &d),
-            on_loop_path.mean_ms() / on_threads.mean_ms(),
-            ratio_spread(&on_loop_path, on_threads),
-            on_loop_path.retries_per_1000(),
-        );
-    }
-    let where_cpu = cpu_table([&d, &dp, &b, &strict, &ssi, &r, &p, &side_path, &pooled_path, &on_loop_path]);
+    let where_cpu = cpu_table([&d, &dp, &b, &strict, &ssi, &r, &p, &side_path, &pooled_path]);
     Ok(format!(
         "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; per round {})\n{against_pipelined}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
         render(&rows),

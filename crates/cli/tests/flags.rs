@@ -115,8 +115,6 @@ fn every_bad_input_is_refused_up_front_naming_flag_or_file_and_value() {
             vec!["bench", "--real", "--backend", "postgres", "--system", "2pc", "--writers-side-by-side"],
             vec!["--writers-side-by-side is for real runs of the Conveyor Belt on PostgreSQL"],
         ),
-        (vec!["bench", "--storage-on-loop"], vec!["--storage-on-loop is for real runs on PostgreSQL", "would stall the node's loop"]),
-        (vec!["bench", "--real", "--backend", "mariadb", "--storage-on-loop"], vec!["--storage-on-loop is for real runs on PostgreSQL"]),
         (vec!["bench", "--storage-workers", "3"], vec!["--storage-workers is for real runs: add --real"]),
         (vec!["bench", "--storage-workers", "0"], vec!["'--storage-workers <STORAGE_WORKERS>'", "0 is not in 1..=256"]),
         (vec!["figure", "gyro-fig3", "--out", &under_regular], vec!["--out", "regular/x: cannot create the directory"]),

@@ -95,9 +95,6 @@ pub struct ClusterSpec {
     /// Storage worker threads per process that has storage.
     #[serde(default = "default_workers")]
     pub workers: usize,
-    /// Run them as fibers on the host's loop ([`HostConfig::storage_on_loop`]).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub storage_on_loop: bool,
     #[serde(default)]
     pub seed: u64,
     #[serde(default = "default_connect_timeout_ms")]
@@ -156,7 +153,6 @@ impl ClusterSpec {
             topology: topology.into(),
             emulate_wan,
             workers: default_workers(),
-            storage_on_loop: false,
             seed: 0,
             connect_timeout_ms: default_connect_timeout_ms(),
             secret: None,
@@ -273,7 +269,6 @@ impl ClusterSpec {
             topology: self.resolved_topology()?,
             emulate_wan: self.emulate_wan,
             workers: self.workers,
-            storage_on_loop: self.storage_on_loop,
             seed: self.seed ^ u64::from(host.0).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             connect_timeout: Duration::from_millis(self.connect_timeout_ms),
             keys: match (&self.keys, &self.secret) {

@@ -57,7 +57,6 @@ pub mod auth;
 pub mod client;
 pub mod cluster;
 mod conn;
-mod fibers;
 pub mod error;
 pub mod frame;
 pub mod host;

@@ -387,7 +387,7 @@ pub fn placeholder(engine: Engine, k: usize) -> String {
 /// the same round trip ([`PgSession::pipelined`]). What the start returned goes to `started`; its
 /// error is the one returned, since the request after a failed start fails only because the
 /// transaction is aborted.
-fn after_start<'a, T: 'static, F>(
+fn after_start<'a, T, F>(
     client: &'a PgSession,
     start: Option<String>,
     started: &mut Option<Result<Rows, ConnError>>,

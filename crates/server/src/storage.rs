@@ -816,7 +816,7 @@ pub(crate) fn backoff(retries: u32, first_us: u64) {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(retries);
     let cap_us = first_us << retries.min(6);
-    crate::pg::pause(std::time::Duration::from_micros(h.finish() % cap_us));
+    std::thread::sleep(std::time::Duration::from_micros(h.finish() % cap_us));
 }
 
 /// Before the `retries`-th run of a victim of this storage: none for the first

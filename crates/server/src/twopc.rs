@@ -430,7 +430,7 @@ impl TwoPcStorage {
             }
             // MariaDB lets another session decide a prepared branch only once it has noticed
             // that the branch's session ended (`XAER_NOTA` until then).
-            crate::pg::pause(crate::admin::DETACH_POLL);
+            std::thread::sleep(crate::admin::DETACH_POLL);
         }
     }
 

@@ -79,11 +79,6 @@ pub struct HostConfig {
     /// Storage worker threads (database connections) per process that has storage, besides
     /// the worker of its serial lane if it has one ([`HostedProcess::serial_lane`]).
     pub workers: usize,
-    /// Run those workers as fibers on the host's loop instead of threads (`crate::fibers`): for
-    /// storages whose client waits through `ensemble_fiber::wait` (PostgreSQL's), which then
-    /// start and end their jobs without waking another thread. A storage that blocks would stall
-    /// the loop.
-    pub storage_on_loop: bool,
     /// Seeds the WAN emulation's delay draws.
     pub seed: u64,
     /// How long to keep dialing a peer host that is not up yet.

@@ -8,7 +8,6 @@ use crate::error::{io_context, NetError};
 use crate::frame::{encode_frame, Frame, HostId, Never};
 use crate::layout::{Directory, Place};
 use crate::wan::{Pacer, WanEmulator};
-use crate::fibers::FiberPool;
 use crate::workers::{panic_text, JobFailed, WorkerPool};
 use crate::alarm::Alarm;
 use ensemble_core::{ClientId, Effect, Event, Process, ProcessId, Protocol, Reply, Request, Time, TimerId, WorkId};
@@ -18,9 +17,6 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
-
-/// How long a host that stops waits for its storage fibers to finish the jobs already queued.
-const FIBERS_FINISH_WITHIN: Duration = Duration::from_secs(10);
 
 /// Identifies an inbound connection for the protocol loop.
 pub(super) type ConnId = u64;
@@ -59,27 +55,12 @@ struct Slot<P: Protocol> {
     id: ProcessId,
     place: Place,
     process: Box<dyn Process<P>>,
-    pool: Option<Pool<P::Job>>,
+    pool: Option<WorkerPool<P::Job>>,
     traffic: ProcessTraffic,
     /// The first thing that went wrong as the host saw it.
     trouble: Option<String>,
     /// Its handler panicked: it gets no more events.
     halted: bool,
-}
-
-/// A process's storage workers: threads, or fibers on this loop ([`HostConfig::storage_on_loop`]).
-enum Pool<J> {
-    Threads(WorkerPool<J>),
-    Fibers(FiberPool<J>),
-}
-
-impl<J> Pool<J> {
-    fn submit(&self, work: WorkId, job: J) -> bool {
-        match self {
-            Pool::Threads(p) => p.submit(work, job),
-            Pool::Fibers(p) => p.submit(work, job),
-        }
-    }
 }
 
 /// A client connection: its writer and its client's site.
@@ -100,8 +81,6 @@ pub(super) fn run<P: Protocol>(
     // One thread for the loop and all i/o: a request read, its reply written and every message
     // in between stay on it, where a hand-off to another thread costs a wake-up each way.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io_context("start the tokio runtime"))?;
-    // Runs the storage fibers, if any: they are not `Send`, and stay on this thread.
-    let fibers = tokio::task::LocalSet::new();
     let (tx, rx) = mpsc::unbounded_channel::<Input<P>>();
 
     listener.set_nonblocking(true).map_err(io_context("make the listener non-blocking"))?;
@@ -156,11 +135,7 @@ pub(super) fn run<P: Protocol>(
                     let _ = done_tx.send(Input::StorageDone { slot: index, work, result });
                 };
                 let name = format!("ensemble-storage-{id}");
-                Some(if cfg.storage_on_loop {
-                    Pool::Fibers(FiberPool::start(&fibers, &name, cfg.workers, make, hosted.serial_lane, done))
-                } else {
-                    Pool::Threads(WorkerPool::start(&name, cfg.workers, make, hosted.serial_lane, done).map_err(io_context(format!("start {id}'s storage workers")))?)
-                })
+                Some(WorkerPool::start(&name, cfg.workers, make, hosted.serial_lane, done).map_err(io_context(format!("start {id}'s storage workers")))?)
             }
         };
         let place = dir.place(id).expect("checked by the configuration");
@@ -194,32 +169,10 @@ pub(super) fn run<P: Protocol>(
             uptime: Duration::ZERO,
         },
     };
-    fibers.block_on(&runtime, host.run(rx, &alarm));
+    runtime.block_on(host.run(rx, &alarm));
     drop(alarm);
     let report = host.finish();
-    // The storage workers finish the jobs already queued: fibers here, on this loop (bounded, as
-    // the runtime's own shutdown is below), threads as the loop is dropped.
-    let on_loop: Vec<_> = host.slots.iter_mut().filter_map(|s| match s.pool.take() {
-        Some(Pool::Fibers(p)) => Some(p),
-        other => {
-            s.pool = other;
-            None
-        }
-    }).collect();
-    if !on_loop.is_empty() {
-        let finished = fibers.block_on(&runtime, async {
-            tokio::time::timeout(FIBERS_FINISH_WITHIN, async {
-                for pool in on_loop {
-                    pool.shutdown().await;
-                }
-            })
-            .await
-        });
-        if finished.is_err() {
-            eprintln!("[ensemble-net] host {me}: storage fibers still busy {FIBERS_FINISH_WITHIN:?} after the loop ended; their jobs are dropped");
-        }
-    }
-    drop(fibers);
+    // Dropping the loop joins the storage workers (after the jobs already queued).
     drop(host);
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(report)
