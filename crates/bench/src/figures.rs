@@ -105,40 +105,51 @@ fn verdict(r: &RunResult) -> String {
 /// Gyro Figure 3a / Eliá Figure 6a: mean latency of local and global requests under light load
 /// (one client at each of the five sites), three instances in Germany, Japan and US east.
 pub fn gyro_fig3(o: &FigureOpts) -> anyhow::Result<Figure> {
-    let mut rows = vec![["local %", "ops/s", "local mean ms", "global mean ms", "all mean ms", "global/local", "check"].map(String::from).to_vec()];
     let mut runs = vec![];
     for lf in LOCAL_FRACTIONS {
-        let r = (o.run)(&micro(lf, 5, o), o.progress)?;
+        runs.push((o.run)(&micro(lf, 5, o), o.progress)?);
+    }
+    Ok(gyro_fig3_table(runs))
+}
+
+/// Figure 3a's table from its runs alone (also what `--replot` prints).
+pub fn gyro_fig3_table(runs: Vec<RunResult>) -> Figure {
+    let mut rows = vec![["local %", "ops/s", "local mean ms", "global mean ms", "all mean ms", "global/local", "check"].map(String::from).to_vec()];
+    for r in &runs {
         let ratio = match (r.summary.classes.get("local"), r.summary.classes.get("global")) {
             (Some(l), Some(g)) if l.mean_ms > 0.0 => format!("{:.2}x", g.mean_ms / l.mean_ms),
             _ => "-".into(),
         };
         rows.push(vec![
-            format!("{:.0}", lf * 100.0),
+            format!("{:.0}", crate::plots::local_fraction(r) * 100.0),
             format!("{:.1}", r.summary.throughput),
-            ms(&r, "local"),
-            ms(&r, "global"),
-            ms(&r, "all"),
+            ms(r, "local"),
+            ms(r, "global"),
+            ms(r, "all"),
             ratio,
-            verdict(&r),
+            verdict(r),
         ]);
-        runs.push(r);
     }
-    Ok(Figure { title: "Gyro Fig. 3a: micro-benchmark latency under light load (wan5, 3 instances, 5 clients, 5 ms operations)".into(), table: render(&rows), runs })
+    Figure { title: "Gyro Fig. 3a: micro-benchmark latency under light load (wan5, 3 instances, 5 clients, 5 ms operations)".into(), table: render(&rows), runs }
 }
 
 /// Gyro Figure 4 / Eliá Figure 5: throughput and latency as clients increase, per local
 /// fraction; the saturation throughput is the highest throughput reached.
 pub fn gyro_fig4(o: &FigureOpts, client_steps: &[u32]) -> anyhow::Result<Figure> {
-    let mut rows = vec![["local %", "clients", "warm-up s", "ops/s", "mean ms", "p99 ms", "local mean", "global mean", "check"].map(String::from).to_vec()];
-    let mut summary = vec![["local %", "saturation ops/s", "at clients", "5 s reached"].map(String::from).to_vec()];
     let fractions = [0.1, 0.3, 0.5, 0.7, 0.9];
     let series = run_series(o, &fractions, |&lf, progress| {
         sweep_to_latency_limit(o, client_steps, progress, |c| Ok(micro(lf, c, o)), &format!("{:.0}% local", lf * 100.0))
     })?;
-    let mut runs = vec![];
-    for (lf, sweep) in fractions.iter().zip(series) {
-        for r in &sweep.runs {
+    Ok(gyro_fig4_table(series.into_iter().flat_map(|s| s.runs).collect()))
+}
+
+/// Figure 4's table from its runs alone, a sweep per local fraction in the order they came
+/// (also what `--replot` prints).
+pub fn gyro_fig4_table(runs: Vec<RunResult>) -> Figure {
+    let mut rows = vec![["local %", "clients", "warm-up s", "ops/s", "mean ms", "p99 ms", "local mean", "global mean", "check"].map(String::from).to_vec()];
+    let mut summary = vec![["local %", "saturation ops/s", "at clients", "5 s reached"].map(String::from).to_vec()];
+    for (lf, sweep) in crate::plots::group_by(&runs, crate::plots::local_fraction) {
+        for r in sweep.iter().copied() {
             let all = r.summary.classes.get("all");
             rows.push(vec![
                 format!("{:.0}", lf * 100.0),
@@ -152,12 +163,11 @@ pub fn gyro_fig4(o: &FigureOpts, client_steps: &[u32]) -> anyhow::Result<Figure>
                 verdict(r),
             ]);
         }
-        let (best, at) = sweep.best();
-        summary.push(vec![format!("{:.0}", lf * 100.0), format!("{best:.1}"), at.to_string(), sweep.reached_text()]);
-        runs.extend(sweep.runs);
+        let (best, at) = best_of(&sweep);
+        summary.push(vec![format!("{:.0}", lf * 100.0), format!("{best:.1}"), at.to_string(), reached_text(&sweep)]);
     }
     let table = format!("{}\n{}", render(&rows), render(&summary));
-    Ok(Figure { title: "Gyro Fig. 4: micro-benchmark throughput against latency (wan5, 3 instances, clients at all five sites)".into(), table, runs })
+    Figure { title: "Gyro Fig. 4: micro-benchmark throughput against latency (wan5, 3 instances, clients at all five sites)".into(), table, runs }
 }
 
 /// The papers add clients until the mean latency passes this.
@@ -178,14 +188,20 @@ impl Sweep {
 
     /// The highest throughput of the sweep and the client count it was reached at.
     pub fn best(&self) -> (f64, u32) {
-        self.runs.iter().map(|r| (r.summary.throughput, r.experiment.clients)).fold((0.0, 0), |b, x| if x.0 > b.0 { x } else { b })
+        best_of(&self.runs.iter().collect::<Vec<_>>())
     }
+}
 
-    fn reached_text(&self) -> String {
-        match (self.reached_limit(), self.runs.last()) {
-            (true, Some(r)) => format!("at {} clients", r.experiment.clients),
-            _ => "no".into(),
-        }
+/// The highest throughput of a sweep's runs and the client count it was reached at.
+fn best_of(sweep: &[&RunResult]) -> (f64, u32) {
+    sweep.iter().map(|r| (r.summary.throughput, r.experiment.clients)).fold((0.0, 0), |b, x| if x.0 > b.0 { x } else { b })
+}
+
+/// Whether a sweep's last run passed [`LATENCY_LIMIT_MS`], as its summary row says it.
+fn reached_text(sweep: &[&RunResult]) -> String {
+    match sweep.last() {
+        Some(r) if mean_ms(r) > LATENCY_LIMIT_MS => format!("at {} clients", r.experiment.clients),
+        _ => "no".into(),
     }
 }
 
@@ -326,6 +342,24 @@ fn wan_experiment(app: &str, system: System, n: u32, clients: u32, o: &FigureOpt
 /// with the improvement over the centralized configuration, per transaction and, for
 /// applications made of web interactions, per interaction (what the papers measured).
 pub fn table3(app: &str, o: &FigureOpts, workload: Option<&WorkloadSpec>) -> anyhow::Result<Figure> {
+    let mut runs: Vec<RunResult> = vec![];
+    for (system, n) in WAN_CONFIGS {
+        runs.push((o.run)(&wan_experiment(app, system, n, 5, o, workload)?, o.progress)?);
+    }
+    Ok(table3_table(app, runs))
+}
+
+/// The configuration a run measured, as the WAN figures name it (`Ensemble-3`), and whether it is
+/// the centralized one the others are compared with.
+fn config_of(r: &RunResult) -> (String, bool) {
+    match System::parse(&r.experiment.system) {
+        Ok(system) => (config_name(system, r.experiment.instances), system == System::Centralized),
+        Err(_) => (format!("{}-{}", r.experiment.system, r.experiment.instances), false),
+    }
+}
+
+/// Table III's table from its runs alone (also what `--replot` prints).
+pub fn table3_table(app: &str, runs: Vec<RunResult>) -> Figure {
     let mut rows = vec![[
         "configuration",
         "txn mean ms",
@@ -339,13 +373,12 @@ pub fn table3(app: &str, o: &FigureOpts, workload: Option<&WorkloadSpec>) -> any
     ]
     .map(String::from)
     .to_vec()];
-    let mut runs: Vec<RunResult> = vec![];
     let mut central: Option<(f64, Option<f64>)> = None;
-    for (system, n) in WAN_CONFIGS {
-        let r = (o.run)(&wan_experiment(app, system, n, 5, o, workload)?, o.progress)?;
+    for r in &runs {
+        let (config, is_central) = config_of(r);
         let mean = r.summary.classes.get("all").map(|c| c.mean_ms).unwrap_or(f64::NAN);
         let page = r.summary.classes.get(INTERACTION).map(|c| c.mean_ms);
-        if system == System::Centralized {
+        if is_central {
             central = Some((mean, page));
         }
         let all = r.summary.classes.get("all").map(|c| c.count).unwrap_or(0).max(1);
@@ -355,36 +388,40 @@ pub fn table3(app: &str, o: &FigureOpts, workload: Option<&WorkloadSpec>) -> any
             _ => String::new(),
         };
         rows.push(vec![
-            config_name(system, n),
+            config,
             format!("{mean:.1}"),
             factor(central.map(|c| c.0), Some(mean)),
             page.map(|p| format!("{p:.1}")).unwrap_or_else(|| "-".into()),
             factor(central.and_then(|c| c.1), page),
-            ms(&r, "local"),
-            ms(&r, "global"),
+            ms(r, "local"),
+            ms(r, "global"),
             format!("{:.0}%", global_share * 100.0),
-            verdict(&r),
+            verdict(r),
         ]);
-        runs.push(r);
     }
-    Ok(Figure { title: format!("Table III for {app}: mean latency under light load (wan5, one client per site)"), table: render(&rows), runs })
+    Figure { title: format!("Table III for {app}: mean latency under light load (wan5, one client per site)"), table: render(&rows), runs }
 }
 
 /// Eliá Figure 4 / Gyro Figure 6: throughput against latency as clients increase until the mean
 /// latency passes 5 s, for each configuration of Table III.
 pub fn wan_scaling(app: &str, o: &FigureOpts, client_steps: &[u32], workload: Option<&WorkloadSpec>) -> anyhow::Result<Figure> {
-    let mut rows = vec![["configuration", "clients", "warm-up s", "ops/s", "mean ms", "p99 ms", "check"].map(String::from).to_vec()];
-    let mut summary = vec![["configuration", "max ops/s", "at clients", "vs centralized", "5 s reached"].map(String::from).to_vec()];
     let series = run_series(o, &WAN_CONFIGS, |&(system, n), progress| {
         sweep_to_latency_limit(o, client_steps, progress, |c| wan_experiment(app, system, n, c, o, workload), &config_name(system, n))
     })?;
-    let mut runs = vec![];
+    Ok(wan_scaling_table(app, series.into_iter().flat_map(|s| s.runs).collect()))
+}
+
+/// The WAN scaling figure's table from its runs alone, a sweep per configuration in the order
+/// they came (also what `--replot` prints).
+pub fn wan_scaling_table(app: &str, runs: Vec<RunResult>) -> Figure {
+    let mut rows = vec![["configuration", "clients", "warm-up s", "ops/s", "mean ms", "p99 ms", "check"].map(String::from).to_vec()];
+    let mut summary = vec![["configuration", "max ops/s", "at clients", "vs centralized", "5 s reached"].map(String::from).to_vec()];
     let mut central = None;
-    for ((system, n), sweep) in WAN_CONFIGS.iter().zip(series) {
-        for r in &sweep.runs {
+    for ((config, is_central), sweep) in crate::plots::group_by(&runs, config_of) {
+        for r in sweep.iter().copied() {
             let all = r.summary.classes.get("all");
             rows.push(vec![
-                config_name(*system, *n),
+                config.clone(),
                 r.experiment.clients.to_string(),
                 r.experiment.warmup_s.to_string(),
                 format!("{:.1}", r.summary.throughput),
@@ -393,21 +430,20 @@ pub fn wan_scaling(app: &str, o: &FigureOpts, client_steps: &[u32], workload: Op
                 verdict(r),
             ]);
         }
-        let (best, at) = sweep.best();
-        if *system == System::Centralized {
+        let (best, at) = best_of(&sweep);
+        if is_central {
             central = Some(best);
         }
         summary.push(vec![
-            config_name(*system, *n),
+            config,
             format!("{best:.1}"),
             at.to_string(),
             central.map(|c| format!("{:.1}x", best / c)).unwrap_or_default(),
-            sweep.reached_text(),
+            reached_text(&sweep),
         ]);
-        runs.extend(sweep.runs);
     }
     let table = format!("{}\n{}", render(&rows), render(&summary));
-    Ok(Figure { title: format!("Throughput against latency for {app} (wan5, clients at all five sites, up to 5 s mean latency)"), table, runs })
+    Figure { title: format!("Throughput against latency for {app} (wan5, clients at all five sites, up to 5 s mean latency)"), table, runs }
 }
 
 /// Gyro §VII-C: the largest factors by which Gyro beat MySQL Cluster in the LAN, per

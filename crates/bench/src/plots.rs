@@ -32,7 +32,7 @@ pub fn group_by<'a, K: PartialEq>(runs: impl IntoIterator<Item = &'a RunResult>,
     groups
 }
 
-fn local_fraction(r: &RunResult) -> f64 {
+pub(crate) fn local_fraction(r: &RunResult) -> f64 {
     match r.experiment.workload {
         WorkloadSpec::Micro { local_fraction } => local_fraction,
         _ => f64::NAN,

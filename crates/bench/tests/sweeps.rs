@@ -85,3 +85,28 @@ fn the_warm_up_outlasts_the_first_queue() {
     assert_eq!(step_warmup_s(5.0, 11_000, Some(2_000.0)), 9.0);
     assert_eq!(step_warmup_s(5.0, 1_000_000, Some(1.0)), 15.0, "capped at three times the limit");
 }
+
+/// What `ensemble figure NAME --replot FILE` prints: the table computed again from the runs as
+/// the figure's JSON file keeps them must be the table the figure printed.
+#[test]
+fn each_belt_figures_table_is_printed_again_from_its_result_file() {
+    fn from_file(fig: &figures::Figure) -> Vec<RunResult> {
+        serde_json::from_str(&serde_json::to_string(&fig.runs).unwrap()).unwrap()
+    }
+    let o = opts(1, Runtime::Sim);
+    let fig3 = figures::gyro_fig3(&o).unwrap();
+    let again = figures::gyro_fig3_table(from_file(&fig3));
+    assert_eq!((again.title, again.table), (fig3.title.clone(), fig3.table.clone()));
+    assert_eq!(fig3.table.lines().count(), 2 + 10, "a row per local fraction:\n{}", fig3.table);
+    let fig4 = figures::gyro_fig4(&o, &[10, 40]).unwrap();
+    let again = figures::gyro_fig4_table(from_file(&fig4));
+    assert_eq!((again.title, again.table), (fig4.title.clone(), fig4.table.clone()));
+    assert!(fig4.table.contains("\n90 "), "the 90 % sweep's rows:\n{}", fig4.table);
+    let table3 = figures::table3("shop", &o, None).unwrap();
+    let again = figures::table3_table("shop", from_file(&table3));
+    assert_eq!((again.title, again.table), (table3.title.clone(), table3.table.clone()));
+    assert!(table3.table.contains("Ensemble-5") && table3.table.contains("1.0x"), "{}", table3.table);
+    let wan = figures::wan_scaling("shop", &o, &[10, 40], None).unwrap();
+    let again = figures::wan_scaling_table("shop", from_file(&wan));
+    assert_eq!((again.title, again.table), (wan.title.clone(), wan.table.clone()));
+}

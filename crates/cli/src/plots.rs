@@ -28,7 +28,8 @@ pub fn write(name: &str, runs: &[RunResult], stem: &Path) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// Redraws figure `name`'s plot from its result file, beside it (and prints Figure 5's table).
+/// Redraws figure `name`'s plot from its result file, beside it, and prints the figure's table
+/// again where it is computed from the runs alone (the Conveyor Belt's figures).
 pub fn replot(name: &str, file: &Path) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(file).with_context(|| format!("--replot {}", file.display()))?;
     let stem = file.with_extension("");
@@ -41,11 +42,25 @@ pub fn replot(name: &str, file: &Path) -> anyhow::Result<()> {
     }
     let runs: Vec<RunResult> = serde_json::from_str(&text).with_context(|| format!("{}: not a figure's runs", file.display()))?;
     write(name, &runs, &stem)?;
-    // Figure 5's table is computed from its runs alone, so it can be printed again too.
-    if name == "gyro-fig5" {
-        let app = runs.first().map(|r| r.experiment.workload.app()).with_context(|| format!("{}: no runs", file.display()))?;
-        let fig = ensemble_bench::figures::fig5_table(app, runs);
-        println!("{}\n\n{}", fig.title, fig.table);
+    let app = runs.first().map(|r| r.experiment.workload.app().to_string()).with_context(|| format!("{}: no runs", file.display()))?;
+    use ensemble_bench::figures;
+    let fig = match name {
+        "gyro-fig3" => figures::gyro_fig3_table(runs),
+        "gyro-fig4" => figures::gyro_fig4_table(runs),
+        "table3" => figures::table3_table(&app, runs),
+        "wan-scaling" => figures::wan_scaling_table(&app, runs),
+        "gyro-fig5" => figures::fig5_table(&app, runs),
+        // The P-Store figures' tables are their climbs' peaks, which the file of every run of
+        // the climbs does not mark: not printed again.
+        _ => return Ok(()),
+    };
+    println!("{}\n\n{}", fig.title, fig.table);
+    let steered = fig.runs.first().and_then(|r| match r.experiment.workload {
+        ensemble_bench::WorkloadSpec::Tpcw { write_share } | ensemble_bench::WorkloadSpec::Rubis { write_share, .. } => write_share,
+        _ => None,
+    });
+    if let Some(s) = steered {
+        println!("mix steered to {:.0}% writing transactions (--write-share {s})", s * 100.0);
     }
     Ok(())
 }

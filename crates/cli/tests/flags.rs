@@ -159,3 +159,23 @@ fn every_bad_input_is_refused_up_front_naming_flag_or_file_and_value() {
     // Refused before anything ran: no command created its result directory.
     assert!(!d.join("results").exists());
 }
+
+/// `--replot` runs nothing: from a figure's result file it draws the plot beside the file and
+/// prints the table the figure printed (here Table III for shop, as `results/` keeps it).
+#[test]
+fn a_figure_is_printed_and_drawn_again_from_its_result_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results/figure-table3-shop-seed1.json");
+    let file = dir.path().join("figure-table3-shop-seed1.json");
+    std::fs::copy(&kept, &file).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["figure", "table3", "--replot"]).arg(&file).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.starts_with("Table III for shop: mean latency under light load"), "{stdout}");
+    for config in ["Centralized", "Ensemble-2", "Ensemble-3", "Ensemble-5", "Read-only-2", "Read-only-3", "Read-only-5"] {
+        assert!(stdout.lines().any(|l| l.starts_with(config) && l.trim_end().ends_with("ok")), "no checked row for {config}:\n{stdout}");
+    }
+    for plot in ["svg", "png"] {
+        assert!(dir.path().join(format!("figure-table3-shop-seed1.{plot}")).exists(), "no {plot} beside the file");
+    }
+}
