@@ -140,7 +140,7 @@ pub fn gyro_fig4(o: &FigureOpts, client_steps: &[u32]) -> anyhow::Result<Figure>
     let series = run_series(o, &fractions, |&lf, progress| {
         sweep_to_latency_limit(o, client_steps, progress, |c| Ok(micro(lf, c, o)), &format!("{:.0}% local", lf * 100.0))
     })?;
-    Ok(gyro_fig4_table(series.into_iter().flat_map(|s| s.runs).collect()))
+    Ok(gyro_fig4_table(series.into_iter().flatten().collect()))
 }
 
 /// Figure 4's table from its runs alone, a sweep per local fraction in the order they came
@@ -174,23 +174,6 @@ pub fn gyro_fig4_table(runs: Vec<RunResult>) -> Figure {
 pub const LATENCY_LIMIT_MS: f64 = 5_000.0;
 /// Extra steps a simulated sweep may take past the listed client counts to reach the limit.
 const EXTRA_STEPS: usize = 4;
-
-/// One configuration's runs as clients increase.
-pub struct Sweep {
-    pub runs: Vec<RunResult>,
-}
-
-impl Sweep {
-    /// Whether the last run's mean latency passed [`LATENCY_LIMIT_MS`].
-    pub fn reached_limit(&self) -> bool {
-        self.runs.last().is_some_and(|r| mean_ms(r) > LATENCY_LIMIT_MS)
-    }
-
-    /// The highest throughput of the sweep and the client count it was reached at.
-    pub fn best(&self) -> (f64, u32) {
-        best_of(&self.runs.iter().collect::<Vec<_>>())
-    }
-}
 
 /// The highest throughput of a sweep's runs and the client count it was reached at.
 fn best_of(sweep: &[&RunResult]) -> (f64, u32) {
@@ -245,7 +228,7 @@ fn sweep_to_latency_limit(
     progress: bool,
     make: impl Fn(u32) -> anyhow::Result<Experiment>,
     name: &str,
-) -> anyhow::Result<Sweep> {
+) -> anyhow::Result<Vec<RunResult>> {
     let mut runs: Vec<RunResult> = vec![];
     let mut steps: Vec<u32> = client_steps.to_vec();
     let mut i = 0;
@@ -275,7 +258,7 @@ fn sweep_to_latency_limit(
         }
         i += 1;
     }
-    Ok(Sweep { runs })
+    Ok(runs)
 }
 
 /// Runs `series(item, progress)` for every item, `o.jobs` at a time, and returns the results in
@@ -408,7 +391,7 @@ pub fn wan_scaling(app: &str, o: &FigureOpts, client_steps: &[u32], workload: Op
     let series = run_series(o, &WAN_CONFIGS, |&(system, n), progress| {
         sweep_to_latency_limit(o, client_steps, progress, |c| wan_experiment(app, system, n, c, o, workload), &config_name(system, n))
     })?;
-    Ok(wan_scaling_table(app, series.into_iter().flat_map(|s| s.runs).collect()))
+    Ok(wan_scaling_table(app, series.into_iter().flatten().collect()))
 }
 
 /// The WAN scaling figure's table from its runs alone, a sweep per configuration in the order

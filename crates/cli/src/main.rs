@@ -918,7 +918,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     plots::write(&a.name, &fig.runs, &path.with_extension(""))?;
     println!("{}\n\n{}", fig.title, fig.table);
     if let Some(s) = a.write_share {
-        println!("mix steered to {:.0}% writing transactions (--write-share {s})", s * 100.0);
+        println!("{}", plots::steered_line(s));
     }
     if a.name.starts_with("pstore") {
         println!("simulated: warm-up {} s, window {} s, seed {}, the p-store topology (4 cores per machine, 10 Mb/s per group)", a.warmup, a.measure, a.seed);

@@ -42,14 +42,15 @@ pub fn replot(name: &str, file: &Path) -> anyhow::Result<()> {
     }
     let runs: Vec<RunResult> = serde_json::from_str(&text).with_context(|| format!("{}: not a figure's runs", file.display()))?;
     write(name, &runs, &stem)?;
-    let app = runs.first().map(|r| r.experiment.workload.app().to_string()).with_context(|| format!("{}: no runs", file.display()))?;
     use ensemble_bench::figures;
+    // The figures of one application name it in their title; their runs say which it was.
+    let app = || runs.first().map(|r| r.experiment.workload.app().to_string()).with_context(|| format!("{}: no runs", file.display()));
     let fig = match name {
         "gyro-fig3" => figures::gyro_fig3_table(runs),
         "gyro-fig4" => figures::gyro_fig4_table(runs),
-        "table3" => figures::table3_table(&app, runs),
-        "wan-scaling" => figures::wan_scaling_table(&app, runs),
-        "gyro-fig5" => figures::fig5_table(&app, runs),
+        "table3" => figures::table3_table(&app()?, runs),
+        "wan-scaling" => figures::wan_scaling_table(&app()?, runs),
+        "gyro-fig5" => figures::fig5_table(&app()?, runs),
         // The P-Store figures' tables are their climbs' peaks, which the file of every run of
         // the climbs does not mark: not printed again.
         _ => return Ok(()),
@@ -60,7 +61,12 @@ pub fn replot(name: &str, file: &Path) -> anyhow::Result<()> {
         _ => None,
     });
     if let Some(s) = steered {
-        println!("mix steered to {:.0}% writing transactions (--write-share {s})", s * 100.0);
+        println!("{}", steered_line(s));
     }
     Ok(())
+}
+
+/// What a figure whose mix was steered (`--write-share`) prints under its table.
+pub fn steered_line(share: f64) -> String {
+    format!("mix steered to {:.0}% writing transactions (--write-share {share})", share * 100.0)
 }
