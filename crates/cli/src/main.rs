@@ -369,7 +369,8 @@ struct FigureArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
     /// Run nothing: redraw the figure's plot from its result file (a `figure-*.json` this
-    /// command wrote), as SVG and PNG beside it, and print the Conveyor Belt figures' tables again.
+    /// command wrote), as SVG and PNG beside it, and print the figure's table again (xcast-latency:
+    /// the plot only).
     #[arg(long, value_parser = existing_file)]
     replot: Option<PathBuf>,
     #[command(flatten)]

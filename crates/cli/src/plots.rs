@@ -29,7 +29,7 @@ pub fn write(name: &str, runs: &[RunResult], stem: &Path) -> anyhow::Result<()> 
 }
 
 /// Redraws figure `name`'s plot from its result file, beside it, and prints the figure's table
-/// again where it is computed from the runs alone (the Conveyor Belt's figures).
+/// again, computed from the runs alone.
 pub fn replot(name: &str, file: &Path) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(file).with_context(|| format!("--replot {}", file.display()))?;
     let stem = file.with_extension("");
@@ -41,20 +41,22 @@ pub fn replot(name: &str, file: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     let runs: Vec<RunResult> = serde_json::from_str(&text).with_context(|| format!("{}: not a figure's runs", file.display()))?;
-    write(name, &runs, &stem)?;
     use ensemble_bench::figures;
     // The figures of one application name it in their title; their runs say which it was.
     let app = || runs.first().map(|r| r.experiment.workload.app().to_string()).with_context(|| format!("{}: no runs", file.display()));
+    // The table first: runs that are not the figure's are refused before a plot is written.
     let fig = match name {
         "gyro-fig3" => figures::gyro_fig3_table(runs),
         "gyro-fig4" => figures::gyro_fig4_table(runs),
         "table3" => figures::table3_table(&app()?, runs),
         "wan-scaling" => figures::wan_scaling_table(&app()?, runs),
         "gyro-fig5" => figures::fig5_table(&app()?, runs),
-        // The P-Store figures' tables are their climbs' peaks, which the file of every run of
-        // the climbs does not mark: not printed again.
-        _ => return Ok(()),
+        other => match ensemble_gdur::figures::table(other, runs) {
+            Some(fig) => fig.with_context(|| format!("{}: not {other}'s runs", file.display()))?,
+            None => anyhow::bail!("figure `{other}` writes no result file to draw again"),
+        },
     };
+    write(name, &fig.runs, &stem)?;
     println!("{}\n\n{}", fig.title, fig.table);
     let steered = fig.runs.first().and_then(|r| match r.experiment.workload {
         ensemble_bench::WorkloadSpec::Tpcw { write_share } | ensemble_bench::WorkloadSpec::Rubis { write_share, .. } => write_share,

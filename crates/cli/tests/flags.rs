@@ -161,21 +161,33 @@ fn every_bad_input_is_refused_up_front_naming_flag_or_file_and_value() {
 }
 
 /// `--replot` runs nothing: from a figure's result file it draws the plot beside the file and
-/// prints the table the figure printed (here Table III for shop, as `results/` keeps it).
+/// prints the table the figure printed (here Table III for shop and P-Store's Table 1, as
+/// `results/` keeps them); the file of one figure is refused as another's.
 #[test]
 fn a_figure_is_printed_and_drawn_again_from_its_result_file() {
     let dir = tempfile::tempdir().unwrap();
-    let kept = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results/figure-table3-shop-seed1.json");
-    let file = dir.path().join("figure-table3-shop-seed1.json");
-    std::fs::copy(&kept, &file).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["figure", "table3", "--replot"]).arg(&file).output().unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{stderr}");
+    let replot = |figure: &str, stem: &str| {
+        let kept = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../results/{stem}.json"));
+        let file = dir.path().join(format!("{stem}.json"));
+        std::fs::copy(&kept, &file).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["figure", figure, "--replot"]).arg(&file).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, stdout, stderr) = replot("table3", "figure-table3-shop-seed1");
+    assert!(ok, "{stderr}");
     assert!(stdout.starts_with("Table III for shop: mean latency under light load"), "{stdout}");
     for config in ["Centralized", "Ensemble-2", "Ensemble-3", "Ensemble-5", "Read-only-2", "Read-only-3", "Read-only-5"] {
         assert!(stdout.lines().any(|l| l.starts_with(config) && l.trim_end().ends_with("ok")), "no checked row for {config}:\n{stdout}");
     }
-    for plot in ["svg", "png"] {
-        assert!(dir.path().join(format!("figure-table3-shop-seed1.{plot}")).exists(), "no {plot} beside the file");
+    let (ok, stdout, stderr) = replot("pstore-table1", "figure-pstore-table1-seed1");
+    assert!(ok, "{stderr}");
+    assert!(stdout.starts_with("P-Store Table 1: a global transaction's latency under light load"), "{stdout}");
+    for system in ["p-store ", "p-store-ge ", "p-store-2pc "] {
+        assert!(stdout.lines().any(|l| l.starts_with(system) && l.trim_end().ends_with("ok")), "no checked row for {system}:\n{stdout}");
     }
+    for (stem, plot) in [("figure-table3-shop-seed1", "svg"), ("figure-table3-shop-seed1", "png"), ("figure-pstore-table1-seed1", "svg")] {
+        assert!(dir.path().join(format!("{stem}.{plot}")).exists(), "no {plot} beside {stem}.json");
+    }
+    let (ok, _, stderr) = replot("pstore-fig2", "figure-pstore-table1-seed1");
+    assert!(!ok && stderr.contains("not pstore-fig2's runs"), "{stderr}");
 }

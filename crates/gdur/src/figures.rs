@@ -39,6 +39,18 @@ impl Config {
         Config { system, groups: 4, global, read_only: 0.0, certifiers: 100, replication: 1 }
     }
 
+    /// What a run of this configuration records of it ([`config_of`]).
+    fn recorded(&self) -> RunConfig {
+        RunConfig {
+            system: self.system.into(),
+            groups: self.groups,
+            certifiers: self.certifiers,
+            replication: self.replication,
+            global: self.global,
+            read_only: self.read_only,
+        }
+    }
+
     fn experiment(&self, clients: u32, o: &FigureOpts) -> anyhow::Result<Experiment> {
         let topology = Topology::pstore(self.groups as usize);
         let mut e = Experiment::for_system("tpcb", self.system, self.groups * 3, topology).map_err(anyhow::Error::msg)?;
@@ -55,14 +67,18 @@ impl Config {
     }
 }
 
-/// A configuration's climb and where it peaked.
+/// A configuration's climb and where it peaked: its run of the highest committed throughput.
 pub struct Peak {
-    pub config: Config,
+    pub config: RunConfig,
     pub runs: Vec<RunResult>,
     best: usize,
 }
 
 impl Peak {
+    fn of(config: RunConfig, runs: Vec<RunResult>) -> Peak {
+        let best = (0..runs.len()).max_by(|&a, &b| runs[a].summary.throughput.total_cmp(&runs[b].summary.throughput)).expect("one run at least");
+        Peak { config, runs, best }
+    }
     pub fn best(&self) -> &RunResult {
         &self.runs[self.best]
     }
@@ -116,8 +132,7 @@ pub fn climb(config: &Config, o: &FigureOpts) -> anyhow::Result<Peak> {
         }
         clients *= 2;
     }
-    let best = (0..runs.len()).max_by(|&a, &b| runs[a].summary.throughput.total_cmp(&runs[b].summary.throughput)).expect("one run at least");
-    Ok(Peak { config: config.clone(), runs, best })
+    Ok(Peak::of(config.recorded(), runs))
 }
 
 /// Climbs every configuration, `o.jobs` at a time.
@@ -131,9 +146,14 @@ fn all_runs(peaks: Vec<Peak>) -> Vec<RunResult> {
 
 /// P-Store Fig. 2: A_ge\* with 1 to 150 certifiers, 4 groups, 1 % global.
 pub fn fig2(o: &FigureOpts) -> anyhow::Result<Figure> {
-    let pools = [1u32, 10, 50, 100, 150];
-    let configs: Vec<Config> = pools.iter().map(|&c| Config { certifiers: c, ..Config::new("p-store", 0.01) }).collect();
-    let peaks = climb_all(&configs, o)?;
+    Ok(fig2_table(climb_all(&fig2_configs(), o)?))
+}
+
+fn fig2_configs() -> Vec<Config> {
+    [1u32, 10, 50, 100, 150].iter().map(|&c| Config { certifiers: c, ..Config::new("p-store", 0.01) }).collect()
+}
+
+fn fig2_table(peaks: Vec<Peak>) -> Figure {
     let base = peaks[0].throughput();
     let mut rows = vec![["certifiers", "peak tx/s", "at clients", "latency ms", "abort %", "vs 1 certifier", "paper", "check"].map(String::from).to_vec()];
     for p in &peaks {
@@ -154,15 +174,19 @@ pub fn fig2(o: &FigureOpts) -> anyhow::Result<Figure> {
         ]);
     }
     let table = render(&rows);
-    Ok(Figure { title: "P-Store Fig. 2: the convoy effect — A_ge* peak throughput by certifier pool (4 groups of 3, 1 % global TPC-B)".into(), table, runs: all_runs(peaks) })
+    Figure { title: "P-Store Fig. 2: the convoy effect — A_ge* peak throughput by certifier pool (4 groups of 3, 1 % global TPC-B)".into(), table, runs: all_runs(peaks) }
 }
 
 /// P-Store Fig. 3(a): A_ge\* against A_full, 4 groups, 0–50 % global.
 pub fn fig3a(o: &FigureOpts) -> anyhow::Result<Figure> {
-    let globals = [0.0, 0.01, 0.05, 0.15, 0.25, 0.5];
-    let configs: Vec<Config> =
-        globals.iter().flat_map(|&g| [Config::new("p-store", g), Config::new("p-store-full", g)]).collect();
-    let peaks = climb_all(&configs, o)?;
+    Ok(fig3a_table(climb_all(&fig3a_configs(), o)?))
+}
+
+fn fig3a_configs() -> Vec<Config> {
+    [0.0, 0.01, 0.05, 0.15, 0.25, 0.5].iter().flat_map(|&g| [Config::new("p-store", g), Config::new("p-store-full", g)]).collect()
+}
+
+fn fig3a_table(peaks: Vec<Peak>) -> Figure {
     let mut rows = vec![[
         "global %", "A_ge* peak", "latency ms", "abort %", "A_full peak", "latency ms", "abort %", "A_ge*/A_full", "paper", "check",
     ]
@@ -192,17 +216,22 @@ pub fn fig3a(o: &FigureOpts) -> anyhow::Result<Figure> {
         ]);
     }
     let table = format!("{}\npaper's abort rates at peak: A_ge* 7–15 %, A_full at most 5 %", render(&rows));
-    Ok(Figure { title: "P-Store Fig. 3(a): partial (A_ge*) against full (A_full) replication, 4 groups of 3, TPC-B".into(), table, runs: all_runs(peaks) })
+    Figure { title: "P-Store Fig. 3(a): partial (A_ge*) against full (A_full) replication, 4 groups of 3, TPC-B".into(), table, runs: all_runs(peaks) }
 }
 
 /// P-Store Fig. 3(b): 25 % global, 2 to 8 groups.
 pub fn fig3b(o: &FigureOpts) -> anyhow::Result<Figure> {
-    let groups = [2u32, 4, 6, 8];
-    let configs: Vec<Config> = groups
+    Ok(fig3b_table(climb_all(&fig3b_configs(), o)?))
+}
+
+fn fig3b_configs() -> Vec<Config> {
+    [2u32, 4, 6, 8]
         .iter()
         .flat_map(|&g| [Config { groups: g, ..Config::new("p-store", 0.25) }, Config { groups: g, ..Config::new("p-store-full", 0.25) }])
-        .collect();
-    let peaks = climb_all(&configs, o)?;
+        .collect()
+}
+
+fn fig3b_table(peaks: Vec<Peak>) -> Figure {
     let base = peaks[0].throughput() / 2.0;
     let best_full = peaks.iter().filter(|p| p.config.system == "p-store-full").map(Peak::throughput).fold(0.0, f64::max);
     let mut rows = vec![["groups", "A_ge* peak", "per group vs 2 groups' per group", "A_full peak", "A_ge* / best A_full", "check"].map(String::from).to_vec()];
@@ -218,12 +247,16 @@ pub fn fig3b(o: &FigureOpts) -> anyhow::Result<Figure> {
         ]);
     }
     let table = format!("{}\npaper: A_ge* scales out by about 0.7 per group; at 8 groups 1.7x A_full's best; A_full best at 2 groups, network-bound at 8", render(&rows));
-    Ok(Figure { title: "P-Store Fig. 3(b): scale-out at 25 % global, 2 to 8 groups of 3, TPC-B".into(), table, runs: all_runs(peaks) })
+    Figure { title: "P-Store Fig. 3(b): scale-out at 25 % global, 2 to 8 groups of 3, TPC-B".into(), table, runs: all_runs(peaks) }
 }
 
 /// P-Store Fig. 4: each partition in 1 or 2 groups (and A_full), 4 groups; (a) all updates,
 /// (b) 20 % updates (read-only transactions read one account); 1 % and 25 % global.
 pub fn fig4(o: &FigureOpts) -> anyhow::Result<Figure> {
+    Ok(fig4_table(climb_all(&fig4_configs(), o)?))
+}
+
+fn fig4_configs() -> Vec<Config> {
     let mut configs = Vec::new();
     for read_only in [0.0, 0.8] {
         for global in [0.01, 0.25] {
@@ -232,7 +265,10 @@ pub fn fig4(o: &FigureOpts) -> anyhow::Result<Figure> {
             }
         }
     }
-    let peaks = climb_all(&configs, o)?;
+    configs
+}
+
+fn fig4_table(peaks: Vec<Peak>) -> Figure {
     let mut rows = vec![["updates %", "global %", "x=1 peak", "x=2 peak", "A_full peak", "x=2 / x=1", "check"].map(String::from).to_vec()];
     for t in peaks.chunks(3) {
         rows.push(vec![
@@ -249,7 +285,7 @@ pub fn fig4(o: &FigureOpts) -> anyhow::Result<Figure> {
         "{}\npaper: two copies harm A_ge* \"dramatically\" at 25 % global and barely less at 1 %; A_full beats A_ge* with two copies",
         render(&rows)
     );
-    Ok(Figure { title: "P-Store Fig. 4: replication factor x = 1, 2 (and A_full), 4 groups of 3, TPC-B".into(), table, runs: all_runs(peaks) })
+    Figure { title: "P-Store Fig. 4: replication factor x = 1, 2 (and A_full), 4 groups of 3, TPC-B".into(), table, runs: all_runs(peaks) }
 }
 
 /// Δ of P-Store's Table 1: the mean delay between two groups of the p-store topology (ms).
@@ -259,23 +295,33 @@ const DELTA_MS: f64 = 50.0;
 /// execution (r_r remote reads × 2Δ; TPC-B's global transaction reads one remote item) and
 /// termination (certification, 3Δ).
 pub fn table1(o: &FigureOpts) -> anyhow::Result<Figure> {
-    let mut rows = vec![["system", "global tx", "execution ms", "in Δ", "paper", "termination ms", "in Δ", "paper", "check"].map(String::from).to_vec()];
     let mut runs = Vec::new();
-    // P-Store-2PC beside them: G-DUR §5.3 puts 2PC at 3 message delays, the third (the decision
-    // to the participants) after the proxy, which coordinates, has answered its client.
-    for (system, paper) in [("p-store", "3Δ"), ("p-store-ge", "3Δ"), ("p-store-2pc", "2PC: 3 delays, 2 to the proxy")] {
+    for system in TABLE1_SYSTEMS {
         // One client per process, thinking 200 ms between transactions: light load.
         let mut e = Config::new(system, 0.5).experiment(12, o)?;
         e.think_ms = 200.0;
-        let r = (o.run)(&e, o.progress)?;
+        runs.push((o.run)(&e, o.progress)?);
+    }
+    Ok(table1_table(runs))
+}
+
+/// P-Store-2PC beside A_ge\* and A_ge: G-DUR §5.3 puts 2PC at 3 message delays, the third (the
+/// decision to the participants) after the proxy, which coordinates, has answered its client.
+const TABLE1_SYSTEMS: [&str; 3] = ["p-store", "p-store-ge", "p-store-2pc"];
+
+fn table1_table(runs: Vec<RunResult>) -> Figure {
+    let mut rows = vec![["system", "global tx", "execution ms", "in Δ", "paper", "termination ms", "in Δ", "paper", "check"].map(String::from).to_vec()];
+    for r in &runs {
+        let system = r.experiment.system.as_str();
+        let paper = if system == "p-store-2pc" { "2PC: 3 delays, 2 to the proxy" } else { "3Δ" };
         let g = r.summary.classes.get("global-update");
         let total = g.map_or(f64::NAN, |c| c.mean_ms);
         // The harness's phases are over every transaction; a global one's execution is its
         // remote read, so take it from the global class as total − termination.
-        let exec = global_execution_ms(&r);
+        let exec = global_execution_ms(r);
         let term = total - exec;
         rows.push(vec![
-            system.into(),
+            system.to_string(),
             g.map_or(0, |c| c.count).to_string(),
             format!("{exec:.1}"),
             format!("{:.2}", exec / DELTA_MS),
@@ -289,13 +335,47 @@ pub fn table1(o: &FigureOpts) -> anyhow::Result<Figure> {
                 None => "-".into(),
             },
         ]);
-        runs.push(r);
     }
     let table = format!(
         "{}\nΔ = 50 ms, the mean inter-group delay; the paper counts inter-group delays only (intra-group delays negligible)",
         render(&rows)
     );
-    Ok(Figure { title: "P-Store Table 1: a global transaction's latency under light load, 4 groups of 3, 50 % global TPC-B".into(), table, runs })
+    Figure { title: "P-Store Table 1: a global transaction's latency under light load, 4 groups of 3, 50 % global TPC-B".into(), table, runs }
+}
+
+/// Figure `name`'s table computed again from its runs (as its result file keeps them): each
+/// climb's runs are grouped by the configuration they record, and its peak is their highest
+/// throughput, as when the figure ran. `None` for a name that is not P-Store's; an error for
+/// runs that are not that figure's configurations.
+pub fn table(name: &str, runs: Vec<RunResult>) -> Option<anyhow::Result<Figure>> {
+    let (configs, table): (Vec<Config>, fn(Vec<Peak>) -> Figure) = match name {
+        "pstore-fig2" => (fig2_configs(), fig2_table),
+        "pstore-fig3a" => (fig3a_configs(), fig3a_table),
+        "pstore-fig3b" => (fig3b_configs(), fig3b_table),
+        "pstore-fig4" => (fig4_configs(), fig4_table),
+        "pstore-table1" => {
+            let systems: Vec<&str> = runs.iter().map(|r| r.experiment.system.as_str()).collect();
+            if systems != TABLE1_SYSTEMS {
+                return Some(Err(anyhow::anyhow!("runs of {systems:?}, where {name} runs one each of {TABLE1_SYSTEMS:?}")));
+            }
+            return Some(Ok(table1_table(runs)));
+        }
+        _ => return None,
+    };
+    let mut climbs: Vec<(RunConfig, Vec<RunResult>)> = Vec::new();
+    for r in runs {
+        let c = config_of(&r);
+        match climbs.iter_mut().find(|(k, _)| *k == c) {
+            Some((_, rs)) => rs.push(r),
+            None => climbs.push((c, vec![r])),
+        }
+    }
+    let found: Vec<&RunConfig> = climbs.iter().map(|(c, _)| c).collect();
+    let expected: Vec<RunConfig> = configs.iter().map(Config::recorded).collect();
+    if found.len() != expected.len() || found.iter().zip(&expected).any(|(f, e)| *f != e) {
+        return Some(Err(anyhow::anyhow!("the runs climb {} configurations, not {name}'s {} in its order: {found:?}", found.len(), expected.len())));
+    }
+    Some(Ok(table(climbs.into_iter().map(|(c, runs)| Peak::of(c, runs)).collect())))
 }
 
 /// The mean execution phase of the global transactions. The run's phases are kept over every
@@ -320,15 +400,16 @@ fn system_label(system: &str) -> String {
     }
 }
 
-/// A run's configuration, read back from its experiment (so a result file redraws its plot).
+/// A run's configuration, read back from its experiment (so a result file redraws its plot and
+/// prints its table again).
 #[derive(Clone, Debug, PartialEq)]
-struct RunConfig {
-    system: String,
-    groups: u32,
-    certifiers: u32,
-    replication: u32,
-    global: f64,
-    read_only: f64,
+pub struct RunConfig {
+    pub system: String,
+    pub groups: u32,
+    pub certifiers: u32,
+    pub replication: u32,
+    pub global: f64,
+    pub read_only: f64,
 }
 
 fn config_of(r: &RunResult) -> RunConfig {
@@ -489,6 +570,44 @@ mod tests {
         assert!(text.contains(caption), "no caption `{caption}` in the SVG of {name}");
         assert!(std::fs::metadata(png).unwrap().len() > 4_000);
         (chart, text)
+    }
+
+    /// A figure's table printed again from its runs is the table it printed: each climb's runs
+    /// grouped by the configuration they record, its peak their highest throughput, wherever in
+    /// the climb it fell. Runs of another figure are refused by name.
+    #[test]
+    fn a_figures_table_is_found_again_from_its_runs() {
+        for (name, configs, table) in [
+            ("pstore-fig2", fig2_configs(), fig2_table as fn(Vec<Peak>) -> Figure),
+            ("pstore-fig3a", fig3a_configs(), fig3a_table),
+            ("pstore-fig3b", fig3b_configs(), fig3b_table),
+            ("pstore-fig4", fig4_configs(), fig4_table),
+        ] {
+            let peaks: Vec<Peak> = configs
+                .iter()
+                .enumerate()
+                .map(|(k, c)| {
+                    // The peak first in some climbs, last in others.
+                    let x = 100.0 * (k + 1) as f64;
+                    let runs = vec![run(c, 48, if k % 2 == 0 { 3.0 * x } else { x }, &[("all", 40.0)], &[]), run(c, 96, 2.0 * x, &[("all", 300.0)], &[])];
+                    Peak::of(c.recorded(), runs)
+                })
+                .collect();
+            assert!(peaks.iter().enumerate().all(|(k, p)| p.best == if k % 2 == 0 { 0 } else { 1 }));
+            let printed = table(peaks);
+            let again = super::table(name, printed.runs.clone()).unwrap().unwrap();
+            assert_eq!((&again.title, &again.table), (&printed.title, &printed.table), "{name}");
+            assert!(printed.table.contains(&format!("{:.0}", 300.0)), "{name}: the first climb's peak is its first run:\n{}", printed.table);
+            let other = if name == "pstore-fig2" { "pstore-fig4" } else { "pstore-fig2" };
+            let Some(Err(e)) = super::table(other, printed.runs) else { panic!("{name}'s runs taken for {other}'s") };
+            let e = e.to_string();
+            assert!(e.contains(other) && e.contains("configurations"), "{e}");
+        }
+        let runs: Vec<RunResult> = TABLE1_SYSTEMS.iter().map(|&s| run(&Config::new(s, 0.5), 12, 10.0, &[("all", 250.0), ("global-update", 250.0)], &[("execution", 100.0)])).collect();
+        let printed = table1_table(runs.clone());
+        assert_eq!(super::table("pstore-table1", runs.clone()).unwrap().unwrap().table, printed.table);
+        assert!(super::table("pstore-table1", runs[..2].to_vec()).unwrap().is_err());
+        assert!(super::table("table3", runs).is_none());
     }
 
     #[test]
