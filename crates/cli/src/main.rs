@@ -368,6 +368,11 @@ struct FigureArgs {
     /// paths in turn, so that drift over the run falls on all of them; 1 to 100.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
+    /// overhead (PostgreSQL): the node's pools of storage connections to run side by side as
+    /// rows of their own ("a pool of N"), comma-separated; default: the node's own default, as
+    /// every other figure runs it; each 1 to 256.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS))]
+    storage_workers: Vec<u32>,
     /// Run nothing: redraw the figure's plot from its result file (a `figure-*.json` this
     /// command wrote), as SVG and PNG beside it, and print the figure's table again (xcast-latency:
     /// the plot only).
@@ -879,6 +884,9 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         ensemble_app::application(&a.app).map_err(|e| anyhow::anyhow!("--app: {e}"))?;
     }
     if a.name != "overhead" {
+        if !a.storage_workers.is_empty() {
+            bail!("--storage-workers is for the overhead figure's pooled rows; {} runs every node with its default pool", a.name);
+        }
         writable_dir("--out", &a.output.out)?;
     }
     let fig = match a.name.as_str() {
@@ -893,7 +901,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
             figures::wan_scaling(&a.app, &o, &clients(steps), workload.as_ref())?
         }
         "overhead" => {
-            let text = overhead::run(a.threads, a.measure, a.rounds, a.seed, !a.output.quiet, o.backend.clone())?;
+            let text = overhead::run(a.threads, &a.storage_workers, a.measure, a.rounds, a.seed, !a.output.quiet, o.backend.clone())?;
             println!("{text}");
             return Ok(());
         }

@@ -7,7 +7,8 @@
 //! priced in the client's thread (on MariaDB the node's writers take the lock last already),
 //! and locals side by side under SSI (`ensemble_server::DirectTxn::SerializableSideBySide`) in
 //! the client's thread, then through the node (`--writers-side-by-side`), checked, once with a
-//! connection per client and once with the node's default pool (`Experiment::storage_workers`).
+//! connection per client and once with the node's default pool (`Experiment::storage_workers`),
+//! or once with each pool `--storage-workers` asks for.
 //! Reported as ratios, with where each path's CPU time went per operation (`crate::cpu_use`):
 //! on a machine whose cores the clients, the node and the server all share, that is what the
 //! added latency is made of.
@@ -317,7 +318,7 @@ fn ratio_spread(a: &Path, b: &Path) -> String {
     v.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(", ")
 }
 
-pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool, backend: ensemble_bench::Backend) -> anyhow::Result<String> {
+pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, progress: bool, backend: ensemble_bench::Backend) -> anyhow::Result<String> {
     let round_s = measure_s / rounds as f64;
     let mut e = Experiment::new("shop", System::Centralized, 1, Topology::lan()).map_err(anyhow::Error::msg)?;
     // Loopback as it is: no emulated delay.
@@ -330,9 +331,11 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     e.label = "overhead-ensemble".into();
     e.runtime = ensemble_bench::Runtime::Real;
     e.backend = backend;
-    // What `ensemble bench` and every other figure give a node: its default pool of
-    // connections (two), whatever the number of clients.
-    let pool = e.storage_workers;
+    // What `ensemble bench` and every other figure give a node, unless `--storage-workers`
+    // prices other sizes: its default pool of connections (two), whatever the number of
+    // clients.
+    let default_pool = e.storage_workers;
+    let pools = if pools.is_empty() { vec![default_pool] } else { pools.to_vec() };
     // A connection per client, as on the direct path: fewer would queue requests at the node.
     e.storage_workers = threads;
     let mut plain = e.clone();
@@ -346,10 +349,17 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     // And once more with the node's own pool: fewer transactions at once in the server than
     // clients, as a connection pool in front of a server keeps them; the direct path cannot
     // (its clients each hold a connection), so this row is the middleware's, not the hop's.
-    let mut pooled = side.clone();
-    pooled.storage_workers = pool;
-    pooled.label = "overhead-ensemble-side-by-side-pool".into();
-    let run_pooled = pool != threads;
+    // A pool as large as the clients is the side-by-side row again.
+    let pooled: Vec<Experiment> = pools
+        .iter()
+        .filter(|&&n| n != threads)
+        .map(|&n| {
+            let mut x = side.clone();
+            x.storage_workers = n;
+            x.label = format!("overhead-ensemble-side-by-side-pool{n}");
+            x
+        })
+        .collect();
     let (handoff_us, tcp_us) = floor_costs()?;
     let db_name = match e.backend.kind {
         ensemble_bench::BackendKind::Sqlite => "SQLite",
@@ -367,7 +377,7 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
     let mut r = Path::new("through one Ensemble instance");
     let mut p = Path::new("... on the plain wire (no secret)");
     let mut side_path = Path::new("... locals side by side under SSI");
-    let mut pooled_path = Path::new(format!("... side by side, a pool of {pool}"));
+    let mut pooled_paths: Vec<Path> = pooled.iter().map(|x| Path::new(format!("... side by side, a pool of {}", x.storage_workers))).collect();
     let mut checks = Vec::new();
     // The node's counters cover every operation it ran, the window's and the drain's.
     let counter = |r: &ensemble_bench::RunResult, names: &[&str]| -> u64 {
@@ -390,9 +400,7 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
         let mut paths = vec![(&e, &mut r), (&plain, &mut p)];
         if e.backend.kind == ensemble_bench::BackendKind::Postgres {
             paths.push((&side, &mut side_path));
-            if run_pooled {
-                paths.push((&pooled, &mut pooled_path));
-            }
+            paths.extend(pooled.iter().zip(pooled_paths.iter_mut()));
         }
         for (exp, path) in paths {
             let mut exp = exp.clone();
@@ -462,16 +470,24 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
             side_path.retries_per_1000(),
         );
     }
-    if !pooled_path.rounds.is_empty() {
-        rows.push(row(&pooled_path));
+    for (x, pooled_path) in pooled.iter().zip(&pooled_paths).filter(|(_, p)| !p.rounds.is_empty()) {
+        let pool = x.storage_workers;
+        rows.push(row(pooled_path));
+        let which = if pool == default_pool {
+            format!("the node's own pool ({pool} connections for {threads} clients, as `ensemble bench` and the other figures run a node; checked)")
+        } else {
+            format!("a pool of {pool} connections for {threads} clients (--storage-workers; the node's default, which `ensemble bench` and the other figures run, is {default_pool}; checked)")
+        };
         lifted += &format!(
-            "the same with the node's own pool ({pool} connections for {threads} clients, as `ensemble bench` and the other figures run a node; checked): it adds {:.0} % to the direct path's mean (per round {}); run again after a serialization failure, per 1000 operations: {:.1}\n",
+            "the same with {which}: it adds {:.0} % to the direct path's mean (per round {}); run again after a serialization failure, per 1000 operations: {:.1}\n",
             (pooled_path.mean_ms() / d.mean_ms() - 1.0) * 100.0,
-            ratio_spread(&pooled_path, &d),
+            ratio_spread(pooled_path, &d),
             pooled_path.retries_per_1000(),
         );
     }
-    let where_cpu = cpu_table([&d, &dp, &b, &strict, &ssi, &r, &p, &side_path, &pooled_path]);
+    let mut measured = vec![&d, &dp, &b, &strict, &ssi, &r, &p, &side_path];
+    measured.extend(&pooled_paths);
+    let where_cpu = cpu_table(&measured);
     Ok(format!(
         "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; per round {})\n{against_pipelined}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
         render(&rows),
@@ -495,7 +511,7 @@ pub fn run(threads: u32, measure_s: f64, rounds: u32, seed: u64, progress: bool,
 
 /// Where each path's CPU time went, per operation, and how often each component's threads were
 /// switched out: the profile of the windows (`crate::cpu_use`). Empty where it was not measured.
-fn cpu_table<const N: usize>(paths: [&Path; N]) -> String {
+fn cpu_table(paths: &[&Path]) -> String {
     const SWITCHED: [Component; 4] = [Component::Server, Component::Clients, Component::NodeLoop, Component::NodeStorage];
     let mut header = vec!["path".to_string()];
     header.extend(Component::ALL.iter().map(|c| c.name().to_string()));
