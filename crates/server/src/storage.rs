@@ -713,10 +713,9 @@ impl ServerStorage {
         self.begin(Kind::Writer, false).map_err(Attempt::before_commit)?;
         let (globals, _) = self.counters_read().map_err(Attempt::before_commit)?;
         let last = self.apply_updates(globals, first_seq, updates)?;
-        self.conn
-            .run(&format!("UPDATE {META_TABLE} SET globals = {} WHERE id = 0", placeholder(self.sql.engine, 1)), &[&Value::Int(last as i64)])
-            .map_err(Attempt::before_commit)?;
-        self.conn.batch("COMMIT").map_err(Attempt::committing)?;
+        // The counter with the COMMIT, one round trip, as a group's Apply and a writer that takes
+        // the lock last end.
+        self.conn.batch(&format!("UPDATE {META_TABLE} SET globals = {last} WHERE id = 0; COMMIT")).map_err(Attempt::committing)?;
         Ok(last)
     }
 
