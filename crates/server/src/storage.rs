@@ -532,10 +532,15 @@ impl ServerStorage {
     fn attempt_side_by_side(&mut self, txn: &TxnType, request: &Request) -> Result<StorageResult, Attempt> {
         self.prepare_bookkeeping().map_err(Attempt::before_commit)?;
         let read = self.bookkeeping(Bookkeeping::ReadEpochAndSnapshot);
-        if self.app.is_read_only(txn.name) {
-            return self.attempt_deferrable_reader(txn, request, &read);
-        }
-        let start = format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN ROW SHARE MODE; SAVEPOINT body");
+        // A reader's reply waits for its COMMIT too. (READ ONLY DEFERRABLE, whose snapshot no
+        // serialization failure can touch, would let it answer at once, but PostgreSQL may
+        // hold its start until the writers beside it end: in one run at four clients of the
+        // overhead figure that did no better than the round trip it saves; RESULTS.md.)
+        let start = if self.app.is_read_only(txn.name) {
+            "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY; SAVEPOINT body".to_string()
+        } else {
+            format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN ROW SHARE MODE; SAVEPOINT body")
+        };
         self.conn.start(&start).map_err(Attempt::before_commit)?;
         let (outcome, failure, _) = self.run_body(txn, &request.params, None);
         if let Some(f) = failure {
@@ -547,25 +552,6 @@ impl ServerStorage {
         let rows = self.conn.batch_rows(&end).map_err(Attempt::committing)?;
         // Committed: a bad row now cannot be undone or run again.
         let (globals, snapshot) = epoch_and_snapshot(&rows).map_err(|e| Attempt::Fatal(format!("committed, but its epoch and snapshot could not be read: {e}")))?;
-        let position = Position::SideBySide { instance: self.instance, globals_seen: globals, snapshot };
-        Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
-    }
-
-    /// A reader beside the writers under SSI: `SERIALIZABLE READ ONLY DEFERRABLE`, whose
-    /// snapshot PostgreSQL takes only once it is safe (no writer it overlaps can make it part of
-    /// an anomaly; the server may wait for the writers beside it to end), so that no
-    /// serialization failure can touch it: like the default's readers it answers at once and
-    /// its COMMIT goes with the next transaction's start. Its epoch and snapshot are read first,
-    /// in the start's batch: a SERIALIZABLE transaction keeps the snapshot of its first query.
-    fn attempt_deferrable_reader(&mut self, txn: &TxnType, request: &Request, read: &str) -> Result<StorageResult, Attempt> {
-        self.conn.start(&format!("BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY DEFERRABLE; {read}")).map_err(Attempt::before_commit)?;
-        let (outcome, failure, _) = self.run_body(txn, &request.params, None);
-        if let Some(f) = failure {
-            return Err(Attempt::before_commit(f));
-        }
-        let rows = self.conn.started().map_err(Attempt::before_commit)?;
-        let (globals, snapshot) = epoch_and_snapshot(&rows).map_err(|e| Attempt::Fatal(format!("its epoch and snapshot could not be read: {e}")))?;
-        self.conn.end_read_only();
         let position = Position::SideBySide { instance: self.instance, globals_seen: globals, snapshot };
         Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
     }
