@@ -45,5 +45,5 @@ pub mod twopc;
 
 pub use conn::{ConnError, OpenError};
 pub use dialect::{translate, Engine, Translated};
-pub use storage::{DirectTxn, ServerError, ServerStorage, META_TABLE};
+pub use storage::{DirectTxn, ServerError, ServerStorage, WritersInFlight, META_TABLE};
 pub use twopc::{TwoPcShared, TwoPcStorage};

@@ -9,6 +9,7 @@ use ensemble_app::{
 };
 use ensemble_core::{Outcome, Request, RequestError, Rows, Storage, Value};
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The counters that place each transaction in the serial order, as in SQLite's backend.
@@ -53,8 +54,8 @@ pub struct ServerStorage {
     /// ([`DirectTxn::StrictLockLast`]).
     quick_deadlock_check: bool,
     /// PostgreSQL: locals run side by side under SSI, placed by the checker's search
-    /// ([`Self::set_writers_side_by_side`]).
-    side_by_side: bool,
+    /// ([`Self::set_writers_side_by_side`]), with the instance's writers in flight.
+    side_by_side: Option<Arc<WritersInFlight>>,
 }
 
 /// How [`ServerStorage::execute_direct`] runs a transaction.
@@ -138,7 +139,7 @@ enum Kind {
 impl ServerStorage {
     pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
-        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false, side_by_side: false };
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false, side_by_side: None };
         s.configure()?;
         Ok(s)
     }
@@ -157,18 +158,20 @@ impl ServerStorage {
     /// On PostgreSQL, runs this instance's locals side by side under SSI rather than its local
     /// writers one at a time: a local writer takes the writer lock in a mode local writers
     /// share (`ROW SHARE`, which a global's or an application's `EXCLUSIVE` waits for, and
-    /// which waits for them), a reader runs SERIALIZABLE READ ONLY, and each ends by reading its
-    /// epoch, transaction id and snapshot with its COMMIT ([`Position::SideBySide`]); the
-    /// checker's search orders each epoch's locals (ARCHITECTURE.md, "Local writers side by
-    /// side on PostgreSQL"). Refused on MariaDB, whose local writers take the lock last.
-    pub fn set_writers_side_by_side(&mut self) -> Result<(), ServerError> {
+    /// which waits for them), a reader runs SERIALIZABLE READ ONLY, and each reads its epoch,
+    /// transaction id and snapshot ([`Position::SideBySide`]); the checker's search orders each
+    /// epoch's locals (ARCHITECTURE.md, "Local writers side by side on PostgreSQL"). `writers`
+    /// is shared by every storage of the instance: a reader that no writer ran beside answers
+    /// before its COMMIT ([`WritersInFlight`]). Refused on MariaDB, whose local writers take the
+    /// lock last.
+    pub fn set_writers_side_by_side(&mut self, writers: Arc<WritersInFlight>) -> Result<(), ServerError> {
         if self.sql.engine != Engine::Postgres {
             return Err(ServerError::Invalid(format!(
                 "writers side by side under SSI are for PostgreSQL; on {} local writers take the writer lock last and run side by side already",
                 self.sql.engine.name()
             )));
         }
-        self.side_by_side = true;
+        self.side_by_side = Some(writers);
         Ok(())
     }
 
@@ -459,7 +462,7 @@ impl ServerStorage {
     /// One attempt at a job's transaction: `Err` when it must be rolled back and decided on
     /// (retried, reconnected, or failed); `committing` tells whether the error came from COMMIT.
     fn attempt_execute(&mut self, txn: &TxnType, request: &Request, role: ExecRole) -> Result<StorageResult, Attempt> {
-        if self.side_by_side && role == ExecRole::Local {
+        if self.side_by_side.is_some() && role == ExecRole::Local {
             return self.attempt_side_by_side(txn, request);
         }
         let read_only = self.app.is_read_only(txn.name);
@@ -524,23 +527,19 @@ impl ServerStorage {
     }
 
     /// One attempt at a local that runs side by side with the instance's other locals under
-    /// SSI ([`Self::set_writers_side_by_side`]). Its reply waits for its COMMIT, reader or not:
-    /// what a SERIALIZABLE transaction read is known to be consistent only once it commits. A
+    /// SSI ([`Self::set_writers_side_by_side`]). A writer's reply waits for its COMMIT, and so
+    /// does a reader's unless no writer ran beside it ([`Self::attempt_reader_side_by_side`]): what a
+    /// SERIALIZABLE transaction read is known to be consistent only once it commits. A writer's
     /// body that aborts is rolled back to the savepoint after the start, and the transaction
     /// still commits, so that SSI checks what the body read (its reads' predicate locks outlive
     /// the savepoint) before the reply tells the client what it saw.
     fn attempt_side_by_side(&mut self, txn: &TxnType, request: &Request) -> Result<StorageResult, Attempt> {
         self.prepare_bookkeeping().map_err(Attempt::before_commit)?;
         let read = self.bookkeeping(Bookkeeping::ReadEpochAndSnapshot);
-        // A reader's reply waits for its COMMIT too. (READ ONLY DEFERRABLE, whose snapshot no
-        // serialization failure can touch, would let it answer at once, but PostgreSQL may
-        // hold its start until the writers beside it end: in one run at four clients of the
-        // overhead figure that did no better than the round trip it saves; RESULTS.md.)
-        let start = if self.app.is_read_only(txn.name) {
-            "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY; SAVEPOINT body".to_string()
-        } else {
-            format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN ROW SHARE MODE; SAVEPOINT body")
-        };
+        if self.app.is_read_only(txn.name) {
+            return self.attempt_reader_side_by_side(txn, request, &read);
+        }
+        let start = format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN ROW SHARE MODE; SAVEPOINT body");
         self.conn.start(&start).map_err(Attempt::before_commit)?;
         let (outcome, failure, _) = self.run_body(txn, &request.params, None);
         if let Some(f) = failure {
@@ -552,6 +551,36 @@ impl ServerStorage {
         let rows = self.conn.batch_rows(&end).map_err(Attempt::committing)?;
         // Committed: a bad row now cannot be undone or run again.
         let (globals, snapshot) = epoch_and_snapshot(&rows).map_err(|e| Attempt::Fatal(format!("committed, but its epoch and snapshot could not be read: {e}")))?;
+        let position = Position::SideBySide { instance: self.instance, globals_seen: globals, snapshot };
+        Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
+    }
+
+    /// A reader beside the writers: SERIALIZABLE READ ONLY, its epoch and snapshot read in the
+    /// start's batch (a SERIALIZABLE transaction keeps the snapshot of its first query). If no
+    /// writer of the instance was in flight from before its start was sent until its body's
+    /// last answer came ([`WritersInFlight::quiet_since`]), then every writing transaction
+    /// either committed before its snapshot or began after it, so none that it reads past can
+    /// have read past one its snapshot saw: it is in no dangerous structure of SSI (a read-only
+    /// transaction can be one only as the reader of the first edge, and only when the
+    /// structure's third transaction committed before its snapshot; Ports and Grittner, VLDB
+    /// 2012), and whatever PostgreSQL later decides of its COMMIT, what it read is in a serial
+    /// order. It answers at once and its COMMIT goes with the next transaction's start, as the
+    /// default's readers do. Otherwise it commits before it answers.
+    fn attempt_reader_side_by_side(&mut self, txn: &TxnType, request: &Request, read: &str) -> Result<StorageResult, Attempt> {
+        let writers = Arc::clone(self.side_by_side.as_ref().expect("side by side"));
+        let quiet = writers.quiet();
+        self.conn.start(&format!("BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY; {read}")).map_err(Attempt::before_commit)?;
+        let (outcome, failure, _) = self.run_body(txn, &request.params, None);
+        if let Some(f) = failure {
+            return Err(Attempt::before_commit(f));
+        }
+        let rows = self.conn.started().map_err(Attempt::before_commit)?;
+        let (globals, snapshot) = epoch_and_snapshot(&rows).map_err(|e| Attempt::Fatal(format!("its epoch and snapshot could not be read: {e}")))?;
+        if writers.quiet_since(quiet) {
+            self.conn.end_read_only();
+        } else {
+            self.conn.batch("COMMIT").map_err(Attempt::committing)?;
+        }
         let position = Position::SideBySide { instance: self.instance, globals_seen: globals, snapshot };
         Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
     }
@@ -898,10 +927,60 @@ pub(crate) enum ApplyError {
     Diverged(String),
 }
 
+impl ServerStorage {
+    /// Side by side, any job but a reader's is a writer in flight until it returns, from
+    /// before its first statement is sent to after its COMMIT or ROLLBACK is answered.
+    fn writing(&self, jobs: &[StorageJob]) -> Option<InFlight> {
+        let writers = self.side_by_side.as_ref()?;
+        let reader = |j: &StorageJob| matches!(j, StorageJob::Execute { request, role: ExecRole::Local } if self.app.is_read_only(&request.txn));
+        (!jobs.iter().all(reader)).then(|| writers.enter())
+    }
+}
+
+/// The writing transactions of one instance in flight, over all its storages (a node's
+/// connections are the only ones that write its database): how a reader side by side learns
+/// that no writer ran beside it. One word holds both the number in flight (high 16 bits) and
+/// the number ever begun (low 48), so that a reader reads them together.
+#[derive(Debug, Default)]
+pub struct WritersInFlight(AtomicU64);
+
+/// A writer in flight, until dropped.
+struct InFlight(Arc<WritersInFlight>);
+
+const IN_FLIGHT: u64 = 1 << 48;
+
+impl WritersInFlight {
+    fn enter(self: &Arc<Self>) -> InFlight {
+        // Sequentially consistent, and before the writer's first statement goes out (a system
+        // call): a reader whose snapshot the server takes after that statement began reads
+        // this count when its own answer is in, later still.
+        self.0.fetch_add(IN_FLIGHT + 1, Ordering::SeqCst);
+        InFlight(Arc::clone(self))
+    }
+
+    /// The number of writers begun so far, if none is in flight now.
+    fn quiet(&self) -> Option<u64> {
+        let v = self.0.load(Ordering::SeqCst);
+        (v < IN_FLIGHT).then_some(v)
+    }
+
+    /// Whether none was in flight at `quiet` and none has begun since.
+    fn quiet_since(&self, quiet: Option<u64>) -> bool {
+        quiet.is_some_and(|begun| self.0.load(Ordering::SeqCst) % IN_FLIGHT == begun)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(IN_FLIGHT, Ordering::SeqCst);
+    }
+}
+
 impl Storage for ServerStorage {
     type Job = StorageJob;
     type Result = StorageResult;
     fn run(&mut self, job: &StorageJob) -> StorageResult {
+        let _writing = self.writing(std::slice::from_ref(job));
         match job {
             StorageJob::Execute { request, role } => {
                 let app = Arc::clone(&self.app);
@@ -940,6 +1019,7 @@ impl Storage for ServerStorage {
     /// errors; a group whose COMMIT was cut off fails every member loudly, as a single job
     /// would.
     fn run_batch(&mut self, jobs: &[StorageJob]) -> Vec<StorageResult> {
+        let _writing = self.writing(jobs);
         if jobs.len() < 2 || !jobs.iter().all(|j| self.groupable(j)) {
             return jobs.iter().map(|j| self.run(j)).collect();
         }

@@ -773,3 +773,61 @@ fn innodb_keeps_a_failed_statements_locks_and_releases_a_savepoints() {
     assert!(free(&mut b, 2) && free(&mut b, 3), "ROLLBACK TO a savepoint set before any lock released the locks taken since");
     a.batch("ROLLBACK").unwrap();
 }
+
+/// Side by side on PostgreSQL, a reader that no writer of its instance ran beside answers
+/// before its COMMIT, which waits for the session's next start as a default reader's does; a
+/// reader beside a writer in flight (here one held at a lock another session holds) commits
+/// before it answers, since only its COMMIT would tell whether SSI found it in a dangerous
+/// structure.
+#[test]
+#[ignore = "needs PostgreSQL: .ci/run starts it and runs this"]
+fn a_reader_side_by_side_answers_before_its_commit_only_when_no_writer_ran_beside_it() {
+    use ensemble_server::conn::Conn;
+    use ensemble_server::WritersInFlight;
+    let engine = Engine::Postgres;
+    let dbs = Scratch::new(engine, "quietreader", 1);
+    let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
+    let writers = Arc::new(WritersInFlight::default());
+    let mut reader = dbs.shop(0);
+    let pid = reader.session_id().unwrap();
+    reader.set_writers_side_by_side(Arc::clone(&writers)).unwrap();
+    let mut writer = dbs.shop_session(0);
+    writer.set_writers_side_by_side(Arc::clone(&writers)).unwrap();
+    let mut watcher = Conn::open(engine, &url).unwrap();
+    let mut state = || match &watcher.run(&format!("SELECT state FROM pg_stat_activity WHERE pid = {pid}"), &[]).unwrap().0[..] {
+        [row] => row[0].clone(),
+        other => panic!("{other:?}"),
+    };
+    let read = |s: &mut ServerStorage, seq| {
+        let (o, _, p, _) = local(s, seq, "get_cart", vec![Value::Int(3)]);
+        assert!(o.committed() && matches!(p, Position::SideBySide { .. }), "{o:?} {p:?}");
+    };
+
+    read(&mut reader, 1);
+    assert_eq!(state(), Value::Text("idle in transaction".into()), "no writer beside it: its COMMIT waits for the next start");
+
+    let mut holder = Conn::open(engine, &url).unwrap();
+    holder.batch("BEGIN; LOCK TABLE carts IN ACCESS EXCLUSIVE MODE").unwrap();
+    let in_flight = std::thread::spawn(move || {
+        let r = writer.run(&StorageJob::Execute { request: request(2, "add_item", vec![Value::Int(3), Value::Int(5), Value::Int(1)]), role: ExecRole::Local });
+        assert!(matches!(r, StorageResult::Executed { .. }), "{r:?}");
+    });
+    let mut lock_watcher = Conn::open(engine, &url).unwrap();
+    let waiting = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    let mut waits = false;
+    for _ in 0..2000 {
+        if lock_watcher.run(waiting, &[]).unwrap().0 == vec![vec![Value::Int(1)]] {
+            waits = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(waits, "the writer comes to wait for the carts' lock");
+    read(&mut reader, 3);
+    assert_eq!(state(), Value::Text("idle".into()), "beside a writer in flight: committed before it answered");
+    holder.batch("COMMIT").unwrap();
+    in_flight.join().unwrap();
+
+    read(&mut reader, 4);
+    assert_eq!(state(), Value::Text("idle in transaction".into()), "the writer done, readers answer at once again");
+}

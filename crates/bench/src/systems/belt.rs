@@ -145,7 +145,8 @@ impl BeltHarness {
         let url = admin::instance_url(engine, &exp.backend.server_urls(), &exp.backend.run, id.0).map_err(anyhow::Error::msg)?;
         let mut storage = ServerStorage::open(&url, app.clone(), self.translated(&app, engine)?, InstanceId::of(id))?;
         if exp.writers_side_by_side {
-            storage.set_writers_side_by_side()?;
+            // The one storage of this instance: no other writes beside it.
+            storage.set_writers_side_by_side(Arc::default())?;
         }
         Ok(storage)
     }
@@ -280,13 +281,14 @@ impl Harness for BeltHarness {
             let (app, _) = self.loaded(exp)?;
             let translated = self.translated(&app, engine)?;
             let url = admin::instance_url(engine, &exp.backend.server_urls(), &exp.backend.run, id.0).map_err(anyhow::Error::msg)?;
-            let side_by_side = exp.writers_side_by_side;
+            // Shared by every worker's storage: all of the instance's writers.
+            let side_by_side = exp.writers_side_by_side.then(|| Arc::new(ensemble_server::WritersInFlight::default()));
             let open = move |_worker: usize| {
                 // A node cannot serve without its database: failing to reach it is fatal.
                 let mut s = ServerStorage::open(&url, app.clone(), translated.clone(), InstanceId::of(id))
                     .unwrap_or_else(|e| panic!("instance {}: {e}", id.0));
-                if side_by_side {
-                    s.set_writers_side_by_side().unwrap_or_else(|e| panic!("instance {}: {e}", id.0));
+                if let Some(writers) = &side_by_side {
+                    s.set_writers_side_by_side(Arc::clone(writers)).unwrap_or_else(|e| panic!("instance {}: {e}", id.0));
                 }
                 InstanceStorage::Server(Box::new(s))
             };
