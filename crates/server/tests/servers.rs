@@ -717,8 +717,14 @@ fn writers_take_the_writer_lock_last_on_mariadb() {
 fn waits_for_the_writer_lock(watcher: &mut ensemble_server::conn::Conn) -> bool {
     let waiting = "SELECT COUNT(*) FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID() \
                    AND info LIKE '%FROM _ensemble_meta%FOR UPDATE%'";
+    one_session_comes_to(watcher, waiting)
+}
+
+/// Whether, within 10 s, `count` (a query that counts sessions in some state) comes to count one;
+/// it polls, and asserts nothing about how long that took.
+fn one_session_comes_to(watcher: &mut ensemble_server::conn::Conn, count: &str) -> bool {
     for _ in 0..2000 {
-        if watcher.run(waiting, &[]).unwrap().0 == vec![vec![Value::Int(1)]] {
+        if watcher.run(count, &[]).unwrap().0 == vec![vec![Value::Int(1)]] {
             return true;
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
@@ -814,15 +820,7 @@ fn a_reader_side_by_side_answers_before_its_commit_only_when_no_writer_ran_besid
     });
     let mut lock_watcher = Conn::open(engine, &url).unwrap();
     let waiting = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
-    let mut waits = false;
-    for _ in 0..2000 {
-        if lock_watcher.run(waiting, &[]).unwrap().0 == vec![vec![Value::Int(1)]] {
-            waits = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    assert!(waits, "the writer comes to wait for the carts' lock");
+    assert!(one_session_comes_to(&mut lock_watcher, waiting), "the writer comes to wait for the carts' lock");
     read(&mut reader, 3);
     assert_eq!(state(), Value::Text("idle".into()), "beside a writer in flight: committed before it answered");
     holder.batch("COMMIT").unwrap();
