@@ -901,6 +901,9 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
             figures::wan_scaling(&a.app, &o, &clients(steps), workload.as_ref())?
         }
         "overhead" => {
+            if !a.storage_workers.is_empty() && o.backend.kind != BackendKind::Postgres {
+                bail!("--storage-workers prices the node's pool with its locals side by side, which runs on PostgreSQL only: add --backend postgres");
+            }
             let text = overhead::run(a.threads, &a.storage_workers, a.measure, a.rounds, a.seed, !a.output.quiet, o.backend.clone())?;
             println!("{text}");
             return Ok(());
