@@ -30,6 +30,9 @@ pub struct FigureOpts {
     pub jobs: usize,
     /// The DBMS under the Conveyor Belt's instances (the belt's figures; others ignore it).
     pub backend: crate::experiment::Backend,
+    /// The belt's instances run their locals side by side under SSI
+    /// (`Experiment::writers_side_by_side`; real runs on PostgreSQL); other systems ignore it.
+    pub writers_side_by_side: bool,
 }
 
 impl Default for FigureOpts {
@@ -47,6 +50,7 @@ impl Default for FigureOpts {
             run: crate::run,
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
             backend: crate::experiment::Backend::default(),
+            writers_side_by_side: false,
         }
     }
 }
@@ -62,6 +66,8 @@ impl FigureOpts {
         e.record_access = self.record_access;
         e.runtime = self.runtime;
         e.backend = self.backend.clone();
+        // The Conveyor Belt's systems only: the 2pc baseline keeps the server's own locking.
+        e.writers_side_by_side = self.writers_side_by_side && System::parse(&e.system).is_ok();
         if self.runtime == Runtime::Real {
             // An idle token on loopback would otherwise spin a core.
             e.idle_pause_us = 500;

@@ -373,6 +373,11 @@ struct FigureArgs {
     /// every other figure runs it; each 1 to 256.
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS))]
     storage_workers: Vec<u32>,
+    /// The Conveyor Belt's figures, real runs on PostgreSQL: run each instance's locals side by
+    /// side under SSI (as `ensemble bench --writers-side-by-side`); the result file's name says
+    /// so. Other systems (2pc) keep their own locking.
+    #[arg(long)]
+    writers_side_by_side: bool,
     /// Run nothing: redraw the figure's plot from its result file (a `figure-*.json` this
     /// command wrote), as SVG and PNG beside it, and print the figure's table again (xcast-latency:
     /// the plot only).
@@ -859,12 +864,20 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         run: run_anywhere,
         jobs: a.jobs.unwrap_or(FigureOpts::default().jobs),
         backend: a.backend.backend()?,
+        writers_side_by_side: a.writers_side_by_side,
     };
     if o.backend.kind != BackendKind::Sqlite && !matches!(a.name.as_str(), "gyro-fig3" | "gyro-fig4" | "gyro-fig5" | "table3" | "wan-scaling" | "overhead") {
         bail!(
             "--backend {} is for the Conveyor Belt's figures (gyro-fig3, gyro-fig4, gyro-fig5, table3, wan-scaling, overhead); {} on a server is not built",
             o.backend.kind.name(),
             a.name
+        );
+    }
+    if a.writers_side_by_side
+        && !(a.real && o.backend.kind == BackendKind::Postgres && matches!(a.name.as_str(), "gyro-fig3" | "gyro-fig4" | "gyro-fig5" | "table3" | "wan-scaling"))
+    {
+        bail!(
+            "--writers-side-by-side is for real runs of the Conveyor Belt's figures on PostgreSQL (gyro-fig3, gyro-fig4, gyro-fig5, table3, wan-scaling with --real and --backend postgres); overhead prices it in rows of its own"
         );
     }
     let clients = |default: &[u32]| a.clients.clone().unwrap_or_else(|| default.to_vec());
@@ -924,6 +937,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     // A real run, or one on a server, must not overwrite the simulated SQLite figure's file.
     let stem = if o.backend.kind != BackendKind::Sqlite { format!("{stem}-{}", o.backend.kind.name()) } else { stem };
     let stem = if a.real { format!("{stem}-real") } else { stem };
+    let stem = if a.writers_side_by_side { format!("{stem}-side-by-side") } else { stem };
     let path = a.output.out.join(format!("figure-{stem}-seed{}.json", a.seed));
     write_json(&path, &fig.runs)?;
     eprintln!("wrote {}", path.display());
@@ -935,7 +949,8 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     if a.name.starts_with("pstore") {
         println!("simulated: warm-up {} s, window {} s, seed {}, the p-store topology (4 cores per machine, 10 Mb/s per group)", a.warmup, a.measure, a.seed);
     } else if a.real {
-        println!("real processes on this machine: warm-up {} s (longer where a table says so), window {} s, seed {}, {:?} global execution", a.warmup, a.measure, a.seed, o.global_execution);
+        let side = if a.writers_side_by_side { ", the belt's locals side by side under SSI (--writers-side-by-side)" } else { "" };
+        println!("real processes on this machine: warm-up {} s (longer where a table says so), window {} s, seed {}, {:?} global execution{side}", a.warmup, a.measure, a.seed, o.global_execution);
     } else {
         println!("simulated: warm-up {} s (longer where a table says so), window {} s, seed {}, {} cores per instance, {:?} global execution", a.warmup, a.measure, a.seed, a.cores, o.global_execution);
     }

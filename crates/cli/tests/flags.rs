@@ -97,6 +97,12 @@ fn every_bad_input_is_refused_up_front_naming_flag_or_file_and_value() {
         (vec!["figure", "overhead", "--storage-workers", "0"], vec!["'--storage-workers <STORAGE_WORKERS>'", "0 is not in 1..=256"]),
         (vec!["figure", "table3", "--storage-workers", "3"], vec!["--storage-workers is for the overhead figure", "table3"]),
         (vec!["figure", "overhead", "--backend", "mariadb", "--storage-workers", "3"], vec!["--storage-workers prices the node's pool", "--backend postgres"]),
+        (vec!["figure", "table3", "--writers-side-by-side"], vec!["--writers-side-by-side is for real runs of the Conveyor Belt's figures on PostgreSQL"]),
+        (
+            vec!["figure", "gyro-fig5", "--real", "--backend", "mariadb", "--writers-side-by-side"],
+            vec!["--writers-side-by-side is for real runs of the Conveyor Belt's figures on PostgreSQL"],
+        ),
+        (vec!["figure", "pstore-fig2", "--writers-side-by-side"], vec!["--writers-side-by-side is for real runs"]),
         (vec!["figure", "table3", "--app", "nope"], vec!["--app: unknown application `nope`"]),
         (vec!["figure", "gyro-fig6"], vec!["invalid value 'gyro-fig6'", "gyro-fig5"]),
         (vec!["figure", "gyro-fig5"], vec!["gyro-fig5", "runs on a server: add --backend mariadb|postgres"]),
