@@ -44,7 +44,7 @@ pub fn replot(name: &str, file: &Path) -> anyhow::Result<()> {
     use ensemble_bench::figures;
     // The figures of one application name it in their title; their runs say which it was.
     let app = || runs.first().map(|r| r.experiment.workload.app().to_string()).with_context(|| format!("{}: no runs", file.display()));
-    // The table first: runs that are not the figure's are refused before a plot is written.
+    // The table first: a P-Store figure refuses runs that are not its own before a plot is drawn.
     let fig = match name {
         "gyro-fig3" => figures::gyro_fig3_table(runs),
         "gyro-fig4" => figures::gyro_fig4_table(runs),
