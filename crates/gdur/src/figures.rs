@@ -362,20 +362,15 @@ pub fn table(name: &str, runs: Vec<RunResult>) -> Option<anyhow::Result<Figure>>
         }
         _ => return None,
     };
-    let mut climbs: Vec<(RunConfig, Vec<RunResult>)> = Vec::new();
-    for r in runs {
-        let c = config_of(&r);
-        match climbs.iter_mut().find(|(k, _)| *k == c) {
-            Some((_, rs)) => rs.push(r),
-            None => climbs.push((c, vec![r])),
-        }
-    }
+    // The plot's grouping: a climb per configuration, in the order the file has them.
+    let climbs = group_by(&runs, config_of);
     let found: Vec<&RunConfig> = climbs.iter().map(|(c, _)| c).collect();
     let expected: Vec<RunConfig> = configs.iter().map(Config::recorded).collect();
-    if found.len() != expected.len() || found.iter().zip(&expected).any(|(f, e)| *f != e) {
+    if !found.iter().copied().eq(&expected) {
         return Some(Err(anyhow::anyhow!("the runs climb {} configurations, not {name}'s {} in its order: {found:?}", found.len(), expected.len())));
     }
-    Some(Ok(table(climbs.into_iter().map(|(c, runs)| Peak::of(c, runs)).collect())))
+    let peaks = climbs.into_iter().map(|(c, rs)| Peak::of(c, rs.into_iter().cloned().collect())).collect();
+    Some(Ok(table(peaks)))
 }
 
 /// The mean execution phase of the global transactions. The run's phases are kept over every
