@@ -825,6 +825,17 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 r.experiment.backend.kind.name()
             );
         }
+        // 2pc: a prepared branch asked for its decision only when a vote or a decision was
+        // lost, or a node restarted; quiet when none was.
+        let count = |key: &str| -> u64 { r.processes.iter().flat_map(|p| &p.counters).filter(|(k, _)| k == key).map(|(_, v)| v).sum() };
+        if count("inquiries") > 0 {
+            println!(
+                "{}: {} inquiry(ies) by a prepared branch about its decision, {} answered from the coordinator's records (inquiries, outcomes_read)",
+                r.experiment.label,
+                count("inquiries"),
+                count("outcomes_read")
+            );
+        }
         for (message, n) in &r.summary.error_kinds {
             println!("{}: {n} request(s) refused: {message}", r.experiment.label);
         }

@@ -14,10 +14,18 @@
 //!   in `ensemble_twopc`'s doc): a tick is taken while the transaction holds every lock it
 //!   will take, and a decision moves the clock up to the transaction's timestamp before its
 //!   branch commits;
-//! - on MariaDB, the connections of prepared branches. MariaDB lets a session that prepared an
-//!   XA branch do nothing else until it commits or rolls it back, so a prepared branch parks
-//!   its connection here and the worker takes a spare one (or opens one); the decision's job
-//!   commits on the parked connection and returns it to the spares.
+//! - connections that hold a branch until its decision: a coordinator's branch, left open
+//!   until the votes are in, on both servers; and on MariaDB a participant's prepared branch
+//!   too, since MariaDB lets a session that prepared an XA branch do nothing else until it
+//!   commits or rolls it back. The branch parks its connection here and the worker takes a
+//!   spare one (or opens one); the decision's job ends the branch on the parked connection and
+//!   returns it to the spares.
+//!
+//! Two tables beside the application's, in each instance's database, make the coordinator's
+//! decisions recoverable (`ensemble_twopc`'s doc, "The commit point, and recovery"):
+//! [`DECISIONS`], one row per distributed transaction this instance coordinated and committed
+//! (or, written by a lookup that found none, aborted), inserted by the coordinator's branch in
+//! its commit; and [`INCARNATIONS`], one row per start of the instance's node.
 //!
 //! A deadlock that spans instances is invisible to each server. Every global locks its own
 //! instance's copy of the replicated rows first, then asks the others to apply its changes, so
@@ -33,7 +41,7 @@ use crate::conn::ConnError;
 use crate::dialect::{Engine, Translated};
 use crate::storage::{backoff, ApplyError, ServerError, ServerStorage};
 use ensemble_app::{Application, InstanceId, StateUpdate};
-use ensemble_core::{Request, Rows, Storage};
+use ensemble_core::{Request, Rows, Storage, Value};
 use ensemble_twopc::{Job, JobResult, Xid};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,6 +63,17 @@ const MAX_RETRIES: u32 = 1000;
 /// a victim is mostly a transaction that met a prepared branch's locks, which stay until the
 /// decision's round trips, longer than a one-server transaction's.
 const RETRY_BACKOFF_US: u64 = 1000;
+
+/// The coordinator's decisions: `(epoch, n)` of the transaction id, `committed` 1 or 0, and the
+/// commit timestamp.
+pub const DECISIONS: &str = "ensemble_2pc_decisions";
+/// The incarnations of the instance's node: each start takes the next number.
+pub const INCARNATIONS: &str = "ensemble_2pc_incarnations";
+
+/// How long a lookup of a decision waits for the record's key: a commit of an earlier
+/// incarnation may hold it until the server has finished that commit or noticed its session
+/// ended.
+const RECORD_WAIT_S: u32 = 10;
 
 /// What the workers of one instance share.
 pub struct TwoPcShared {
@@ -139,16 +158,6 @@ impl TwoPcShared {
         }
     }
 
-    /// Ends a branch that commits or rolls back alone.
-    fn one_phase(&self, branch: &str, commit: bool) -> String {
-        match (self.engine(), commit) {
-            (Engine::Mariadb, true) => format!("XA END {branch}; XA COMMIT {branch} ONE PHASE"),
-            (Engine::Mariadb, false) => format!("XA END {branch}; XA ROLLBACK {branch}"),
-            (Engine::Postgres, true) => "COMMIT".into(),
-            (Engine::Postgres, false) => "ROLLBACK".into(),
-        }
-    }
-
     /// The statements that prepare a branch, each its own round trip.
     fn prepare(&self, branch: &str) -> Vec<String> {
         match self.engine() {
@@ -177,9 +186,26 @@ impl TwoPcShared {
         self.clock.fetch_add(1, Ordering::SeqCst) + 1
     }
 
-    /// The XA id of this instance's branch of `xid`.
+    /// The XA id of this instance's branch of `xid`, quoted.
     fn branch(&self, xid: Xid) -> String {
-        format!("'{}-{}-{}-{}'", self.run, xid.coordinator.0, xid.n, self.instance.0)
+        format!("'{}-{}-{}-{}-{}'", self.run, xid.coordinator.0, xid.epoch, xid.n, self.instance.0)
+    }
+
+    /// The transaction of a branch id [`Self::branch`] made for this run and instance.
+    fn branch_of(&self, id: &str) -> Option<Xid> {
+        let rest = id.strip_prefix(&self.run)?.strip_prefix('-')?;
+        let parts: Vec<u64> = rest.split('-').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+        match parts[..] {
+            [coordinator, epoch, n, instance] if instance == u64::from(self.instance.0) => {
+                Some(Xid { coordinator: InstanceId(u32::try_from(coordinator).ok()?), epoch, n })
+            }
+            _ => None,
+        }
+    }
+
+    /// The statement that records a decision; it fails on a record already there.
+    fn record(&self, xid: Xid, commit: bool, ts: u64) -> String {
+        format!("INSERT INTO {DECISIONS} (epoch, n, committed, ts) VALUES ({}, {}, {}, {ts})", xid.epoch, xid.n, u8::from(commit))
     }
 }
 
@@ -248,19 +274,18 @@ impl TwoPcStorage {
             Ok(t) => t,
             Err(e) => return JobResult::Rejected(e),
         };
-        let branch = xid.map(|x| self.shared.branch(x));
         let mut retries = 0;
         loop {
             match self.attempt(txn, request, xid) {
                 Ok(r) => {
                     return match r {
                         JobResult::Committed { outcome, ts, .. } => JobResult::Committed { outcome, ts, retries },
-                        JobResult::Prepared { outcome, update, tick, .. } => JobResult::Prepared { outcome, update, tick, retries },
+                        JobResult::Held { outcome, update, tick, .. } => JobResult::Held { outcome, update, tick, retries },
                         other => other,
                     }
                 }
                 Err(Failure::Victim(e)) if retries < MAX_RETRIES => {
-                    self.abandon(branch.as_deref());
+                    self.abandon(None);
                     if let Err(m) = self.recover(&e) {
                         return JobResult::Failed(format!("transaction `{}`: {m}", request.txn));
                     }
@@ -268,11 +293,11 @@ impl TwoPcStorage {
                     backoff(retries, RETRY_BACKOFF_US);
                 }
                 Err(Failure::Victim(e)) => {
-                    self.abandon(branch.as_deref());
+                    self.abandon(None);
                     return JobResult::GaveUp(format!("still a victim after {MAX_RETRIES} retries: {e}"));
                 }
                 Err(Failure::Fatal(m)) => {
-                    self.abandon(branch.as_deref());
+                    self.abandon(None);
                     return JobResult::Failed(format!("transaction `{}`: {m}", request.txn));
                 }
             }
@@ -281,33 +306,165 @@ impl TwoPcStorage {
 
     fn attempt(&mut self, txn: &ensemble_app::TxnType, request: &Request, xid: Option<Xid>) -> Result<JobResult, Failure> {
         let locks = self.shared.engine() == Engine::Postgres;
-        let Some(xid) = xid else {
-            self.db.conn.batch(&self.shared.begin(None, true))?;
-            let (outcome, failure, _) = self.db.run_body_locking(txn, &request.params, None, locks);
-            if let Some(f) = failure {
-                return Err(Failure::from(f));
-            }
+        self.db.conn.batch(&self.shared.begin(None, true))?;
+        let mut changes = Vec::new();
+        let (outcome, failure, _) = self.db.run_body_locking(txn, &request.params, xid.map(|_| &mut changes), locks);
+        if let Some(f) = failure {
+            return Err(Failure::from(f));
+        }
+        let replicates = changes.iter().any(|c| self.shared.replicated.contains(&c.table));
+        let Some(xid) = xid.filter(|_| outcome.committed() && replicates) else {
             // Every lock this transaction takes is held: its tick orders it (crate doc).
             let ts = self.shared.tick();
             self.db.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" }).map_err(committing)?;
             return Ok(JobResult::Committed { outcome, ts, retries: 0 });
         };
-        let b = self.shared.branch(xid);
-        self.db.conn.batch(&self.shared.begin(Some(&b), true))?;
-        let mut changes = Vec::new();
-        let (outcome, failure, _) = self.db.run_body_locking(txn, &request.params, Some(&mut changes), locks);
-        if let Some(f) = failure {
-            return Err(Failure::from(f));
-        }
-        let replicates = changes.iter().any(|c| self.shared.replicated.contains(&c.table));
-        if !outcome.committed() || !replicates {
-            let ts = self.shared.tick();
-            self.db.conn.batch(&self.shared.one_phase(&b, outcome.committed())).map_err(committing)?;
-            return Ok(JobResult::Committed { outcome, ts, retries: 0 });
-        }
-        self.prepare(xid, &b)?;
+        // The branch stays open until the votes are in: its connection is parked, and the
+        // worker goes on with another, got first (none to be had: a victim's fate).
+        let fresh = self.spare_connection()?;
         let tick = self.shared.tick();
-        Ok(JobResult::Prepared { outcome, update: StateUpdate { changes, writer: None }, tick, retries: 0 })
+        self.park_branch(xid, fresh);
+        Ok(JobResult::Held { outcome, update: StateUpdate { changes, writer: None }, tick, retries: 0 })
+    }
+
+    /// Carries out the decision on the coordinator's held branch of `xid`: a commit inserts the
+    /// decision's record and commits in one round trip, the transaction's commit point.
+    fn decide_own(&mut self, xid: Xid, commit: bool, ts: u64) -> JobResult {
+        let held = self.shared.parked.lock().expect("no panic while holding the lock").remove(&xid);
+        let Some(mut held) = held else {
+            return JobResult::Failed(format!("no branch of {xid:?} is held here"));
+        };
+        if !commit {
+            // A connection lost on the way rolled it back just as well.
+            if held.conn.batch("ROLLBACK").is_ok() {
+                self.shared.spare.lock().expect("no panic while holding the lock").push(held);
+            }
+            return JobResult::Decided { committed: false };
+        }
+        // Before the branch commits and lets a conflicting transaction take its locks here.
+        self.shared.clock.fetch_max(ts, Ordering::SeqCst);
+        let result = held.conn.batch(&format!("{}; COMMIT", self.shared.record(xid, true, ts)));
+        match result {
+            Ok(()) => {
+                self.shared.spare.lock().expect("no panic while holding the lock").push(held);
+                JobResult::Decided { committed: true }
+            }
+            // The commit may or may not have happened: the record says which, once the server
+            // has finished with the lost session (the lookup waits for its key; the session is
+            // closed on this side first).
+            Err(ConnError::Lost(why)) => {
+                drop(held);
+                match self.recorded(xid) {
+                    Ok(Some((committed, _))) => JobResult::Decided { committed },
+                    Ok(None) => JobResult::Failed(format!("commit of {xid:?}: the connection was lost ({why}), and its record's key stayed locked")),
+                    Err(e) => JobResult::Failed(format!("commit of {xid:?}: the connection was lost ({why}), and then looking for its record: {e}")),
+                }
+            }
+            // The record or the COMMIT failed: nothing of the branch committed.
+            Err(_) => {
+                if held.conn.batch("ROLLBACK").is_ok() {
+                    self.shared.spare.lock().expect("no panic while holding the lock").push(held);
+                }
+                JobResult::Decided { committed: false }
+            }
+        }
+    }
+
+    /// The decision recorded for `xid` (committed, timestamp). Without a record, an abort is
+    /// recorded first: its insert waits for a commit still in flight on the record's key (an
+    /// earlier incarnation's, or one whose connection was lost), and once it is in, no such
+    /// commit can happen any more. `None`: the key stayed locked for [`RECORD_WAIT_S`].
+    fn recorded(&mut self, xid: Xid) -> Result<Option<(bool, u64)>, ConnError> {
+        // This worker's own session may have gone with the other (a server restart ends all).
+        if let Err(e @ ConnError::Lost(_)) = self.db.conn.batch("ROLLBACK") {
+            self.recover(&e).map_err(ConnError::Lost)?;
+        }
+        let abort = self.shared.record(xid, false, 0);
+        let (wait, insert) = match self.shared.engine() {
+            Engine::Postgres => (format!("SET lock_timeout = '{}s'", RECORD_WAIT_S), format!("{abort} ON CONFLICT DO NOTHING")),
+            Engine::Mariadb => (format!("SET SESSION innodb_lock_wait_timeout = {RECORD_WAIT_S}"), abort.replacen("INSERT", "INSERT IGNORE", 1)),
+        };
+        // READ COMMITTED on PostgreSQL: the SELECT's snapshot is taken after the insert's wait.
+        let start = match self.shared.engine() {
+            Engine::Postgres => "BEGIN ISOLATION LEVEL READ COMMITTED",
+            Engine::Mariadb => "START TRANSACTION",
+        };
+        let sql = format!("{wait}; {start}; {insert}; SELECT committed, ts FROM {DECISIONS} WHERE epoch = {} AND n = {}", xid.epoch, xid.n);
+        let rows = match self.db.conn.batch_rows(&sql) {
+            Ok(rows) => rows,
+            Err(ConnError::Retry(_)) => {
+                let _ = self.db.conn.batch("ROLLBACK");
+                return Ok(None);
+            }
+            Err(e) => {
+                let _ = self.db.conn.batch("ROLLBACK");
+                return Err(e);
+            }
+        };
+        self.db.conn.batch("COMMIT")?;
+        match &rows[..] {
+            [row] => match (&row[0], &row[1]) {
+                (Value::Int(c), Value::Int(ts)) => Ok(Some((*c != 0, u64::try_from(*ts).unwrap_or(0)))),
+                other => Err(ConnError::Statement(format!("the record of {xid:?} reads {other:?}"))),
+            },
+            other => Err(ConnError::Statement(format!("the record of {xid:?} reads {other:?}"))),
+        }
+    }
+
+    /// [`Job::Outcome`].
+    fn outcome(&mut self, xid: Xid) -> JobResult {
+        match self.recorded(xid) {
+            Ok(Some((commit, ts))) => JobResult::Outcome { commit, ts },
+            Ok(None) => JobResult::GaveUp(format!("the record of {xid:?} stayed locked for {RECORD_WAIT_S} s")),
+            Err(e) => JobResult::Failed(format!("looking for the record of {xid:?}: {e}")),
+        }
+    }
+
+    /// [`Job::Recover`]: makes the two tables if this is the instance's first start, takes
+    /// the next incarnation, moves the clock past every recorded timestamp, and lists this
+    /// run's branches prepared at this instance.
+    fn recover_start(&mut self) -> JobResult {
+        let r = (|| -> Result<JobResult, ConnError> {
+            let conn = &mut self.db.conn;
+            conn.batch(&format!(
+                "CREATE TABLE IF NOT EXISTS {INCARNATIONS} (epoch BIGINT NOT NULL PRIMARY KEY); \
+                 CREATE TABLE IF NOT EXISTS {DECISIONS} (epoch BIGINT NOT NULL, n BIGINT NOT NULL, committed BIGINT NOT NULL, ts BIGINT NOT NULL, PRIMARY KEY (epoch, n))"
+            ))?;
+            let start = match self.shared.engine() {
+                Engine::Postgres => "BEGIN",
+                Engine::Mariadb => "START TRANSACTION",
+            };
+            // One node per instance starts at a time; two at once would both fail to insert the
+            // same number, which is the incarnations' primary key.
+            let rows = conn.batch_rows(&format!("{start}; SELECT COALESCE(MAX(epoch), 0) FROM {INCARNATIONS}"))?;
+            let last = match rows.first().map(|r| &r[..]) {
+                Some([Value::Int(e)]) if *e >= 0 => *e as u64,
+                other => return Err(ConnError::Statement(format!("the last incarnation reads {other:?}"))),
+            };
+            let epoch = last + 1;
+            let ts = conn.batch_rows(&format!("INSERT INTO {INCARNATIONS} (epoch) VALUES ({epoch}); SELECT COALESCE(MAX(ts), 0) FROM {DECISIONS}"))?;
+            conn.batch("COMMIT")?;
+            if let Some(Value::Int(ts)) = ts.first().and_then(|r| r.first()) {
+                self.shared.clock.fetch_max(u64::try_from(*ts).unwrap_or(0), Ordering::SeqCst);
+            }
+            let ids: Vec<String> = match self.shared.engine() {
+                Engine::Postgres => conn
+                    .batch_rows("SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")?
+                    .into_iter()
+                    .filter_map(|r| match r.into_iter().next() {
+                        Some(Value::Text(gid)) => Some(gid),
+                        _ => None,
+                    })
+                    .collect(),
+                Engine::Mariadb => crate::admin::xa_prepared(conn)?,
+            };
+            let in_doubt = ids.iter().filter_map(|id| self.shared.branch_of(id)).collect();
+            Ok(JobResult::Recovered { epoch, in_doubt })
+        })();
+        r.unwrap_or_else(|e| {
+            let _ = self.db.conn.batch("ROLLBACK");
+            JobResult::Failed(format!("recovery at the node's start: {e}"))
+        })
     }
 
     fn apply(&mut self, xid: Xid, update: &StateUpdate) -> JobResult {
@@ -342,9 +499,9 @@ impl TwoPcStorage {
         }
     }
 
-    /// Prepares this worker's transaction as branch `b` of `xid`. On MariaDB the connection
-    /// then holds the branch until its decision: it is parked, and the worker goes on with
-    /// another.
+    /// Prepares this worker's transaction as participant branch `b` of `xid`. On MariaDB the
+    /// connection then holds the branch until its decision: it is parked, and the worker goes
+    /// on with another.
     fn prepare(&mut self, xid: Xid, b: &str) -> Result<(), Failure> {
         let fresh = if self.shared.parks_prepared() { Some(self.spare_connection()?) } else { None };
         let steps = self.shared.prepare(b);
@@ -366,8 +523,8 @@ impl TwoPcStorage {
         self.shared.connect().map_err(|e| Failure::Victim(ConnError::Retry(format!("no connection to go on with once prepared: {e}"))))
     }
 
-    /// Hands this worker's connection, which holds a prepared branch, to the shared map, and
-    /// goes on with `fresh`.
+    /// Hands this worker's connection, which holds a branch until its decision, to the shared
+    /// map, and goes on with `fresh`.
     fn park_branch(&mut self, xid: Xid, fresh: ServerStorage) {
         let held = std::mem::replace(&mut self.db, fresh);
         self.shared.parked.lock().expect("no panic while holding the lock").insert(xid, held);
@@ -381,6 +538,7 @@ impl TwoPcStorage {
         let b = self.shared.branch(xid);
         let sql = self.shared.decide(&b, commit);
         let parked = self.shared.parked.lock().expect("no panic while holding the lock").remove(&xid);
+        let was_parked = parked.is_some();
         let result = match parked {
             Some(mut conn) => {
                 let r = conn.conn.batch(&sql);
@@ -398,6 +556,12 @@ impl TwoPcStorage {
             Err(ConnError::Lost(why)) => match self.decide_again(&b, &sql) {
                 Ok(()) => JobResult::Finished,
                 Err(m) => JobResult::Failed(format!("`{sql}`: the connection was lost ({why}), and then: {m}")),
+            },
+            // A branch an earlier incarnation of this node prepared, whose session MariaDB has
+            // not yet seen end.
+            Err(ConnError::Statement(m)) if !was_parked && m.contains("XAER_NOTA") => match self.decide_again(&b, &sql) {
+                Ok(()) => JobResult::Finished,
+                Err(m2) => JobResult::Failed(format!("`{sql}`: {m}, and then: {m2}")),
             },
             Err(e) => JobResult::Failed(format!("`{sql}`: {e}")),
         }
@@ -457,10 +621,13 @@ impl Storage for TwoPcStorage {
     type Result = JobResult;
     fn run(&mut self, job: &Job) -> JobResult {
         match job {
+            Job::Recover => self.recover_start(),
             Job::Local { request } => self.execute(request, None),
             Job::Branch { request, xid } => self.execute(request, Some(*xid)),
             Job::Apply { xid, update } => self.apply(*xid, update),
+            Job::Decide { xid, commit, ts } => self.decide_own(*xid, *commit, *ts),
             Job::Finish { xid, commit, ts } => self.finish(*xid, *commit, *ts),
+            Job::Outcome { xid } => self.outcome(*xid),
         }
     }
 }

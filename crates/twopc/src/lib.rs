@@ -10,35 +10,57 @@
 //! - A request goes to the instance its plan route names (a MAP redirect otherwise, as in the
 //!   belt). A commutative or local request runs there and commits there alone
 //!   ([`Job::Local`]): the plan guarantees it touches only rows that instance holds.
-//! - A global request runs at that instance as a branch of a distributed transaction
-//!   ([`Job::Branch`]): its statements run against the instance's rows, under the server's own
-//!   row locking, and its writes are captured as row images. Reads need no other instance: a
-//!   global reads replicated tables and its own partition, which this instance holds (the
-//!   belt's correctness rests on the same property of the plan). Writes to replicated tables
-//!   must reach every copy (read-one, write-all): the branch is prepared and the other
-//!   instances are asked to apply the same row changes as branches of their own
-//!   ([`Message::Prepare`], [`Job::Apply`]), each prepared and voted on ([`Message::Vote`]).
-//!   With every vote *yes* the coordinator commits its branch and tells the participants
-//!   ([`Message::Decide`]); with any *no* (a participant's branch lost a lock wait or a deadlock)
-//!   every prepared branch is rolled back and the transaction runs again, counted as an attempt.
-//!   A global whose body aborted, or that wrote no replicated row, commits at once in one phase.
+//! - A global request runs at that instance as the coordinator's branch of a distributed
+//!   transaction ([`Job::Branch`]): its statements run against the instance's rows, under the
+//!   server's own row locking, and its writes are captured as row images. Reads need no other
+//!   instance: a global reads replicated tables and its own partition, which this instance
+//!   holds (the belt's correctness rests on the same property of the plan). Writes to
+//!   replicated tables must reach every copy (read-one, write-all): the coordinator's branch
+//!   stays open, holding its locks ([`JobResult::Held`]), and the other instances are asked to
+//!   apply the same row changes as branches of their own ([`Message::Prepare`], [`Job::Apply`]),
+//!   each prepared and voted on ([`Message::Vote`]). With every vote *yes* the coordinator
+//!   commits its branch together with a record of the decision ([`Job::Decide`]), and only then
+//!   tells the participants ([`Message::Decide`]); with any *no* (a participant's branch lost a
+//!   lock wait or a deadlock) every branch is rolled back and the transaction runs again,
+//!   counted as an attempt. A global whose body aborted, or that wrote no replicated row,
+//!   commits at once in one phase.
+//!
+//! **The commit point, and recovery.** The coordinator's branch is never prepared: it is the
+//! last agent of the protocol, and its one-phase commit, which carries the decision's record
+//! (the transaction's id and timestamp), is the transaction's commit point. A participant's
+//! branch is prepared, and a prepared branch outlives its session, its node and a server
+//! restart, holding its locks, so its decision must be found again whatever stopped:
+//! - A participant whose decision has not come after [`TwoPcConfig::inquire_after`] asks the
+//!   coordinator ([`Message::Inquire`]), and asks again each period: a decision or a vote lost
+//!   with a connection, or a node that restarted, costs a wait, never a branch left prepared.
+//! - The coordinator answers from memory while it coordinates the transaction (an inquiry
+//!   whose vote it still awaits is a *no*: that vote was lost), and otherwise from its database
+//!   ([`Job::Outcome`]): the record means committed; no record means aborted (presumed abort),
+//!   and the lookup first records the abort, so that a commit of an earlier incarnation still
+//!   in flight when its connection broke now fails on the record's key instead of committing
+//!   after the answer.
+//! - A node that starts ([`Job::Recover`]) takes a new incarnation number from its database,
+//!   which every transaction id it makes carries ([`Xid::epoch`]), so it never names a branch as
+//!   one an earlier incarnation named, which may still be prepared somewhere; it lists the
+//!   branches of its run still prepared at its instance and asks their coordinators, and it
+//!   serves requests only once that is done.
 //!
 //! **Serial order.** Every transaction gets a commit timestamp `ts`, from one clock per instance
 //! that the instance's storage keeps ([`Job`] says how each job uses it):
 //! a one-phase transaction takes the next tick while it still holds all its locks, just before
-//! COMMIT; a prepared branch takes the next tick once prepared (all its locks held), and sends
-//! it as its vote; the coordinator's decision carries the largest vote as the transaction's
-//! `ts`, and each instance moves its clock up to it before it commits the branch. On a server
-//! whose isolation holds every lock, shared and exclusive, until commit (InnoDB's SERIALIZABLE:
-//! strict two-phase locking, kept across `XA PREPARE`), this orders every pair of conflicting
-//! transactions: if T1 and T2 conflict on a row at instance `s`, T2 gets its lock there only
-//! after T1's branch at `s` committed, which is after `s`'s clock reached T1's `ts`; T2's
-//! tick at `s` comes later, so T2's `ts` (at least that tick) is larger. Ordering the
-//! transactions by `ts` (ties broken arbitrarily: tied transactions do not conflict) is
-//! therefore a serial order equivalent to the run, and the replay check replays it. An engine
-//! that does not hold read locks to commit (PostgreSQL, whose SERIALIZABLE is SSI) breaks the
-//! argument as it stands: there the storage takes the read locks itself, row and table locks
-//! held to commit (`ensemble_server::dialect::TwoPhaseLock`).
+//! COMMIT; the coordinator's held branch and each prepared participant's branch take the next
+//! tick then (all their locks held), a participant sending it as its vote; the decision carries
+//! the largest as the transaction's `ts`, and each instance moves its clock up to it before it
+//! commits its branch. On a server whose isolation holds every lock, shared and exclusive,
+//! until commit (InnoDB's SERIALIZABLE: strict two-phase locking, kept across `XA PREPARE`),
+//! this orders every pair of conflicting transactions: if T1 and T2 conflict on a row at
+//! instance `s`, T2 gets its lock there only after T1's branch at `s` committed, which is after
+//! `s`'s clock reached T1's `ts`; T2's tick at `s` comes later, so T2's `ts` (at least that
+//! tick) is larger. Ordering the transactions by `ts` (ties broken arbitrarily: tied
+//! transactions do not conflict) is therefore a serial order equivalent to the run, and the
+//! replay check replays it. An engine that does not hold read locks to commit (PostgreSQL, whose
+//! SERIALIZABLE is SSI) breaks the argument as it stands: there the storage takes the read
+//! locks itself, row and table locks held to commit (`ensemble_server::dialect::TwoPhaseLock`).
 //!
 //! A process never blocks: storage jobs run on the driver's workers. Deadlocks that span
 //! instances are not seen by any one server; the storage bounds each lock wait (a
@@ -66,12 +88,15 @@ impl Protocol for TwoPc {
     type Evidence = TwoPcEvidence;
 }
 
-/// A distributed transaction's id: the coordinator's instance and its attempt counter. Each
-/// attempt of a request is a new id, so a late message about an aborted attempt never touches
-/// the next one.
+/// A distributed transaction's id: the coordinator's instance, its incarnation and its attempt
+/// counter. Each attempt of a request is a new id, so a late message about an aborted attempt
+/// never touches the next one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Xid {
     pub coordinator: InstanceId,
+    /// The coordinator's incarnation ([`JobResult::Recovered`]): ids of an earlier start of its
+    /// node may still name prepared branches, and must never be made again.
+    pub epoch: u64,
     pub n: u64,
 }
 
@@ -83,42 +108,68 @@ pub enum Message {
     /// Participant → coordinator: the branch is prepared (`yes`, with the participant's clock
     /// tick) or was rolled back (`no`).
     Vote { xid: Xid, yes: bool, tick: u64 },
-    /// Coordinator → participant that voted yes: commit (at timestamp `ts`) or roll back.
+    /// Coordinator → participant that prepared: commit (at timestamp `ts`) or roll back. Told
+    /// again when asked; a participant that has no prepared branch of `xid` ignores it.
     Decide { xid: Xid, commit: bool, ts: u64 },
+    /// Participant → coordinator: a branch of `xid` prepared here has waited
+    /// [`TwoPcConfig::inquire_after`] for its decision.
+    Inquire { xid: Xid },
 }
 
 /// Storage work. The storage keeps the instance's clock (see the crate doc).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Job {
+    /// The node's first job: take the instance's next incarnation number and list this run's
+    /// branches still prepared here ([`JobResult::Recovered`]), moving the clock past every
+    /// timestamp the instance recorded.
+    Recover,
     /// Run `request` here alone and commit: the result is [`JobResult::Committed`], with the
     /// clock's next tick, taken before COMMIT.
     Local { request: Request },
     /// Run `request` as the coordinator's branch of `xid`. If it committed and wrote rows of
-    /// tables every instance replicates, and there are other instances, prepare it and report
-    /// [`JobResult::Prepared`] with those changes and the clock's next tick; otherwise commit in
-    /// one phase and report [`JobResult::Committed`].
+    /// tables every instance replicates, and there are other instances, keep it open (every
+    /// lock held) and report [`JobResult::Held`] with those changes and the clock's next tick;
+    /// otherwise commit in one phase and report [`JobResult::Committed`].
     Branch { request: Request, xid: Xid },
     /// Apply `update` as this instance's branch of `xid` and prepare it:
     /// [`JobResult::Voted`].
     Apply { xid: Xid, update: StateUpdate },
-    /// Commit (moving the clock up to `ts` first) or roll back the prepared branch of `xid`.
+    /// The coordinator's held branch of `xid`: commit it with the decision's record (moving
+    /// the clock up to `ts` first), the transaction's commit point, or roll it back:
+    /// [`JobResult::Decided`].
+    Decide { xid: Xid, commit: bool, ts: u64 },
+    /// A participant's prepared branch of `xid`: commit it (moving the clock up to `ts` first)
+    /// or roll it back: [`JobResult::Finished`].
     Finish { xid: Xid, commit: bool, ts: u64 },
+    /// What this instance decided as `xid`'s coordinator, from its records; without a record,
+    /// an abort, recorded first ([`JobResult::Outcome`]).
+    Outcome { xid: Xid },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum JobResult {
+    /// This start's incarnation number, and the branches of this run prepared here whose
+    /// decision never came.
+    Recovered { epoch: u64, in_doubt: Vec<Xid> },
     /// `retries`: how often the server made it a victim (deadlock, lock wait timeout) before it
     /// committed; it ran again each time, unseen by the client.
     Committed { outcome: Outcome, ts: u64, retries: u32 },
-    /// The branch is prepared; `update` holds its changes to replicated tables.
-    Prepared { outcome: Outcome, update: StateUpdate, tick: u64, retries: u32 },
+    /// The coordinator's branch ran and holds its locks, uncommitted; `update` holds its
+    /// changes to replicated tables.
+    Held { outcome: Outcome, update: StateUpdate, tick: u64, retries: u32 },
     /// `yes`: prepared, with the tick. `no`: rolled back, with the server's reason.
     Voted { yes: bool, tick: u64, why: Option<String> },
+    /// Whether the coordinator's branch committed: asked to roll back, or a commit that failed
+    /// (its connection lost, and no record of it found), it did not.
+    Decided { committed: bool },
     Finished,
+    /// The decision recorded for the transaction asked about.
+    Outcome { commit: bool, ts: u64 },
     /// The request was malformed: nothing ran.
     Rejected(RequestError),
     /// The server made the transaction a victim (deadlock, lock wait timeout) every time it
-    /// ran, up to the storage's limit: nothing committed, and the client is told so.
+    /// ran, up to the storage's limit: nothing committed, and the client is told so. For
+    /// [`Job::Outcome`]: the record could not be read yet (a commit in flight held its key).
     GaveUp(String),
     /// The storage failed (a connection lost while committing, replicas that diverged).
     Failed(String),
@@ -147,6 +198,9 @@ pub struct TwoPcConfig {
     /// that each hold what the other's participant needs both time out and vote no; run again
     /// at once, they would meet again.
     pub retry_backoff: Duration,
+    /// How long a prepared branch waits for its decision before its instance asks the
+    /// coordinator, and then between two asks.
+    pub inquire_after: Duration,
     /// Seeds the back-off draws (with the instance id), so a run's choices follow its seed.
     pub seed: u64,
 }
@@ -162,16 +216,27 @@ pub struct TwoPcStats {
     pub storage_retries: u64,
     pub rejected: u64,
     pub maps_sent: u64,
+    /// Prepared branches found at start, left by an earlier incarnation.
+    pub in_doubt_at_start: u64,
+    /// Inquiries sent about a prepared branch's decision.
+    pub inquiries: u64,
+    /// Inquiries answered from the records (the transaction was no longer coordinated here).
+    pub outcomes_read: u64,
 }
 
 enum Pending {
+    Recover,
     /// A one-phase request, or (with `xid`) the coordinator's own branch of attempt `attempt`.
     Run { request: Request, class: OpClass, attempt: u32, xid: Option<Xid> },
     /// A participant's branch.
     Apply { xid: Xid },
-    /// A decision being carried out on this instance's branch (the coordinator answers its
-    /// client, or runs the request again, once its own branch is finished).
+    /// The decision being carried out on the coordinator's own branch: once it is, the
+    /// coordinator tells the participants and answers its client, or runs the request again.
+    Decide { xid: Xid },
+    /// A decision being carried out on a participant's branch.
     Finish { xid: Xid },
+    /// The recorded outcome of `xid`, for the instance `asker`, which inquired.
+    Outcome { xid: Xid, asker: InstanceId },
 }
 
 /// A distributed transaction this instance coordinates.
@@ -181,7 +246,8 @@ struct Coordinating {
     outcome: Outcome,
     /// Instances whose vote has not come.
     waiting: BTreeSet<InstanceId>,
-    yes: Vec<InstanceId>,
+    /// Instances holding a prepared branch: the ones the decision goes to.
+    prepared_at: BTreeSet<InstanceId>,
     all_yes: bool,
     /// The largest tick among this branch's and the votes so far.
     ts: u64,
@@ -194,12 +260,19 @@ pub struct TwoPcNode {
     cfg: TwoPcConfig,
     app: Arc<Application>,
     plan: Arc<PartitionPlan>,
+    /// This start's incarnation, once [`Job::Recover`] is done; until then requests wait in
+    /// `held_back`.
+    epoch: Option<u64>,
+    held_back: Vec<Request>,
     next_work: u64,
     next_xid: u64,
     pending: BTreeMap<WorkId, Pending>,
     coordinating: BTreeMap<Xid, Coordinating>,
-    /// Branches this instance prepared and voted yes on, waiting for the decision.
-    prepared: BTreeSet<Xid>,
+    /// Branches this instance prepared (and voted yes on, or found at start), waiting for the
+    /// decision, with when it was last asked for (or the branch was prepared).
+    prepared: BTreeMap<Xid, Time>,
+    /// The timer that looks for prepared branches waiting too long, while any is.
+    inquiry: Option<TimerId>,
     /// Voted-down requests waiting out their back-off: they run again when the timer fires.
     backing_off: BTreeMap<TimerId, (Request, u32)>,
     next_timer: u64,
@@ -218,11 +291,14 @@ impl TwoPcNode {
             cfg,
             app,
             plan,
+            epoch: None,
+            held_back: Vec::new(),
             next_work: 0,
             next_xid: 0,
             pending: BTreeMap::new(),
             coordinating: BTreeMap::new(),
-            prepared: BTreeSet::new(),
+            prepared: BTreeMap::new(),
+            inquiry: None,
             backing_off: BTreeMap::new(),
             next_timer: 0,
             failure: None,
@@ -242,11 +318,22 @@ impl TwoPcNode {
         out.push(Effect::Storage { work, job, cost: Duration::ZERO });
     }
 
+    fn timer(&mut self, after: Duration, out: &mut Vec<Effect<TwoPc>>) -> TimerId {
+        let id = TimerId(self.next_timer);
+        self.next_timer += 1;
+        out.push(Effect::SetTimer { id, after });
+        id
+    }
+
     fn reply(request: &Request, body: ReplyBody<TwoPcEvidence>, out: &mut Vec<Effect<TwoPc>>) {
         out.push(Effect::Reply { to: request.client, reply: Reply { client: request.client, seq: request.seq, body } });
     }
 
     fn on_request(&mut self, request: Request, out: &mut Vec<Effect<TwoPc>>) {
+        if self.epoch.is_none() {
+            // Its transaction id would need this start's incarnation.
+            return self.held_back.push(request);
+        }
         let route = self.app.check_request(&request).map(|_| ()).and_then(|()| self.plan.route(&self.app, &request, self.cfg.instances));
         let route = match route {
             Ok(r) => r,
@@ -268,7 +355,8 @@ impl TwoPcNode {
 
     fn run(&mut self, request: Request, class: OpClass, attempt: u32, out: &mut Vec<Effect<TwoPc>>) {
         let (job, xid) = if class == OpClass::Global && self.cfg.instances > 1 {
-            let xid = Xid { coordinator: self.id, n: self.next_xid };
+            let epoch = self.epoch.expect("requests run only once recovered");
+            let xid = Xid { coordinator: self.id, epoch, n: self.next_xid };
             self.next_xid += 1;
             (Job::Branch { request: request.clone(), xid }, Some(xid))
         } else {
@@ -285,66 +373,55 @@ impl TwoPcNode {
         StateUpdate { changes, writer: update.writer }
     }
 
-    fn on_storage(&mut self, work: WorkId, result: JobResult, out: &mut Vec<Effect<TwoPc>>) {
+    fn on_storage(&mut self, now: Time, work: WorkId, result: JobResult, out: &mut Vec<Effect<TwoPc>>) {
         // Only the driver hands out completions, and only for work this instance asked for.
         let Some(pending) = self.pending.remove(&work) else {
             panic!("instance {}: completion for unknown work {work:?}", self.id);
         };
         match (pending, result) {
+            (Pending::Recover, JobResult::Recovered { epoch, in_doubt }) => self.recovered(now, epoch, in_doubt, out),
             (Pending::Run { request, class, attempt, .. }, JobResult::Committed { outcome, ts, retries }) => {
                 self.stats.one_phase += 1;
                 self.stats.storage_retries += u64::from(retries);
                 let evidence = TwoPcEvidence { class, instance: self.id, ts, branches: 1, attempts: attempt };
                 Self::reply(&request, ReplyBody::Done(Done { outcome, evidence }), out);
             }
-            (Pending::Run { request, attempt, xid: Some(xid), .. }, JobResult::Prepared { outcome, update, tick, retries }) => {
+            (Pending::Run { request, attempt, xid: Some(xid), .. }, JobResult::Held { outcome, update, tick, retries }) => {
                 self.stats.storage_retries += u64::from(retries);
                 let update = self.replicated_part(update);
                 let others: BTreeSet<InstanceId> = (0..self.cfg.instances).map(InstanceId).filter(|i| *i != self.id).collect();
                 for i in &others {
                     out.push(Effect::Send { to: i.process(), msg: Message::Prepare { xid, update: update.clone() } });
                 }
-                let c = Coordinating { request, attempt, outcome, waiting: others, yes: Vec::new(), all_yes: true, ts: tick, decided: None };
+                let c = Coordinating {
+                    request,
+                    attempt,
+                    outcome,
+                    waiting: others,
+                    prepared_at: BTreeSet::new(),
+                    all_yes: true,
+                    ts: tick,
+                    decided: None,
+                };
                 self.coordinating.insert(xid, c);
             }
             (Pending::Apply { xid }, JobResult::Voted { yes, tick, .. }) => {
                 self.stats.branches_applied += u64::from(yes);
                 if yes {
-                    self.prepared.insert(xid);
+                    self.prepared.insert(xid, now);
+                    self.watch_prepared(out);
                 }
                 out.push(Effect::Send { to: xid.coordinator.process(), msg: Message::Vote { xid, yes, tick } });
             }
-            (Pending::Finish { xid }, JobResult::Finished) => {
-                if xid.coordinator != self.id {
-                    return;
-                }
-                let c = self.coordinating.remove(&xid).expect("a coordinator finishes only what it coordinates");
-                match c.decided.expect("finished after the decision") {
-                    Some(ts) => {
-                        self.stats.distributed_commits += 1;
-                        let evidence = TwoPcEvidence {
-                            class: OpClass::Global,
-                            instance: self.id,
-                            ts,
-                            branches: self.cfg.instances,
-                            attempts: c.attempt,
-                        };
-                        Self::reply(&c.request, ReplyBody::Done(Done { outcome: c.outcome, evidence }), out);
-                    }
-                    None if c.attempt >= self.cfg.max_attempts => {
-                        let message = format!("its distributed transaction was voted down {} times", c.attempt);
-                        Self::reply(&c.request, ReplyBody::Error(RequestError::Storage { txn: c.request.txn.clone(), message }), out);
-                    }
-                    None => {
-                        let cap = self.cfg.retry_backoff.saturating_mul(1 << (c.attempt - 1).min(6));
-                        let wait = cap.mul_f64(self.rng.random::<f64>());
-                        let timer = TimerId(self.next_timer);
-                        self.next_timer += 1;
-                        self.backing_off.insert(timer, (c.request, c.attempt + 1));
-                        out.push(Effect::SetTimer { id: timer, after: wait });
-                    }
-                }
+            (Pending::Decide { xid }, JobResult::Decided { committed }) => self.decided(xid, committed, out),
+            (Pending::Finish { .. }, JobResult::Finished) => {}
+            (Pending::Outcome { xid, asker }, JobResult::Outcome { commit, ts }) => {
+                self.stats.outcomes_read += 1;
+                out.push(Effect::Send { to: asker.process(), msg: Message::Decide { xid, commit, ts } });
             }
+            // The record's key was held (a commit of an earlier incarnation still in flight):
+            // the participant asks again after its period.
+            (Pending::Outcome { .. }, JobResult::GaveUp(_)) => {}
             (Pending::Run { request, .. }, JobResult::GaveUp(why)) => {
                 let e = RequestError::Storage { txn: request.txn.clone(), message: why };
                 Self::reply(&request, ReplyBody::Error(e), out);
@@ -359,17 +436,79 @@ impl TwoPcNode {
                 // A connection lost while committing, or replicas that diverged: nothing safe
                 // is left to do with this transaction, and the run must not pass its check.
                 let what = match &pending {
+                    Pending::Recover => "recovery".to_string(),
                     Pending::Run { request, .. } => format!("`{}` #{} of {}", request.txn, request.seq, request.client),
-                    Pending::Apply { xid } | Pending::Finish { xid } => format!("branch {xid:?}"),
+                    Pending::Apply { xid } | Pending::Decide { xid } | Pending::Finish { xid } | Pending::Outcome { xid, .. } => {
+                        format!("branch {xid:?}")
+                    }
                 };
                 self.failure.get_or_insert_with(|| format!("{what}: {why}"));
-                if let Pending::Run { request, .. } = pending {
-                    let e = RequestError::Storage { txn: request.txn.clone(), message: why };
-                    Self::reply(&request, ReplyBody::Error(e), out);
+                match pending {
+                    Pending::Run { request, .. } => {
+                        let e = RequestError::Storage { txn: request.txn.clone(), message: why };
+                        Self::reply(&request, ReplyBody::Error(e), out);
+                    }
+                    Pending::Decide { xid } => {
+                        if let Some(c) = self.coordinating.remove(&xid) {
+                            let e = RequestError::Storage { txn: c.request.txn.clone(), message: why };
+                            Self::reply(&c.request, ReplyBody::Error(e), out);
+                        }
+                    }
+                    // Without an incarnation no global can run: the requests held back, and
+                    // every later one, are answered with the failure (epoch 0 is no
+                    // incarnation's: they start at 1).
+                    Pending::Recover => {
+                        self.epoch = Some(0);
+                        for request in std::mem::take(&mut self.held_back) {
+                            self.on_request(request, out);
+                        }
+                    }
+                    _ => {}
                 }
             }
             (_, other) => panic!("instance {}: storage answered {other:?} to a job that cannot produce it", self.id),
         }
+    }
+
+    /// The node's start is done: requests may run, and every branch an earlier incarnation left
+    /// prepared here asks its coordinator for the decision.
+    fn recovered(&mut self, now: Time, epoch: u64, in_doubt: Vec<Xid>, out: &mut Vec<Effect<TwoPc>>) {
+        self.epoch = Some(epoch);
+        for xid in in_doubt {
+            if xid.coordinator == self.id || xid.coordinator.0 >= self.cfg.instances {
+                // This instance's own branches commit in one phase, never prepared; and a
+                // coordinator outside the deployment cannot be asked.
+                self.failure.get_or_insert_with(|| format!("recovery found branch {xid:?} prepared, which no instance of this deployment can decide"));
+                continue;
+            }
+            self.stats.in_doubt_at_start += 1;
+            self.stats.inquiries += 1;
+            self.prepared.insert(xid, now);
+            out.push(Effect::Send { to: xid.coordinator.process(), msg: Message::Inquire { xid } });
+        }
+        self.watch_prepared(out);
+        for request in std::mem::take(&mut self.held_back) {
+            self.on_request(request, out);
+        }
+    }
+
+    /// Arms the inquiry timer while a prepared branch waits for its decision.
+    fn watch_prepared(&mut self, out: &mut Vec<Effect<TwoPc>>) {
+        if self.inquiry.is_none() && !self.prepared.is_empty() {
+            self.inquiry = Some(self.timer(self.cfg.inquire_after, out));
+        }
+    }
+
+    fn on_inquiry_timer(&mut self, now: Time, out: &mut Vec<Effect<TwoPc>>) {
+        self.inquiry = None;
+        for (xid, since) in self.prepared.iter_mut() {
+            if now.saturating_sub(*since) >= self.cfg.inquire_after {
+                *since = now;
+                self.stats.inquiries += 1;
+                out.push(Effect::Send { to: xid.coordinator.process(), msg: Message::Inquire { xid: *xid } });
+            }
+        }
+        self.watch_prepared(out);
     }
 
     fn on_vote(&mut self, from: ProcessId, xid: Xid, yes: bool, tick: u64, out: &mut Vec<Effect<TwoPc>>) {
@@ -380,24 +519,99 @@ impl TwoPcNode {
         };
         c.waiting.remove(&from_instance);
         if yes {
-            c.yes.push(from_instance);
+            c.prepared_at.insert(from_instance);
             c.ts = c.ts.max(tick);
         } else {
             c.all_yes = false;
         }
-        if !c.waiting.is_empty() {
-            return;
+        if c.waiting.is_empty() {
+            self.decide(xid, out);
         }
-        let commit = c.all_yes;
-        let ts = c.ts;
+    }
+
+    /// Every vote is in. An abort is told at once (presumed abort: nothing need be recorded);
+    /// a commit only once this instance's branch committed with its record, in [`Self::decided`]:
+    /// told before, it could be one that a restarted coordinator would not find.
+    fn decide(&mut self, xid: Xid, out: &mut Vec<Effect<TwoPc>>) {
+        let c = self.coordinating.get_mut(&xid).expect("deciding what it coordinates");
+        let (commit, ts) = (c.all_yes, c.ts);
         c.decided = Some(commit.then_some(ts));
         if !commit {
             self.stats.distributed_aborts += 1;
+            for i in &c.prepared_at {
+                out.push(Effect::Send { to: i.process(), msg: Message::Decide { xid, commit, ts } });
+            }
         }
-        for i in c.yes.clone() {
-            out.push(Effect::Send { to: i.process(), msg: Message::Decide { xid, commit, ts } });
+        self.work(Pending::Decide { xid }, Job::Decide { xid, commit, ts }, out);
+    }
+
+    fn decided(&mut self, xid: Xid, committed: bool, out: &mut Vec<Effect<TwoPc>>) {
+        let c = self.coordinating.remove(&xid).expect("a coordinator decides only what it coordinates");
+        match c.decided.expect("carried out after the decision") {
+            Some(ts) if committed => {
+                for i in &c.prepared_at {
+                    out.push(Effect::Send { to: i.process(), msg: Message::Decide { xid, commit: true, ts } });
+                }
+                self.stats.distributed_commits += 1;
+                let evidence = TwoPcEvidence { class: OpClass::Global, instance: self.id, ts, branches: self.cfg.instances, attempts: c.attempt };
+                Self::reply(&c.request, ReplyBody::Done(Done { outcome: c.outcome, evidence }), out);
+            }
+            Some(ts) => {
+                // The commit failed with its connection and no record of it was found (the
+                // storage recorded the abort): an abort after all.
+                self.stats.distributed_aborts += 1;
+                for i in &c.prepared_at {
+                    out.push(Effect::Send { to: i.process(), msg: Message::Decide { xid, commit: false, ts } });
+                }
+                self.again(c, out);
+            }
+            None => self.again(c, out),
         }
-        self.work(Pending::Finish { xid }, Job::Finish { xid, commit, ts }, out);
+    }
+
+    /// A voted-down attempt: run the request again after a back-off, or, past the limit, tell
+    /// the client.
+    fn again(&mut self, c: Coordinating, out: &mut Vec<Effect<TwoPc>>) {
+        if c.attempt >= self.cfg.max_attempts {
+            let message = format!("its distributed transaction was voted down {} times", c.attempt);
+            return Self::reply(&c.request, ReplyBody::Error(RequestError::Storage { txn: c.request.txn.clone(), message }), out);
+        }
+        let cap = self.cfg.retry_backoff.saturating_mul(1 << (c.attempt - 1).min(6));
+        let wait = cap.mul_f64(self.rng.random::<f64>());
+        let timer = self.timer(wait, out);
+        self.backing_off.insert(timer, (c.request, c.attempt + 1));
+    }
+
+    fn on_inquire(&mut self, from: ProcessId, xid: Xid, out: &mut Vec<Effect<TwoPc>>) {
+        let asker = InstanceId::of(from);
+        let Some(epoch) = self.epoch else {
+            // Not started yet: its records may not be readable; the participant asks again.
+            return;
+        };
+        let issued = xid.epoch < epoch || (xid.epoch == epoch && xid.n < self.next_xid);
+        if xid.coordinator != self.id || asker == self.id || from.0 >= self.cfg.instances || !issued {
+            return out.push(Effect::Refuse { from, what: format!("an inquiry about {xid:?}, which this instance did not coordinate") });
+        }
+        let Some(c) = self.coordinating.get_mut(&xid) else {
+            return self.work(Pending::Outcome { xid, asker }, Job::Outcome { xid }, out);
+        };
+        match c.decided {
+            None => {
+                if c.waiting.remove(&asker) {
+                    // Its branch is prepared, but the vote it sent never came (lost with a
+                    // connection, or its node restarted before sending it): a no.
+                    c.prepared_at.insert(asker);
+                    c.all_yes = false;
+                    if c.waiting.is_empty() {
+                        self.decide(xid, out);
+                    }
+                }
+                // Otherwise it voted yes, and will be told.
+            }
+            Some(None) => out.push(Effect::Send { to: from, msg: Message::Decide { xid, commit: false, ts: c.ts } }),
+            // Being committed here: told once the record is.
+            Some(Some(_)) => {}
+        }
     }
 
     fn on_message(&mut self, from: ProcessId, msg: Message, out: &mut Vec<Effect<TwoPc>>) {
@@ -407,7 +621,7 @@ impl TwoPcNode {
                     return out.push(Effect::Refuse { from, what: format!("a prepare of {xid:?} not sent by its coordinator") });
                 }
                 let applying = self.pending.values().any(|p| matches!(p, Pending::Apply { xid: x } if *x == xid));
-                if applying || self.prepared.contains(&xid) {
+                if applying || self.prepared.contains_key(&xid) {
                     // A branch id the server holds already: starting it again would fail the job.
                     return out.push(Effect::Refuse { from, what: format!("a second prepare of {xid:?}") });
                 }
@@ -415,11 +629,16 @@ impl TwoPcNode {
             }
             Message::Vote { xid, yes, tick } => self.on_vote(from, xid, yes, tick, out),
             Message::Decide { xid, commit, ts } => {
-                if xid.coordinator.process() != from || !self.prepared.remove(&xid) {
-                    return out.push(Effect::Refuse { from, what: format!("a decision on {xid:?}, which this instance has not prepared for {from}") });
+                if xid.coordinator.process() != from || xid.coordinator == self.id {
+                    return out.push(Effect::Refuse { from, what: format!("a decision on {xid:?} not sent by its coordinator") });
                 }
-                self.work(Pending::Finish { xid }, Job::Finish { xid, commit, ts }, out);
+                // A decision told again (an inquiry's answer crossing the first telling) finds
+                // the branch finishing or finished: nothing left to do.
+                if self.prepared.remove(&xid).is_some() {
+                    self.work(Pending::Finish { xid }, Job::Finish { xid, commit, ts }, out);
+                }
             }
+            Message::Inquire { xid } => self.on_inquire(from, xid, out),
         }
     }
 }
@@ -429,18 +648,21 @@ impl Process<TwoPc> for TwoPcNode {
         self.id.process()
     }
 
-    fn start(&mut self, _now: Time, _out: &mut Vec<Effect<TwoPc>>) {}
+    fn start(&mut self, _now: Time, out: &mut Vec<Effect<TwoPc>>) {
+        self.work(Pending::Recover, Job::Recover, out);
+    }
 
-    fn on_event(&mut self, _now: Time, event: Event<TwoPc>, out: &mut Vec<Effect<TwoPc>>) {
+    fn on_event(&mut self, now: Time, event: Event<TwoPc>, out: &mut Vec<Effect<TwoPc>>) {
         match event {
             Event::Request(r) => self.on_request(r, out),
             Event::Message { from, msg } => self.on_message(from, msg, out),
+            Event::Timer(id) if self.inquiry == Some(id) => self.on_inquiry_timer(now, out),
             Event::Timer(id) => {
                 if let Some((request, attempt)) = self.backing_off.remove(&id) {
                     self.run(request, OpClass::Global, attempt, out);
                 }
             }
-            Event::StorageDone { work, result } => self.on_storage(work, result, out),
+            Event::StorageDone { work, result } => self.on_storage(now, work, result, out),
         }
     }
 
@@ -454,6 +676,9 @@ impl Process<TwoPc> for TwoPcNode {
             ("storage_retries", s.storage_retries),
             ("rejected", s.rejected),
             ("maps_sent", s.maps_sent),
+            ("in_doubt_at_start", s.in_doubt_at_start),
+            ("inquiries", s.inquiries),
+            ("outcomes_read", s.outcomes_read),
         ]
     }
 
@@ -462,7 +687,12 @@ impl Process<TwoPc> for TwoPcNode {
     }
 
     fn quiescent(&self) -> bool {
-        self.pending.is_empty() && self.coordinating.is_empty() && self.prepared.is_empty() && self.backing_off.is_empty()
+        self.epoch.is_some()
+            && self.held_back.is_empty()
+            && self.pending.is_empty()
+            && self.coordinating.is_empty()
+            && self.prepared.is_empty()
+            && self.backing_off.is_empty()
     }
 }
 
@@ -472,19 +702,47 @@ mod tests {
     use ensemble_app::{ChangeKind, RowChange};
     use ensemble_core::{ClientId, Value};
 
+    const INQUIRE_AFTER: Duration = Duration::from_secs(1);
+
+    /// A node of `n` whose start is done: incarnation 1, nothing in doubt.
     fn node(id: u32, n: u32) -> TwoPcNode {
+        let mut node = fresh(id, n);
+        let out = start(&mut node);
+        handle(&mut node, Event::StorageDone { work: out, result: JobResult::Recovered { epoch: 1, in_doubt: vec![] } });
+        node
+    }
+
+    fn fresh(id: u32, n: u32) -> TwoPcNode {
         let app = ensemble_app::application("shop").unwrap();
         let plan: PartitionPlan = toml::from_str(include_str!("../../../plans/shop.toml")).unwrap();
-        TwoPcNode::new(InstanceId(id), TwoPcConfig { instances: n, max_attempts: 2, retry_backoff: Duration::from_millis(5), seed: 1 }, app, Arc::new(plan))
+        let cfg = TwoPcConfig { instances: n, max_attempts: 2, retry_backoff: Duration::from_millis(5), inquire_after: INQUIRE_AFTER, seed: 1 };
+        TwoPcNode::new(InstanceId(id), cfg, app, Arc::new(plan))
+    }
+
+    /// Starts `node`: its one effect is the recovery job, whose work id this returns.
+    fn start(node: &mut TwoPcNode) -> WorkId {
+        let mut out = Vec::new();
+        node.start(Time::ZERO, &mut out);
+        let [(w, Job::Recover)] = stored(&out)[..] else { panic!("{out:?}") };
+        assert_eq!(out.len(), 1, "{out:?}");
+        w
     }
 
     fn request(txn: &str, cart: i64) -> Request {
         Request { client: ClientId(7), seq: 1, txn: txn.into(), params: vec![Value::Int(cart)] }
     }
 
+    fn xid(coordinator: u32, n: u64) -> Xid {
+        Xid { coordinator: InstanceId(coordinator), epoch: 1, n }
+    }
+
     fn handle(n: &mut TwoPcNode, e: Event<TwoPc>) -> Vec<Effect<TwoPc>> {
+        handle_at(n, Time::ZERO, e)
+    }
+
+    fn handle_at(n: &mut TwoPcNode, now: Time, e: Event<TwoPc>) -> Vec<Effect<TwoPc>> {
         let mut out = Vec::new();
-        n.on_event(Time::ZERO, e, &mut out);
+        n.on_event(now, e, &mut out);
         out
     }
 
@@ -500,23 +758,38 @@ mod tests {
         out.iter().filter_map(|e| if let Effect::Reply { reply, .. } = e { Some(reply.body.clone()) } else { None }).collect()
     }
 
+    fn timers(out: &[Effect<TwoPc>]) -> Vec<(TimerId, Duration)> {
+        out.iter().filter_map(|e| if let Effect::SetTimer { id, after } = e { Some((*id, *after)) } else { None }).collect()
+    }
+
+    fn refused(out: &[Effect<TwoPc>]) -> bool {
+        matches!(out, [Effect::Refuse { .. }])
+    }
+
     fn update() -> StateUpdate {
         let item = RowChange { table: "items".into(), kind: ChangeKind::Update { key: vec![("item_id".into(), Value::Int(1))], set: vec![] } };
         let line = RowChange { table: "cart_lines".into(), kind: ChangeKind::Delete { key: vec![("cart_id".into(), Value::Int(3))] } };
         StateUpdate { changes: vec![item, line], writer: None }
     }
 
-    /// A global at instance 0 of 3: its branch prepared, the replicated part sent to both others,
-    /// the decision taken on the largest tick, the client answered once the coordinator's branch
-    /// committed.
-    #[test]
-    fn a_global_commits_at_the_largest_tick() {
-        let mut c = node(0, 3);
-        let out = handle(&mut c, Event::Request(request("order", 3)));
+    /// Runs an order at `c` up to its held branch: the xid and the prepares sent.
+    fn held_order(c: &mut TwoPcNode, tick: u64) -> (Xid, Vec<(ProcessId, Message)>) {
+        // Cart 6 is instance 0's with two instances or three.
+        let out = handle(c, Event::Request(request("order", 6)));
         let [(w, Job::Branch { xid, .. })] = stored(&out)[..] else { panic!("{out:?}") };
-        let prepared = JobResult::Prepared { outcome: Outcome::Committed(vec![]), update: update(), tick: 5, retries: 0 };
-        let out = handle(&mut c, Event::StorageDone { work: w, result: prepared });
-        let prepares = sent(&out);
+        let held = JobResult::Held { outcome: Outcome::Committed(vec![]), update: update(), tick, retries: 0 };
+        let out = handle(c, Event::StorageDone { work: w, result: held });
+        (xid, sent(&out))
+    }
+
+    /// A global at instance 0 of 3: its branch held, the replicated part sent to both others,
+    /// the decision taken on the largest tick and carried out on the coordinator's own branch
+    /// first (the commit point); only then are the participants told and the client answered.
+    #[test]
+    fn a_global_commits_at_the_largest_tick_and_is_told_once_its_record_committed() {
+        let mut c = node(0, 3);
+        let (xid, prepares) = held_order(&mut c, 5);
+        assert_eq!(xid, Xid { coordinator: InstanceId(0), epoch: 1, n: 0 }, "the id carries the incarnation");
         assert_eq!(prepares.len(), 2);
         for (_, m) in &prepares {
             let Message::Prepare { update, .. } = m else { panic!() };
@@ -525,16 +798,19 @@ mod tests {
         assert!(handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Vote { xid, yes: true, tick: 9 } }).is_empty());
         assert!(!c.quiescent());
         let out = handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Vote { xid, yes: true, tick: 7 } });
-        assert_eq!(stored(&out)[0].1, Job::Finish { xid, commit: true, ts: 9 });
-        assert_eq!(sent(&out).len(), 2);
-        let out = handle(&mut c, Event::StorageDone { work: stored(&out)[0].0, result: JobResult::Finished });
+        let [(w, Job::Decide { xid: x, commit: true, ts: 9 })] = stored(&out)[..] else { panic!("{out:?}") };
+        assert_eq!(x, xid);
+        assert!(sent(&out).is_empty() && replied(&out).is_empty(), "a commit told before its record could be lost: {out:?}");
+        let out = handle(&mut c, Event::StorageDone { work: w, result: JobResult::Decided { committed: true } });
+        let decisions = sent(&out);
+        assert_eq!(decisions, vec![(ProcessId(1), Message::Decide { xid, commit: true, ts: 9 }), (ProcessId(2), Message::Decide { xid, commit: true, ts: 9 })]);
         let [ReplyBody::Done(d)] = &replied(&out)[..] else { panic!("{out:?}") };
         assert_eq!((d.evidence.ts, d.evidence.branches, d.evidence.attempts), (9, 3, 1));
         assert!(c.quiescent());
     }
 
-    /// A no vote rolls back the prepared branches and runs the request again under a new xid;
-    /// past the attempt limit the client gets an error, never a silent abort.
+    /// A no vote rolls back the coordinator's branch and runs the request again under a new
+    /// xid; past the attempt limit the client gets an error, never a silent abort.
     #[test]
     fn a_no_vote_runs_the_request_again_then_gives_up() {
         let mut c = node(0, 2);
@@ -543,48 +819,66 @@ mod tests {
         for attempt in 1..=2 {
             let [(w, Job::Branch { xid, .. })] = stored(&out)[..] else { panic!("{out:?}") };
             xids.push(xid);
-            let prepared = JobResult::Prepared { outcome: Outcome::Committed(vec![]), update: update(), tick: 1, retries: 0 };
-            handle(&mut c, Event::StorageDone { work: w, result: prepared });
+            let held = JobResult::Held { outcome: Outcome::Committed(vec![]), update: update(), tick: 1, retries: 0 };
+            handle(&mut c, Event::StorageDone { work: w, result: held });
             let o = handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Vote { xid, yes: false, tick: 0 } });
-            assert_eq!(stored(&o)[0].1, Job::Finish { xid, commit: false, ts: 1 });
+            assert_eq!(stored(&o)[0].1, Job::Decide { xid, commit: false, ts: 1 });
             assert!(sent(&o).is_empty(), "a participant that voted no has nothing to roll back");
-            out = handle(&mut c, Event::StorageDone { work: stored(&o)[0].0, result: JobResult::Finished });
+            out = handle(&mut c, Event::StorageDone { work: stored(&o)[0].0, result: JobResult::Decided { committed: false } });
             if attempt == 2 {
                 assert!(matches!(&replied(&out)[..], [ReplyBody::Error(RequestError::Storage { .. })]), "{out:?}");
             } else {
                 // Not at once: after a back-off, then as a new branch.
-                let [Effect::SetTimer { id, after }] = &out[..] else { panic!("{out:?}") };
-                assert!(*after <= Duration::from_millis(5), "{after:?}");
+                let [(id, after)] = timers(&out)[..] else { panic!("{out:?}") };
+                assert!(after <= Duration::from_millis(5), "{after:?}");
                 assert!(!c.quiescent(), "a request waiting to run again is in flight");
-                out = handle(&mut c, Event::Timer(*id));
+                out = handle(&mut c, Event::Timer(id));
             }
         }
         assert_ne!(xids[0], xids[1]);
         assert_eq!(c.stats().distributed_aborts, 2);
     }
 
-    /// A participant applies what its coordinator asks, votes, and commits on the decision; votes
-    /// and decisions from anyone else, or for branches it does not hold, are refused and change
-    /// nothing.
+    /// A commit whose connection was lost and whose record the storage did not find is an
+    /// abort: the participants that prepared are told so, and the request runs again.
+    #[test]
+    fn a_commit_that_did_not_happen_is_told_as_an_abort() {
+        let mut c = node(0, 2);
+        let (xid, _) = held_order(&mut c, 2);
+        let out = handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Vote { xid, yes: true, tick: 4 } });
+        let [(w, Job::Decide { commit: true, .. })] = stored(&out)[..] else { panic!("{out:?}") };
+        let out = handle(&mut c, Event::StorageDone { work: w, result: JobResult::Decided { committed: false } });
+        assert_eq!(sent(&out), vec![(ProcessId(1), Message::Decide { xid, commit: false, ts: 4 })]);
+        assert!(replied(&out).is_empty() && timers(&out).len() == 1, "{out:?}");
+        assert_eq!((c.stats().distributed_commits, c.stats().distributed_aborts), (0, 1));
+    }
+
+    /// A participant applies what its coordinator asks, votes, and commits on the decision;
+    /// votes and decisions from anyone else are refused and change nothing, and a decision told
+    /// again, or about a branch it does not hold, changes nothing either.
     #[test]
     fn a_participant_refuses_what_no_coordinator_sent() {
         let mut p = node(1, 3);
-        let xid = Xid { coordinator: InstanceId(0), n: 4 };
+        let xid = xid(0, 4);
         let forged = handle(&mut p, Event::Message { from: ProcessId(2), msg: Message::Prepare { xid, update: update() } });
-        assert!(matches!(&forged[..], [Effect::Refuse { .. }]));
+        assert!(refused(&forged));
+        let forged = handle(&mut p, Event::Message { from: ProcessId(2), msg: Message::Decide { xid, commit: true, ts: 3 } });
+        assert!(refused(&forged));
         let early = handle(&mut p, Event::Message { from: ProcessId(0), msg: Message::Decide { xid, commit: true, ts: 3 } });
-        assert!(matches!(&early[..], [Effect::Refuse { .. }]));
+        assert!(early.is_empty(), "{early:?}");
         let out = handle(&mut p, Event::Message { from: ProcessId(0), msg: Message::Prepare { xid, update: update() } });
         let [(w, Job::Apply { .. })] = stored(&out)[..] else { panic!("{out:?}") };
         let again = handle(&mut p, Event::Message { from: ProcessId(0), msg: Message::Prepare { xid, update: update() } });
-        assert!(matches!(&again[..], [Effect::Refuse { .. }]), "{again:?}");
+        assert!(refused(&again), "{again:?}");
         let out = handle(&mut p, Event::StorageDone { work: w, result: JobResult::Voted { yes: true, tick: 6, why: None } });
         assert_eq!(sent(&out), vec![(ProcessId(0), Message::Vote { xid, yes: true, tick: 6 })]);
         let stray = handle(&mut p, Event::Message { from: ProcessId(0), msg: Message::Vote { xid, yes: true, tick: 1 } });
-        assert!(matches!(&stray[..], [Effect::Refuse { .. }]));
+        assert!(refused(&stray));
         let out = handle(&mut p, Event::Message { from: ProcessId(0), msg: Message::Decide { xid, commit: true, ts: 8 } });
         assert_eq!(stored(&out)[0].1, Job::Finish { xid, commit: true, ts: 8 });
         assert!(!p.quiescent());
+        let twice = handle(&mut p, Event::Message { from: ProcessId(0), msg: Message::Decide { xid, commit: true, ts: 8 } });
+        assert!(twice.is_empty(), "a decision told again finishes nothing twice: {twice:?}");
         handle(&mut p, Event::StorageDone { work: stored(&out)[0].0, result: JobResult::Finished });
         assert!(p.quiescent());
     }
@@ -601,5 +895,89 @@ mod tests {
         let [ReplyBody::Done(d)] = &replied(&out)[..] else { panic!("{out:?}") };
         assert_eq!((d.evidence.ts, d.evidence.branches), (4, 1));
         assert_eq!(n.stats().storage_retries, 1);
+    }
+
+    /// A node serves nothing before its start's recovery is done (a global's id needs the
+    /// incarnation); then the requests held back run, and every branch an earlier incarnation
+    /// left prepared asks its coordinator at once.
+    #[test]
+    fn a_starting_node_holds_requests_back_and_asks_about_branches_left_in_doubt() {
+        let mut p = fresh(1, 3);
+        let w = start(&mut p);
+        assert!(handle(&mut p, Event::Request(request("order", 4))).is_empty(), "held back until recovered");
+        assert!(handle(&mut p, Event::Message { from: ProcessId(0), msg: Message::Inquire { xid: xid(1, 0) } }).is_empty());
+        assert!(!p.quiescent());
+        let left = Xid { coordinator: InstanceId(2), epoch: 7, n: 40 };
+        let out = handle(&mut p, Event::StorageDone { work: w, result: JobResult::Recovered { epoch: 2, in_doubt: vec![left] } });
+        assert_eq!(sent(&out), vec![(ProcessId(2), Message::Inquire { xid: left })]);
+        assert_eq!(timers(&out).len(), 1, "and asks again if no answer comes: {out:?}");
+        let [(_, Job::Branch { xid, .. })] = stored(&out)[..] else { panic!("the order held back runs now: {out:?}") };
+        assert_eq!((xid.epoch, xid.n), (2, 0));
+        let out = handle(&mut p, Event::Message { from: ProcessId(2), msg: Message::Decide { xid: left, commit: true, ts: 12 } });
+        assert_eq!(stored(&out)[0].1, Job::Finish { xid: left, commit: true, ts: 12 });
+        assert_eq!(p.stats().in_doubt_at_start, 1);
+    }
+
+    /// A prepared branch whose decision does not come asks its coordinator once it has waited
+    /// `inquire_after`, and again each period, until the decision comes.
+    #[test]
+    fn a_prepared_branch_asks_its_coordinator_until_the_decision_comes() {
+        let mut p = node(1, 2);
+        let x = xid(0, 3);
+        let prepared_at = Time::from_duration(Duration::from_millis(300));
+        let out = handle_at(&mut p, prepared_at, Event::Message { from: ProcessId(0), msg: Message::Prepare { xid: x, update: update() } });
+        let w = stored(&out)[0].0;
+        let out = handle_at(&mut p, prepared_at, Event::StorageDone { work: w, result: JobResult::Voted { yes: true, tick: 2, why: None } });
+        let [(timer, INQUIRE_AFTER)] = timers(&out)[..] else { panic!("{out:?}") };
+        // The timer was armed by this branch: it has waited a full period when it fires.
+        let first = prepared_at + INQUIRE_AFTER;
+        let out = handle_at(&mut p, first, Event::Timer(timer));
+        assert_eq!(sent(&out), vec![(ProcessId(0), Message::Inquire { xid: x })]);
+        let [(timer, _)] = timers(&out)[..] else { panic!("{out:?}") };
+        let out = handle_at(&mut p, first + INQUIRE_AFTER, Event::Timer(timer));
+        assert_eq!(sent(&out), vec![(ProcessId(0), Message::Inquire { xid: x })], "asked again");
+        let [(timer, _)] = timers(&out)[..] else { panic!("{out:?}") };
+        let out = handle(&mut p, Event::Message { from: ProcessId(0), msg: Message::Decide { xid: x, commit: false, ts: 0 } });
+        let finish = stored(&out)[0].0;
+        let out = handle_at(&mut p, first + INQUIRE_AFTER * 2, Event::Timer(timer));
+        assert!(out.is_empty(), "decided: nothing to ask, no timer: {out:?}");
+        handle(&mut p, Event::StorageDone { work: finish, result: JobResult::Finished });
+        assert!(p.quiescent());
+        assert_eq!(p.stats().inquiries, 2);
+    }
+
+    /// The coordinator answers an inquiry from memory while it coordinates the transaction (an
+    /// inquirer whose vote has not come counts as a no: its branch is prepared, the vote was
+    /// lost), and otherwise from its records; it refuses to answer about ids it never made.
+    #[test]
+    fn a_coordinator_answers_an_inquiry_from_memory_or_from_its_records() {
+        let mut c = node(0, 3);
+        let (x, _) = held_order(&mut c, 5);
+        let out = handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Inquire { xid: x } });
+        assert!(out.is_empty(), "still waiting for instance 2's vote: {out:?}");
+        let out = handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Vote { xid: x, yes: true, tick: 6 } });
+        assert_eq!(stored(&out)[0].1, Job::Decide { xid: x, commit: false, ts: 6 });
+        let mut told: Vec<ProcessId> = sent(&out).into_iter().map(|(to, m)| {
+            assert_eq!(m, Message::Decide { xid: x, commit: false, ts: 6 });
+            to
+        }).collect();
+        told.sort();
+        assert_eq!(told, vec![ProcessId(1), ProcessId(2)], "both prepared branches are rolled back");
+        let late = handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Vote { xid: x, yes: true, tick: 7 } });
+        assert!(refused(&late), "the vote counted as a no is not counted again");
+        let out = handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Inquire { xid: x } });
+        assert_eq!(sent(&out), vec![(ProcessId(2), Message::Decide { xid: x, commit: false, ts: 6 })], "an abort is told again at once");
+
+        let earlier = Xid { coordinator: InstanceId(0), epoch: 0, n: 17 };
+        let out = handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Inquire { xid: earlier } });
+        let [(w, Job::Outcome { xid: asked })] = stored(&out)[..] else { panic!("{out:?}") };
+        assert_eq!(asked, earlier);
+        let out = handle(&mut c, Event::StorageDone { work: w, result: JobResult::Outcome { commit: true, ts: 30 } });
+        assert_eq!(sent(&out), vec![(ProcessId(2), Message::Decide { xid: earlier, commit: true, ts: 30 })]);
+
+        for never in [xid(0, 5), Xid { coordinator: InstanceId(0), epoch: 2, n: 0 }, xid(1, 0)] {
+            let out = handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Inquire { xid: never } });
+            assert!(refused(&out), "{never:?}: {out:?}");
+        }
     }
 }

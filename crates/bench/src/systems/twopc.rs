@@ -23,6 +23,11 @@ const MAX_ATTEMPTS: u32 = 1000;
 /// The first back-off before a voted-down transaction runs again (`TwoPcConfig::retry_backoff`):
 /// a few LAN transactions' worth.
 const RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(5);
+/// How long a prepared branch waits for its decision before asking its coordinator
+/// (`TwoPcConfig::inquire_after`): a decision normally comes within milliseconds, but the
+/// coordinator's own commit may first wait up to a lock wait (`LOCK_WAIT_S`) for a worker or a
+/// lock; asking early costs a message, never a wrong answer.
+const INQUIRE_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Storage workers per instance for `clients` clients. A job of the baseline can wait on a row
 /// lock that a prepared branch holds, and that branch's decision is a job of the same instance:
@@ -97,7 +102,7 @@ impl Harness for TwoPcHarness {
 
     fn process(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<Box<dyn Process<TwoPc>>> {
         let (app, _) = self.belt.loaded(exp)?;
-        let cfg = TwoPcConfig { instances: exp.instances, max_attempts: MAX_ATTEMPTS, retry_backoff: RETRY_BACKOFF, seed: exp.seed };
+        let cfg = TwoPcConfig { instances: exp.instances, max_attempts: MAX_ATTEMPTS, retry_backoff: RETRY_BACKOFF, inquire_after: INQUIRE_AFTER, seed: exp.seed };
         Ok(Box::new(TwoPcNode::new(InstanceId::of(id), cfg, app, Arc::new(exp.plan.clone()))))
     }
 
