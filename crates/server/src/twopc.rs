@@ -328,8 +328,9 @@ impl TwoPcStorage {
     }
 
     /// Carries out the decision on the coordinator's held branch of `xid`: a commit inserts the
-    /// decision's record and commits in one round trip, the transaction's commit point.
-    fn decide_own(&mut self, xid: Xid, commit: bool, ts: u64) -> JobResult {
+    /// decision's record, deletes the records of `forget` and commits, in one round trip: the
+    /// transaction's commit point.
+    fn decide_own(&mut self, xid: Xid, commit: bool, ts: u64, forget: &[Xid]) -> JobResult {
         let held = self.shared.parked.lock().expect("no panic while holding the lock").remove(&xid);
         let Some(mut held) = held else {
             return JobResult::Failed(format!("no branch of {xid:?} is held here"));
@@ -343,7 +344,15 @@ impl TwoPcStorage {
         }
         // Before the branch commits and lets a conflicting transaction take its locks here.
         self.shared.clock.fetch_max(ts, Ordering::SeqCst);
-        let result = held.conn.batch(&format!("{}; COMMIT", self.shared.record(xid, true, ts)));
+        let mut sql = self.shared.record(xid, true, ts);
+        let mut epochs: std::collections::BTreeMap<u64, Vec<String>> = Default::default();
+        for x in forget {
+            epochs.entry(x.epoch).or_default().push(x.n.to_string());
+        }
+        for (epoch, ns) in epochs {
+            sql += &format!("; DELETE FROM {DECISIONS} WHERE epoch = {epoch} AND n IN ({})", ns.join(", "));
+        }
+        let result = held.conn.batch(&format!("{sql}; COMMIT"));
         match result {
             Ok(()) => {
                 self.shared.spare.lock().expect("no panic while holding the lock").push(held);
@@ -625,7 +634,7 @@ impl Storage for TwoPcStorage {
             Job::Local { request } => self.execute(request, None),
             Job::Branch { request, xid } => self.execute(request, Some(*xid)),
             Job::Apply { xid, update } => self.apply(*xid, update),
-            Job::Decide { xid, commit, ts } => self.decide_own(*xid, *commit, *ts),
+            Job::Decide { xid, commit, ts, forget } => self.decide_own(*xid, *commit, *ts, forget),
             Job::Finish { xid, commit, ts } => self.finish(*xid, *commit, *ts),
             Job::Outcome { xid } => self.outcome(*xid),
         }

@@ -457,19 +457,8 @@ fn prepared_branches_hold_their_locks_until_the_decision(engine: Engine) {
             other => panic!("a write to a table a prepared branch read whole voted {other:?}"),
         }
     }
-    assert_eq!(a.run(&Job::Decide { xid, commit: true, ts: 40 }), JobResult::Decided { committed: true });
+    assert_eq!(a.run(&Job::Decide { xid, commit: true, ts: 40, forget: vec![] }), JobResult::Decided { committed: true });
     assert_eq!(b.run(&Job::Finish { xid, commit: true, ts: 40 }), JobResult::Finished);
-    // The coordinator's records: the commit, with its timestamp; for an id it never decided,
-    // an abort, recorded by the lookup, so that the id can no longer commit.
-    assert_eq!(a2.run(&Job::Outcome { xid }), JobResult::Outcome { commit: true, ts: 40 });
-    let undecided = Xid { coordinator: InstanceId(0), epoch: 1, n: 5 };
-    assert_eq!(a2.run(&Job::Outcome { xid: undecided }), JobResult::Outcome { commit: false, ts: 0 });
-    committed(a.run(&Job::Local { request: request(5, "create_cart", vec![Value::Int(6)]) }));
-    committed(a.run(&Job::Local { request: request(6, "add_item", vec![Value::Int(6), Value::Int(3), Value::Int(1)]) }));
-    let held = a.run(&Job::Branch { request: request(7, "order", vec![Value::Int(6)]), xid: undecided });
-    assert!(matches!(held, JobResult::Held { .. }), "{held:?}");
-    assert_eq!(a.run(&Job::Decide { xid: undecided, commit: true, ts: 50 }), JobResult::Decided { committed: false });
-    assert_eq!(a2.run(&Job::Outcome { xid: undecided }), JobResult::Outcome { commit: false, ts: 0 });
     assert_eq!(a.dump("items").unwrap(), b.dump("items").unwrap(), "the replicated table is the same at both instances");
     // The decision moved B's clock: whatever B commits next comes after the order.
     assert_eq!(committed(b2.run(&Job::Local { request: request(4, "get_cart", vec![Value::Int(8)]) })), 41);
@@ -481,6 +470,31 @@ fn prepared_branches_hold_their_locks_until_the_decision(engine: Engine) {
     };
     let ours = |c: &mut ensemble_server::conn::Conn| c.batch_rows(prepared).unwrap().iter().filter(|r| format!("{r:?}").contains(&dbs.run)).count();
     assert_eq!(ours(&mut admin_conn), 0, "every branch of this test was decided");
+    // The coordinator's records: the commit, with its timestamp; for an id it never decided,
+    // an abort, recorded by the lookup, so that the id can no longer commit.
+    assert_eq!(a2.run(&Job::Outcome { xid }), JobResult::Outcome { commit: true, ts: 40 });
+    let undecided = Xid { coordinator: InstanceId(0), epoch: 1, n: 5 };
+    assert_eq!(a2.run(&Job::Outcome { xid: undecided }), JobResult::Outcome { commit: false, ts: 0 });
+    committed(a.run(&Job::Local { request: request(5, "create_cart", vec![Value::Int(6)]) }));
+    committed(a.run(&Job::Local { request: request(6, "add_item", vec![Value::Int(6), Value::Int(3), Value::Int(1)]) }));
+    let held = a.run(&Job::Branch { request: request(7, "order", vec![Value::Int(6)]), xid: undecided });
+    assert!(matches!(held, JobResult::Held { .. }), "{held:?}");
+    // Its commit fails on the abort's record, and the deletion it carried rolls back with it.
+    assert_eq!(a.run(&Job::Decide { xid: undecided, commit: true, ts: 50, forget: vec![xid] }), JobResult::Decided { committed: false });
+    assert_eq!(a2.run(&Job::Outcome { xid: undecided }), JobResult::Outcome { commit: false, ts: 0 });
+    assert_eq!(a2.run(&Job::Outcome { xid }), JobResult::Outcome { commit: true, ts: 40 });
+    // A commit deletes the records it is given (every participant of theirs committed).
+    let next = Xid { coordinator: InstanceId(0), epoch: 1, n: 6 };
+    let held = a.run(&Job::Branch { request: request(8, "order", vec![Value::Int(6)]), xid: next });
+    assert!(matches!(held, JobResult::Held { .. }), "{held:?}");
+    assert_eq!(a.run(&Job::Decide { xid: next, commit: true, ts: 60, forget: vec![xid, undecided] }), JobResult::Decided { committed: true });
+    assert_eq!(a2.run(&Job::Outcome { xid: next }), JobResult::Outcome { commit: true, ts: 60 });
+    let url0 = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
+    let records = ensemble_server::conn::Conn::open(engine, &url0)
+        .unwrap()
+        .batch_rows(&format!("SELECT epoch, n, committed FROM {} ORDER BY n", ensemble_server::twopc::DECISIONS))
+        .unwrap();
+    assert_eq!(records, vec![vec![Value::Int(1), Value::Int(6), Value::Int(1)]], "the records of n 2 and 5 went, n 6's is there");
     // A branch whose decision never comes (its node stopped) is rolled back before the run's
     // databases are dropped, which it would otherwise block for good.
     let orphan = Xid { coordinator: InstanceId(1), epoch: 1, n: 9 };
@@ -663,7 +677,7 @@ fn a_decision_whose_connection_is_dropped_is_sent_again_and_applied_once() {
         let r = a.run(&Job::Branch { request: request(3, "order", vec![Value::Int(7)]), xid });
         assert!(matches!(&r, JobResult::Held { .. }), "{name}: {r:?}");
         end_all();
-        assert_eq!(a.run(&Job::Decide { xid, commit: true, ts: 20 }), JobResult::Decided { committed: false }, "{name}");
+        assert_eq!(a.run(&Job::Decide { xid, commit: true, ts: 20, forget: vec![] }), JobResult::Decided { committed: false }, "{name}");
         assert_eq!(a.run(&Job::Outcome { xid }), JobResult::Outcome { commit: false, ts: 0 }, "{name}");
         let orders = a.dump("orders").unwrap();
         assert!(!orders.iter().any(|r| r[0] == Value::Int(7)), "{name}: the order did not commit: {orders:?}");

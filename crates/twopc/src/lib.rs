@@ -39,6 +39,8 @@
 //!   and the lookup first records the abort, so that a commit of an earlier incarnation still
 //!   in flight when its connection broke now fails on the record's key instead of committing
 //!   after the answer.
+//! - A participant whose branch committed says so ([`Message::Finished`]); once all have, the
+//!   record is deleted by the coordinator's next commit, in that commit's round trip.
 //! - A node that starts ([`Job::Recover`]) takes a new incarnation number from its database,
 //!   which every transaction id it makes carries ([`Xid::epoch`]), so it never names a branch as
 //!   one an earlier incarnation named, which may still be prepared somewhere; it lists the
@@ -114,6 +116,9 @@ pub enum Message {
     /// Participant → coordinator: a branch of `xid` prepared here has waited
     /// [`TwoPcConfig::inquire_after`] for its decision.
     Inquire { xid: Xid },
+    /// Participant → coordinator: its branch of `xid` committed, so it will never ask about
+    /// `xid` again. Once every participant has said so, the record of the commit can go.
+    Finished { xid: Xid },
 }
 
 /// Storage work. The storage keeps the instance's clock (see the crate doc).
@@ -136,8 +141,9 @@ pub enum Job {
     Apply { xid: Xid, update: StateUpdate },
     /// The coordinator's held branch of `xid`: commit it with the decision's record (moving
     /// the clock up to `ts` first), the transaction's commit point, or roll it back:
-    /// [`JobResult::Decided`].
-    Decide { xid: Xid, commit: bool, ts: u64 },
+    /// [`JobResult::Decided`]. A commit also deletes the records of `forget`, transactions
+    /// whose participants have all committed their branches (in the same round trip).
+    Decide { xid: Xid, commit: bool, ts: u64, forget: Vec<Xid> },
     /// A participant's prepared branch of `xid`: commit it (moving the clock up to `ts` first)
     /// or roll it back: [`JobResult::Finished`].
     Finish { xid: Xid, commit: bool, ts: u64 },
@@ -232,9 +238,10 @@ enum Pending {
     Apply { xid: Xid },
     /// The decision being carried out on the coordinator's own branch: once it is, the
     /// coordinator tells the participants and answers its client, or runs the request again.
-    Decide { xid: Xid },
+    /// `forget`: the records its commit deletes.
+    Decide { xid: Xid, forget: Vec<Xid> },
     /// A decision being carried out on a participant's branch.
-    Finish { xid: Xid },
+    Finish { xid: Xid, commit: bool },
     /// The recorded outcome of `xid`, for the instance `asker`, which inquired.
     Outcome { xid: Xid, asker: InstanceId },
 }
@@ -273,6 +280,11 @@ pub struct TwoPcNode {
     prepared: BTreeMap<Xid, Time>,
     /// The timer that looks for prepared branches waiting too long, while any is.
     inquiry: Option<TimerId>,
+    /// Distributed commits this instance recorded, with the participants that have not yet
+    /// said their branch committed.
+    unfinished: BTreeMap<Xid, BTreeSet<InstanceId>>,
+    /// Records no participant needs any more: the next commit deletes them.
+    forgettable: Vec<Xid>,
     /// Voted-down requests waiting out their back-off: they run again when the timer fires.
     backing_off: BTreeMap<TimerId, (Request, u32)>,
     next_timer: u64,
@@ -299,6 +311,8 @@ impl TwoPcNode {
             coordinating: BTreeMap::new(),
             prepared: BTreeMap::new(),
             inquiry: None,
+            unfinished: BTreeMap::new(),
+            forgettable: Vec::new(),
             backing_off: BTreeMap::new(),
             next_timer: 0,
             failure: None,
@@ -413,8 +427,12 @@ impl TwoPcNode {
                 }
                 out.push(Effect::Send { to: xid.coordinator.process(), msg: Message::Vote { xid, yes, tick } });
             }
-            (Pending::Decide { xid }, JobResult::Decided { committed }) => self.decided(xid, committed, out),
-            (Pending::Finish { .. }, JobResult::Finished) => {}
+            (Pending::Decide { xid, forget }, JobResult::Decided { committed }) => self.decided(xid, committed, forget, out),
+            (Pending::Finish { xid, commit }, JobResult::Finished) => {
+                if commit {
+                    out.push(Effect::Send { to: xid.coordinator.process(), msg: Message::Finished { xid } });
+                }
+            }
             (Pending::Outcome { xid, asker }, JobResult::Outcome { commit, ts }) => {
                 self.stats.outcomes_read += 1;
                 out.push(Effect::Send { to: asker.process(), msg: Message::Decide { xid, commit, ts } });
@@ -438,7 +456,7 @@ impl TwoPcNode {
                 let what = match &pending {
                     Pending::Recover => "recovery".to_string(),
                     Pending::Run { request, .. } => format!("`{}` #{} of {}", request.txn, request.seq, request.client),
-                    Pending::Apply { xid } | Pending::Decide { xid } | Pending::Finish { xid } | Pending::Outcome { xid, .. } => {
+                    Pending::Apply { xid } | Pending::Decide { xid, .. } | Pending::Finish { xid, .. } | Pending::Outcome { xid, .. } => {
                         format!("branch {xid:?}")
                     }
                 };
@@ -448,7 +466,10 @@ impl TwoPcNode {
                         let e = RequestError::Storage { txn: request.txn.clone(), message: why };
                         Self::reply(&request, ReplyBody::Error(e), out);
                     }
-                    Pending::Decide { xid } => {
+                    Pending::Decide { xid, forget } => {
+                        // Whether its deletions happened is unknown: a record deleted twice is
+                        // no harm.
+                        self.forgettable.extend(forget);
                         if let Some(c) = self.coordinating.remove(&xid) {
                             let e = RequestError::Storage { txn: c.request.txn.clone(), message: why };
                             Self::reply(&c.request, ReplyBody::Error(e), out);
@@ -542,13 +563,19 @@ impl TwoPcNode {
                 out.push(Effect::Send { to: i.process(), msg: Message::Decide { xid, commit, ts } });
             }
         }
-        self.work(Pending::Decide { xid }, Job::Decide { xid, commit, ts }, out);
+        let forget = if commit { std::mem::take(&mut self.forgettable) } else { Vec::new() };
+        self.work(Pending::Decide { xid, forget: forget.clone() }, Job::Decide { xid, commit, ts, forget }, out);
     }
 
-    fn decided(&mut self, xid: Xid, committed: bool, out: &mut Vec<Effect<TwoPc>>) {
+    fn decided(&mut self, xid: Xid, committed: bool, forget: Vec<Xid>, out: &mut Vec<Effect<TwoPc>>) {
         let c = self.coordinating.remove(&xid).expect("a coordinator decides only what it coordinates");
+        if !committed {
+            // Rolled back with the branch: deleted by a later commit.
+            self.forgettable.extend(forget);
+        }
         match c.decided.expect("carried out after the decision") {
             Some(ts) if committed => {
+                self.unfinished.insert(xid, c.prepared_at.clone());
                 for i in &c.prepared_at {
                     out.push(Effect::Send { to: i.process(), msg: Message::Decide { xid, commit: true, ts } });
                 }
@@ -635,10 +662,24 @@ impl TwoPcNode {
                 // A decision told again (an inquiry's answer crossing the first telling) finds
                 // the branch finishing or finished: nothing left to do.
                 if self.prepared.remove(&xid).is_some() {
-                    self.work(Pending::Finish { xid }, Job::Finish { xid, commit, ts }, out);
+                    self.work(Pending::Finish { xid, commit }, Job::Finish { xid, commit, ts }, out);
                 }
             }
             Message::Inquire { xid } => self.on_inquire(from, xid, out),
+            Message::Finished { xid } => {
+                if xid.coordinator != self.id {
+                    return out.push(Effect::Refuse { from, what: format!("a participant's commit of {xid:?}, which this instance did not coordinate") });
+                }
+                // Not found: the commit was recorded by an earlier incarnation, or told again;
+                // its record stays, which costs a row.
+                if let Some(left) = self.unfinished.get_mut(&xid) {
+                    left.remove(&InstanceId::of(from));
+                    if left.is_empty() {
+                        self.unfinished.remove(&xid);
+                        self.forgettable.push(xid);
+                    }
+                }
+            }
         }
     }
 }
@@ -798,7 +839,7 @@ mod tests {
         assert!(handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Vote { xid, yes: true, tick: 9 } }).is_empty());
         assert!(!c.quiescent());
         let out = handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Vote { xid, yes: true, tick: 7 } });
-        let [(w, Job::Decide { xid: x, commit: true, ts: 9 })] = stored(&out)[..] else { panic!("{out:?}") };
+        let [(w, Job::Decide { xid: x, commit: true, ts: 9, .. })] = stored(&out)[..] else { panic!("{out:?}") };
         assert_eq!(x, xid);
         assert!(sent(&out).is_empty() && replied(&out).is_empty(), "a commit told before its record could be lost: {out:?}");
         let out = handle(&mut c, Event::StorageDone { work: w, result: JobResult::Decided { committed: true } });
@@ -822,7 +863,7 @@ mod tests {
             let held = JobResult::Held { outcome: Outcome::Committed(vec![]), update: update(), tick: 1, retries: 0 };
             handle(&mut c, Event::StorageDone { work: w, result: held });
             let o = handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Vote { xid, yes: false, tick: 0 } });
-            assert_eq!(stored(&o)[0].1, Job::Decide { xid, commit: false, ts: 1 });
+            assert_eq!(stored(&o)[0].1, Job::Decide { xid, commit: false, ts: 1, forget: vec![] });
             assert!(sent(&o).is_empty(), "a participant that voted no has nothing to roll back");
             out = handle(&mut c, Event::StorageDone { work: stored(&o)[0].0, result: JobResult::Decided { committed: false } });
             if attempt == 2 {
@@ -879,8 +920,38 @@ mod tests {
         assert!(!p.quiescent());
         let twice = handle(&mut p, Event::Message { from: ProcessId(0), msg: Message::Decide { xid, commit: true, ts: 8 } });
         assert!(twice.is_empty(), "a decision told again finishes nothing twice: {twice:?}");
-        handle(&mut p, Event::StorageDone { work: stored(&out)[0].0, result: JobResult::Finished });
+        let out = handle(&mut p, Event::StorageDone { work: stored(&out)[0].0, result: JobResult::Finished });
+        assert_eq!(sent(&out), vec![(ProcessId(0), Message::Finished { xid })], "the coordinator's record may go");
         assert!(p.quiescent());
+    }
+
+    /// A commit's record stays until every participant has said its branch committed; the next
+    /// commit deletes it, and if that commit does not happen, the one after.
+    #[test]
+    fn a_record_goes_with_the_next_commit_once_every_participant_committed() {
+        let mut c = node(0, 3);
+        let commit = |c: &mut TwoPcNode, committed: bool| -> (Xid, Vec<Xid>) {
+            let (xid, _) = held_order(c, 1);
+            handle(c, Event::Message { from: ProcessId(1), msg: Message::Vote { xid, yes: true, tick: 2 } });
+            let out = handle(c, Event::Message { from: ProcessId(2), msg: Message::Vote { xid, yes: true, tick: 2 } });
+            let [(w, Job::Decide { commit: true, forget, .. })] = &stored(&out)[..] else { panic!("{out:?}") };
+            handle(c, Event::StorageDone { work: *w, result: JobResult::Decided { committed } });
+            (xid, forget.clone())
+        };
+        let (first, forget) = commit(&mut c, true);
+        assert!(forget.is_empty());
+        assert!(handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Finished { xid: first } }).is_empty());
+        let (_, forget) = commit(&mut c, true);
+        assert!(forget.is_empty(), "instance 2 has not committed its branch of {first:?}");
+        handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Finished { xid: first } });
+        let (_, forget) = commit(&mut c, false);
+        assert_eq!(forget, vec![first]);
+        let (_, forget) = commit(&mut c, true);
+        assert_eq!(forget, vec![first], "the deletion rolled back with the commit that failed: the next one deletes it");
+        let (_, forget) = commit(&mut c, true);
+        assert!(forget.is_empty());
+        let forged = handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Finished { xid: xid(1, 0) } });
+        assert!(refused(&forged));
     }
 
     /// Local requests commit in one phase at their partition's instance; others are redirected.
@@ -956,7 +1027,7 @@ mod tests {
         let out = handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Inquire { xid: x } });
         assert!(out.is_empty(), "still waiting for instance 2's vote: {out:?}");
         let out = handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Vote { xid: x, yes: true, tick: 6 } });
-        assert_eq!(stored(&out)[0].1, Job::Decide { xid: x, commit: false, ts: 6 });
+        assert_eq!(stored(&out)[0].1, Job::Decide { xid: x, commit: false, ts: 6, forget: vec![] });
         let mut told: Vec<ProcessId> = sent(&out).into_iter().map(|(to, m)| {
             assert_eq!(m, Message::Decide { xid: x, commit: false, ts: 6 });
             to
