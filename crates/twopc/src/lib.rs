@@ -45,7 +45,8 @@
 //!   which every transaction id it makes carries ([`Xid::epoch`]), so it never names a branch as
 //!   one an earlier incarnation named, which may still be prepared somewhere; it lists the
 //!   branches of its run still prepared at its instance and asks their coordinators, and it
-//!   serves requests only once that is done.
+//!   handles requests and messages only once that is done (a branch it prepared before the
+//!   listing would be taken for one left in doubt).
 //!
 //! **Serial order.** Every transaction gets a commit timestamp `ts`, from one clock per instance
 //! that the instance's storage keeps ([`Job`] says how each job uses it):
@@ -267,10 +268,10 @@ pub struct TwoPcNode {
     cfg: TwoPcConfig,
     app: Arc<Application>,
     plan: Arc<PartitionPlan>,
-    /// This start's incarnation, once [`Job::Recover`] is done; until then requests wait in
-    /// `held_back`.
+    /// This start's incarnation, once [`Job::Recover`] is done; until then requests and
+    /// messages wait in `held_back`.
     epoch: Option<u64>,
-    held_back: Vec<Request>,
+    held_back: Vec<Event<TwoPc>>,
     next_work: u64,
     next_xid: u64,
     pending: BTreeMap<WorkId, Pending>,
@@ -344,10 +345,6 @@ impl TwoPcNode {
     }
 
     fn on_request(&mut self, request: Request, out: &mut Vec<Effect<TwoPc>>) {
-        if self.epoch.is_none() {
-            // Its transaction id would need this start's incarnation.
-            return self.held_back.push(request);
-        }
         let route = self.app.check_request(&request).map(|_| ()).and_then(|()| self.plan.route(&self.app, &request, self.cfg.instances));
         let route = match route {
             Ok(r) => r,
@@ -480,9 +477,7 @@ impl TwoPcNode {
                     // incarnation's: they start at 1).
                     Pending::Recover => {
                         self.epoch = Some(0);
-                        for request in std::mem::take(&mut self.held_back) {
-                            self.on_request(request, out);
-                        }
+                        self.release_held_back(now, out);
                     }
                     _ => {}
                 }
@@ -508,8 +503,13 @@ impl TwoPcNode {
             out.push(Effect::Send { to: xid.coordinator.process(), msg: Message::Inquire { xid } });
         }
         self.watch_prepared(out);
-        for request in std::mem::take(&mut self.held_back) {
-            self.on_request(request, out);
+        self.release_held_back(now, out);
+    }
+
+    /// What came before the recovery was done, in the order it came.
+    fn release_held_back(&mut self, now: Time, out: &mut Vec<Effect<TwoPc>>) {
+        for event in std::mem::take(&mut self.held_back) {
+            self.on_event(now, event, out);
         }
     }
 
@@ -611,10 +611,7 @@ impl TwoPcNode {
 
     fn on_inquire(&mut self, from: ProcessId, xid: Xid, out: &mut Vec<Effect<TwoPc>>) {
         let asker = InstanceId::of(from);
-        let Some(epoch) = self.epoch else {
-            // Not started yet: its records may not be readable; the participant asks again.
-            return;
-        };
+        let epoch = self.epoch.expect("messages are handled once recovered");
         let issued = xid.epoch < epoch || (xid.epoch == epoch && xid.n < self.next_xid);
         if xid.coordinator != self.id || asker == self.id || from.0 >= self.cfg.instances || !issued {
             return out.push(Effect::Refuse { from, what: format!("an inquiry about {xid:?}, which this instance did not coordinate") });
@@ -694,6 +691,11 @@ impl Process<TwoPc> for TwoPcNode {
     }
 
     fn on_event(&mut self, now: Time, event: Event<TwoPc>, out: &mut Vec<Effect<TwoPc>>) {
+        if self.epoch.is_none() && matches!(event, Event::Request(_) | Event::Message { .. }) {
+            // A global's id needs this start's incarnation, and a branch prepared here before
+            // the recovery listed the prepared ones would be taken for one left in doubt.
+            return self.held_back.push(event);
+        }
         match event {
             Event::Request(r) => self.on_request(r, out),
             Event::Message { from, msg } => self.on_message(from, msg, out),
@@ -968,22 +970,26 @@ mod tests {
         assert_eq!(n.stats().storage_retries, 1);
     }
 
-    /// A node serves nothing before its start's recovery is done (a global's id needs the
-    /// incarnation); then the requests held back run, and every branch an earlier incarnation
-    /// left prepared asks its coordinator at once.
+    /// A node handles nothing before its start's recovery is done: a global's id needs the
+    /// incarnation, and a branch prepared here before the recovery listed the prepared ones
+    /// would be taken for one left in doubt. Then what was held back runs, in order, and every
+    /// branch an earlier incarnation left prepared asks its coordinator at once.
     #[test]
-    fn a_starting_node_holds_requests_back_and_asks_about_branches_left_in_doubt() {
+    fn a_starting_node_holds_requests_and_messages_back_and_asks_about_branches_left_in_doubt() {
         let mut p = fresh(1, 3);
         let w = start(&mut p);
         assert!(handle(&mut p, Event::Request(request("order", 4))).is_empty(), "held back until recovered");
-        assert!(handle(&mut p, Event::Message { from: ProcessId(0), msg: Message::Inquire { xid: xid(1, 0) } }).is_empty());
+        let early = Message::Prepare { xid: xid(0, 9), update: update() };
+        assert!(handle(&mut p, Event::Message { from: ProcessId(0), msg: early }).is_empty(), "held back too");
         assert!(!p.quiescent());
         let left = Xid { coordinator: InstanceId(2), epoch: 7, n: 40 };
         let out = handle(&mut p, Event::StorageDone { work: w, result: JobResult::Recovered { epoch: 2, in_doubt: vec![left] } });
         assert_eq!(sent(&out), vec![(ProcessId(2), Message::Inquire { xid: left })]);
         assert_eq!(timers(&out).len(), 1, "and asks again if no answer comes: {out:?}");
-        let [(_, Job::Branch { xid, .. })] = stored(&out)[..] else { panic!("the order held back runs now: {out:?}") };
-        assert_eq!((xid.epoch, xid.n), (2, 0));
+        let [(_, Job::Branch { xid: ordered, .. }), (_, Job::Apply { xid: applied, .. })] = stored(&out)[..] else {
+            panic!("the order and the prepare held back run now, in order: {out:?}")
+        };
+        assert_eq!((ordered.epoch, ordered.n, applied), (2, 0, xid(0, 9)));
         let out = handle(&mut p, Event::Message { from: ProcessId(2), msg: Message::Decide { xid: left, commit: true, ts: 12 } });
         assert_eq!(stored(&out)[0].1, Job::Finish { xid: left, commit: true, ts: 12 });
         assert_eq!(p.stats().in_doubt_at_start, 1);
