@@ -817,17 +817,18 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         if let Some(c) = &r.check {
             println!("{}: {c}", r.experiment.label);
         }
+        // A counter summed over the run's processes.
+        let count = |key: &str| -> u64 { r.processes.iter().flat_map(|p| &p.counters).filter(|(k, _)| k == key).map(|(_, v)| v).sum() };
         if r.experiment.backend.kind != BackendKind::Sqlite {
-            let retries: u64 = r.processes.iter().flat_map(|p| &p.counters).filter(|(k, _)| k == "storage_retries").map(|(_, v)| v).sum();
             println!(
-                "{}: {retries} transaction(s) run again after the {} server chose them as victims or dropped their connection (storage_retries)",
+                "{}: {} transaction(s) run again after the {} server chose them as victims or dropped their connection (storage_retries)",
                 r.experiment.label,
+                count("storage_retries"),
                 r.experiment.backend.kind.name()
             );
         }
         // 2pc: a prepared branch asked for its decision only when a vote or a decision was
         // lost, or a node restarted; quiet when none was.
-        let count = |key: &str| -> u64 { r.processes.iter().flat_map(|p| &p.counters).filter(|(k, _)| k == key).map(|(_, v)| v).sum() };
         if count("inquiries") > 0 {
             println!(
                 "{}: {} inquiry(ies) by a prepared branch about its decision, {} answered from the coordinator's records (inquiries, outcomes_read)",

@@ -394,11 +394,7 @@ impl TwoPcStorage {
             Engine::Mariadb => (format!("SET SESSION innodb_lock_wait_timeout = {RECORD_WAIT_S}"), abort.replacen("INSERT", "INSERT IGNORE", 1)),
         };
         // READ COMMITTED on PostgreSQL: the SELECT's snapshot is taken after the insert's wait.
-        let start = match self.shared.engine() {
-            Engine::Postgres => "BEGIN ISOLATION LEVEL READ COMMITTED",
-            Engine::Mariadb => "START TRANSACTION",
-        };
-        let sql = format!("{wait}; {start}; {insert}; SELECT committed, ts FROM {DECISIONS} WHERE epoch = {} AND n = {}", xid.epoch, xid.n);
+        let sql = format!("{wait}; {}; {insert}; SELECT committed, ts FROM {DECISIONS} WHERE epoch = {} AND n = {}", self.begin_records(), xid.epoch, xid.n);
         let rows = match self.db.conn.batch_rows(&sql) {
             Ok(rows) => rows,
             Err(ConnError::Retry(_)) => {
@@ -420,6 +416,15 @@ impl TwoPcStorage {
         }
     }
 
+    /// Starts a transaction on the incarnations and decisions tables: READ COMMITTED on
+    /// PostgreSQL, the session's SERIALIZABLE on MariaDB.
+    fn begin_records(&self) -> &'static str {
+        match self.shared.engine() {
+            Engine::Postgres => "BEGIN ISOLATION LEVEL READ COMMITTED",
+            Engine::Mariadb => "START TRANSACTION",
+        }
+    }
+
     /// [`Job::Outcome`].
     fn outcome(&mut self, xid: Xid) -> JobResult {
         match self.recorded(xid) {
@@ -433,16 +438,13 @@ impl TwoPcStorage {
     /// the next incarnation, moves the clock past every recorded timestamp, and lists this
     /// run's branches prepared at this instance.
     fn recover_start(&mut self) -> JobResult {
+        let start = self.begin_records();
         let r = (|| -> Result<JobResult, ConnError> {
             let conn = &mut self.db.conn;
             conn.batch(&format!(
                 "CREATE TABLE IF NOT EXISTS {INCARNATIONS} (epoch BIGINT NOT NULL PRIMARY KEY); \
                  CREATE TABLE IF NOT EXISTS {DECISIONS} (epoch BIGINT NOT NULL, n BIGINT NOT NULL, committed BIGINT NOT NULL, ts BIGINT NOT NULL, PRIMARY KEY (epoch, n))"
             ))?;
-            let start = match self.shared.engine() {
-                Engine::Postgres => "BEGIN",
-                Engine::Mariadb => "START TRANSACTION",
-            };
             // One node per instance starts at a time; two at once would both fail to insert the
             // same number, which is the incarnations' primary key.
             let rows = conn.batch_rows(&format!("{start}; SELECT COALESCE(MAX(epoch), 0) FROM {INCARNATIONS}"))?;
