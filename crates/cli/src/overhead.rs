@@ -2,7 +2,9 @@
 //! (a node process, clients over loopback TCP) and directly on the backend's database (client
 //! threads, one connection each, no middleware: SQLite embedded, or the PostgreSQL or MariaDB
 //! server through the same client library), both on this machine; and the Ensemble run again on
-//! the plain wire, without a cluster secret, for what authentication costs; on PostgreSQL, also
+//! the plain wire, without a cluster secret, for what authentication costs, and with the node's
+//! own pool of connections, as `ensemble bench` runs it (`Experiment::storage_workers`; the
+//! first node row has a connection per client, as the direct path); on PostgreSQL, also
 //! the design that would lift the writer lock there (`ensemble_server::DirectTxn::StrictLockLast`),
 //! priced in the client's thread (on MariaDB the node's writers take the lock last already),
 //! and locals side by side under SSI (`ensemble_server::DirectTxn::SerializableSideBySide`) in
@@ -336,6 +338,9 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
     // clients.
     let default_pool = e.storage_workers;
     let pools = if pools.is_empty() { vec![default_pool] } else { pools.to_vec() };
+    // The node exactly as `ensemble bench` runs it: its own pool, its locals as by default.
+    let mut own_pool = e.clone();
+    own_pool.label = format!("overhead-ensemble-pool{default_pool}");
     // A connection per client, as on the direct path: fewer would queue requests at the node.
     e.storage_workers = threads;
     let mut plain = e.clone();
@@ -376,6 +381,7 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
     let mut ssi = Path::new("... writers side by side under SSI");
     let mut r = Path::new("through one Ensemble instance");
     let mut p = Path::new("... on the plain wire (no secret)");
+    let mut own_pool_path = Path::new(format!("... the node's own pool of {default_pool}"));
     let mut side_path = Path::new("... locals side by side under SSI");
     let mut pooled_paths: Vec<Path> = pooled.iter().map(|x| Path::new(format!("... side by side, a pool of {}", x.storage_workers))).collect();
     let mut checks = Vec::new();
@@ -398,6 +404,9 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
             ssi.push(&direct(&e, threads, round_s, round_seed, Txns::SerializableSideBySide)?);
         }
         let mut paths = vec![(&e, &mut r), (&plain, &mut p)];
+        if default_pool != threads {
+            paths.push((&own_pool, &mut own_pool_path));
+        }
         if e.backend.kind == ensemble_bench::BackendKind::Postgres {
             paths.push((&side, &mut side_path));
             paths.extend(pooled.iter().zip(pooled_paths.iter_mut()));
@@ -458,6 +467,16 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
         );
     }
     rows.extend([row(&r), row(&p)]);
+    let mut as_run = String::new();
+    if !own_pool_path.rounds.is_empty() {
+        rows.push(row(&own_pool_path));
+        as_run = format!(
+            "the node as `ensemble bench` and the other figures run it (its own pool of {default_pool} connections for {threads} clients, its locals as by default; checked): it adds {:.0} % to the direct path's mean (per round {}); run again after the server made them victims, per 1000 operations: {:.1}\n",
+            (own_pool_path.mean_ms() / d.mean_ms() - 1.0) * 100.0,
+            ratio_spread(&own_pool_path, &d),
+            own_pool_path.retries_per_1000(),
+        );
+    }
     if !side_path.rounds.is_empty() {
         rows.push(row(&side_path));
         lifted += &format!(
@@ -485,11 +504,11 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
             pooled_path.retries_per_1000(),
         );
     }
-    let mut measured = vec![&d, &dp, &b, &strict, &ssi, &r, &p, &side_path];
+    let mut measured = vec![&d, &dp, &b, &strict, &ssi, &r, &p, &own_pool_path, &side_path];
     measured.extend(&pooled_paths);
     let where_cpu = cpu_table(&measured);
     Ok(format!(
-        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; per round {})\n{against_pipelined}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
+        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; per round {})\n{against_pipelined}{as_run}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
         render(&rows),
         r.ops_per_s() / d.ops_per_s(),
         r.mean_ms() / d.mean_ms(),
