@@ -629,6 +629,51 @@ mod tests {
         assert_eq!(report.moved, 1);
     }
 
+    /// The search replays again what it had placed before a repair; the replay is deterministic,
+    /// so a reply that differs the second time is the check's own fault and is reported. A
+    /// trigger makes it differ: it refuses the cart's insert once the connection has made any
+    /// change since the first placement (`total_changes()` counts rolled-back changes too).
+    #[test]
+    fn an_operation_whose_replay_differs_the_second_time_is_reported() {
+        let setup = [req(1, "create_cart", &[1]), req(2, "create_cart", &[2]), req(3, "add_item", &[2, 5, 3])];
+        let (cart, order, add) = (req(4, "create_cart", &[3]), req(5, "order", &[2]), req(6, "add_item", &[3, 5, 1]));
+        // The serial order: the cart, the add (before `order` took its stock), `order`.
+        let serial: Vec<Request> = setup.iter().cloned().chain([cart.clone(), add.clone(), order.clone()]).collect();
+        let (_, _, _, outcomes) = shop_run(&serial);
+        // They completed the cart, `order`, the add; the add saw the cart, not `order`, so the
+        // repair moves the add before `order` and replays the cart again beneath them.
+        let (s_cart, s_order, s_add) = (stamp(Some(11), "10:10:"), stamp(Some(12), "10:10:"), stamp(Some(13), "12:13:12"));
+        let ops = [
+            (Op { request: &cart, recorded: &outcomes[3] }, &s_cart),
+            (Op { request: &order, recorded: &outcomes[5] }, &s_order),
+            (Op { request: &add, recorded: &outcomes[4] }, &s_add),
+        ];
+        let place = |refuse_again: bool| {
+            let (_, _, db, _) = shop_run(&setup);
+            if refuse_again {
+                let conn = db.connection();
+                let t0: i64 = conn.query_row("SELECT total_changes()", [], |r| r.get(0)).unwrap();
+                conn.execute_batch(&format!(
+                    "CREATE TEMP TRIGGER replayed_differently BEFORE INSERT ON carts WHEN NEW.cart_id = 3 AND total_changes() > {t0} \
+                     BEGIN SELECT RAISE(ABORT, 'refused the second time'); END"
+                ))
+                .unwrap();
+            }
+            let mut report = ReplayReport::default();
+            place_side_by_side(&db, "epoch 0", &ops, &mut report).unwrap();
+            report
+        };
+        let deterministic = place(false);
+        assert!(deterministic.violations.is_empty(), "{:?}", deterministic.violations);
+        assert_eq!(deterministic.moved, 1, "the add was moved before `order`");
+        let differs = place(true);
+        assert!(
+            differs.violations.iter().any(|v| v.contains("#4") && v.contains("replayed again where its reply had matched")),
+            "{:?}",
+            differs.violations
+        );
+    }
+
     /// A reader that saw a writer but not the writer's own predecessor (the read-only anomaly
     /// snapshot isolation allows, which SSI forbids): no order gives its reply, and the check
     /// says so rather than passing.
