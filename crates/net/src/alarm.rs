@@ -150,9 +150,12 @@ mod tests {
     async fn a_delayed_wake_comes_never_before_its_instant_and_in_the_order_of_the_instants() {
         let now = Instant::now();
         let (late, early) = (now + Duration::from_millis(3), now + Duration::from_micros(300));
-        let (a, b) = (wake_at(late), wake_at(early));
+        let (mut a, b) = (wake_at(late), wake_at(early));
         b.await.unwrap();
         assert!(Instant::now() >= early, "woke before its instant");
+        if Instant::now() < late {
+            assert!(a.try_recv().is_err(), "the later instant woke first");
+        }
         a.await.unwrap();
         assert!(Instant::now() >= late, "woke before its instant");
         // An instant already past wakes at once.
