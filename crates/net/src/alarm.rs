@@ -1,96 +1,47 @@
-//! A wake-up at an instant, to the microsecond, for a loop that waits on a tokio channel.
+//! Wake-ups at instants, to the microsecond, for loops that wait on tokio channels.
 //!
 //! The protocol loop and the client driver run on the same single-threaded tokio runtime as
 //! their connections' readers and writers, so a message read or a reply written never crosses
 //! a thread. But tokio's timers round up to the millisecond, and the agendas hold timers far
 //! shorter than that (the belt's idle pause is half a millisecond, a client's think time is
-//! drawn from an exponential). So the loop's next due time is kept by this alarm instead: a
-//! thread of its own waits on a condition variable until the instant (as precisely as the old
-//! `recv_deadline` on a channel did) and then rings, which sends the loop an input that wakes
-//! it. [`wake_at`] does the same for the writers of frames held back by emulated delays.
+//! drawn from an exponential), as do the emulated delays (a LAN's hop is 0.1 ms; on tokio's
+//! timer it lasted about 1.2 ms, RESULTS.md, "The LAN's emulated delay"). So every such instant
+//! is kept by one thread per process, the delay line, which waits on a condition variable for
+//! the earliest of them and wakes whoever waits for it: a loop's [`Alarm`], which sends the loop
+//! an input, or a writer of a frame held back by an emulated delay ([`wake_at`]).
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::thread::JoinHandle;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 use tokio::sync::oneshot;
 
-#[derive(Default)]
-struct State {
-    due: Option<Instant>,
-    stop: bool,
+/// What an alarm calls when its instant passes; false when nobody listens any more.
+type Ring = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Whom an instant wakes.
+enum Waiter {
+    /// The writer of a frame held back by an emulated delay.
+    Frame(oneshot::Sender<()>),
+    /// An [`Alarm`], by its number.
+    Alarm(u64, Ring),
 }
 
-pub(crate) struct Alarm {
-    shared: Arc<(Mutex<State>, Condvar)>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Alarm {
-    /// Starts the alarm's thread; `ring` is called on it each time a due instant passes (once
-    /// per [`Alarm::set`] to that instant). `ring` returns false when nobody listens any more.
-    pub(crate) fn start(name: &str, ring: impl Fn() -> bool + Send + 'static) -> std::io::Result<Alarm> {
-        let shared = Arc::new((Mutex::new(State::default()), Condvar::new()));
-        let theirs = shared.clone();
-        let thread = std::thread::Builder::new().name(name.into()).spawn(move || {
-            let (lock, cv) = &*theirs;
-            let mut state = lock.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
-                if state.stop {
-                    return;
-                }
-                match state.due {
-                    None => state = cv.wait(state).unwrap_or_else(|e| e.into_inner()),
-                    Some(due) => {
-                        let now = Instant::now();
-                        if now < due {
-                            state = cv.wait_timeout(state, due - now).unwrap_or_else(|e| e.into_inner()).0;
-                            continue;
-                        }
-                        state.due = None;
-                        drop(state);
-                        if !ring() {
-                            return;
-                        }
-                        state = lock.lock().unwrap_or_else(|e| e.into_inner());
-                    }
-                }
-            }
-        })?;
-        Ok(Alarm { shared, thread: Some(thread) })
-    }
-
-    /// Rings at `due` (none: not at all), replacing the instant set before. Cheap when the
-    /// instant is unchanged, which is the common case: the loop calls it after every input.
-    pub(crate) fn set(&self, due: Option<Instant>) {
-        let (lock, cv) = &*self.shared;
-        let mut state = lock.lock().unwrap_or_else(|e| e.into_inner());
-        if state.due != due {
-            state.due = due;
-            cv.notify_one();
-        }
-    }
-}
-
-impl Drop for Alarm {
-    fn drop(&mut self) {
-        {
-            let (lock, cv) = &*self.shared;
-            lock.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
-            cv.notify_one();
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// The frames held back by emulated delays, by due instant (ties in the order they came), each
-/// with whom to wake.
+/// The instants waited for, in order (ties in the order they were set).
 #[derive(Default)]
 struct DelayLine {
-    waiting: BTreeMap<(Instant, u64), oneshot::Sender<()>>,
+    waiting: BTreeMap<(Instant, u64), Waiter>,
+    /// The key of each alarm's instant in `waiting`, while it is set and has not rung.
+    alarms: HashMap<u64, (Instant, u64)>,
     next: u64,
+}
+
+impl DelayLine {
+    fn insert(&mut self, due: Instant, waiter: Waiter) -> (Instant, u64) {
+        let key = (due, self.next);
+        self.next += 1;
+        self.waiting.insert(key, waiter);
+        key
+    }
 }
 
 fn delay_line() -> &'static (Mutex<DelayLine>, Condvar) {
@@ -98,20 +49,37 @@ fn delay_line() -> &'static (Mutex<DelayLine>, Condvar) {
     LINE.get_or_init(|| {
         let shared = Arc::new((Mutex::new(DelayLine::default()), Condvar::new()));
         let theirs = shared.clone();
-        // One thread for the process, for as long as it runs: it only waits.
+        // One thread for the process, for as long as it runs: it only waits and wakes.
         std::thread::Builder::new()
             .name("ensemble-delay-line".into())
             .spawn(move || {
                 let (lock, cv) = &*theirs;
                 let mut line = lock.lock().unwrap_or_else(|e| e.into_inner());
+                let mut rings = Vec::new();
                 loop {
                     let now = Instant::now();
                     while let Some(entry) = line.waiting.first_entry() {
                         if entry.key().0 > now {
                             break;
                         }
-                        // A writer that is gone no longer waits; nothing to tell.
-                        let _ = entry.remove().send(());
+                        match entry.remove() {
+                            // A writer that is gone no longer waits; nothing to tell.
+                            Waiter::Frame(tx) => drop(tx.send(())),
+                            Waiter::Alarm(n, ring) => {
+                                line.alarms.remove(&n);
+                                rings.push(ring);
+                            }
+                        }
+                    }
+                    if !rings.is_empty() {
+                        // Rung without the lock: a ring may take its time, and others set instants.
+                        drop(line);
+                        for ring in rings.drain(..) {
+                            // A loop that no longer listens drops its alarm soon; nothing to do.
+                            let _ = ring();
+                        }
+                        line = lock.lock().unwrap_or_else(|e| e.into_inner());
+                        continue;
                     }
                     line = match line.waiting.keys().next() {
                         None => cv.wait(line).unwrap_or_else(|e| e.into_inner()),
@@ -124,21 +92,66 @@ fn delay_line() -> &'static (Mutex<DelayLine>, Condvar) {
     })
 }
 
-/// Completes at `due`, to the microsecond as [`Alarm`] rings: the wait of a frame held back by
-/// an emulated delay. Tokio's timers round up to the millisecond, which made a LAN's hop of
-/// 0.1 ms last about 1.2 ms (RESULTS.md, "The LAN's emulated delay").
+/// Locks the delay line, to change what it waits for; `notify` after an insert that may be the
+/// earliest.
+fn line() -> (MutexGuard<'static, DelayLine>, &'static Condvar) {
+    let (lock, cv) = delay_line();
+    (lock.lock().unwrap_or_else(|e| e.into_inner()), cv)
+}
+
+/// Completes at `due`: the wait of a frame held back by an emulated delay.
 pub(crate) fn wake_at(due: Instant) -> oneshot::Receiver<()> {
     let (tx, rx) = oneshot::channel();
-    let (lock, cv) = delay_line();
-    let mut line = lock.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut line, cv) = line();
     let earliest = line.waiting.keys().next().is_none_or(|&(first, _)| due < first);
-    let n = line.next;
-    line.next += 1;
-    line.waiting.insert((due, n), tx);
+    line.insert(due, Waiter::Frame(tx));
     if earliest {
         cv.notify_one();
     }
     rx
+}
+
+/// A loop's next due instant: it rings (calls its `ring`, on the delay line's thread) once per
+/// [`Alarm::set`] to an instant, when that instant has passed.
+pub(crate) struct Alarm {
+    n: u64,
+    ring: Ring,
+}
+
+impl Alarm {
+    pub(crate) fn new(ring: impl Fn() -> bool + Send + Sync + 'static) -> Alarm {
+        let (mut line, _) = line();
+        let n = line.next;
+        line.next += 1;
+        Alarm { n, ring: Arc::new(ring) }
+    }
+
+    /// Rings at `due` (none: not at all), replacing the instant set before. Cheap when the
+    /// instant is unchanged, which is the common case: the loop calls it after every input.
+    pub(crate) fn set(&self, due: Option<Instant>) {
+        let (mut line, cv) = line();
+        let set = line.alarms.get(&self.n).copied();
+        if set.map(|(at, _)| at) == due {
+            return;
+        }
+        if let Some(key) = set {
+            line.waiting.remove(&key);
+            line.alarms.remove(&self.n);
+        }
+        let Some(due) = due else { return };
+        let earliest = line.waiting.keys().next().is_none_or(|&(first, _)| due < first);
+        let key = line.insert(due, Waiter::Alarm(self.n, Arc::clone(&self.ring)));
+        line.alarms.insert(self.n, key);
+        if earliest {
+            cv.notify_one();
+        }
+    }
+}
+
+impl Drop for Alarm {
+    fn drop(&mut self) {
+        self.set(None);
+    }
 }
 
 #[cfg(test)]
@@ -165,11 +178,14 @@ mod tests {
     #[test]
     fn rings_once_per_instant_set_never_before_it_and_not_after_being_cleared() {
         let (tx, rx) = std::sync::mpsc::channel();
-        let alarm = Alarm::start("alarm-test", move || tx.send(Instant::now()).is_ok()).unwrap();
+        let alarm = Alarm::new(move || tx.send(Instant::now()).is_ok());
         let due = Instant::now() + Duration::from_millis(2);
         alarm.set(Some(due));
         let rang = rx.recv().unwrap();
         assert!(rang >= due, "rang {:?} early", due - rang);
+        // The same instant again, after it rang: it rings again.
+        alarm.set(Some(due));
+        rx.recv().unwrap();
         // Replaced before it is due, then cleared: no ring.
         alarm.set(Some(Instant::now() + Duration::from_secs(3600)));
         alarm.set(None);
@@ -177,6 +193,20 @@ mod tests {
         rx.recv().unwrap();
         alarm.set(None);
         drop(alarm);
-        assert!(rx.recv().is_err(), "a cleared alarm rang, or the thread outlived its alarm");
+        assert!(rx.recv().is_err(), "a cleared alarm rang, or the line kept its ring after the alarm was dropped");
+    }
+
+    #[test]
+    fn alarms_and_delayed_frames_share_the_line_without_waking_one_another() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let alarm = Alarm::new(move || tx.send(Instant::now()).is_ok());
+        let now = Instant::now();
+        let frame = wake_at(now + Duration::from_millis(1));
+        let due = now + Duration::from_millis(5);
+        alarm.set(Some(due));
+        futures::executor::block_on(frame).unwrap();
+        assert!(rx.try_recv().is_err(), "the alarm rang at a frame's instant");
+        let rang = rx.recv().unwrap();
+        assert!(rang >= due, "rang {:?} early", due - rang);
     }
 }

@@ -143,7 +143,7 @@ where
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io_context("start the tokio runtime"))?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Input<E>>();
     let alarm_tx = tx.clone();
-    let alarm = Alarm::start("ensemble-clients-alarm", move || alarm_tx.send(Input::Alarm).is_ok()).map_err(io_context("start the timer thread"))?;
+    let alarm = Alarm::new(move || alarm_tx.send(Input::Alarm).is_ok());
     if let Some(abort) = cfg.abort.clone() {
         let tx = tx.clone();
         runtime.spawn(async move {

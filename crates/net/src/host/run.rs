@@ -143,8 +143,7 @@ pub(super) fn run<P: Protocol>(
     }
 
     let alarm_tx = tx.clone();
-    let alarm = Alarm::start(&format!("ensemble-alarm-{me}"), move || alarm_tx.send(Input::Alarm).is_ok())
-        .map_err(io_context("start the timer thread"))?;
+    let alarm = Alarm::new(move || alarm_tx.send(Input::Alarm).is_ok());
     let mut host = HostLoop {
         me,
         started,
