@@ -15,8 +15,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 use tokio::sync::oneshot;
 
-/// What an alarm calls when its instant passes; false when nobody listens any more.
-type Ring = Arc<dyn Fn() -> bool + Send + Sync>;
+/// What an alarm calls when its instant passes. A loop that has ended no longer listens, and
+/// drops its alarm as it goes, so a ring has nothing to report.
+type Ring = Arc<dyn Fn() + Send + Sync>;
 
 /// Whom an instant wakes.
 enum Waiter {
@@ -75,8 +76,7 @@ fn delay_line() -> &'static (Mutex<DelayLine>, Condvar) {
                         // Rung without the lock: a ring may take its time, and others set instants.
                         drop(line);
                         for ring in rings.drain(..) {
-                            // A loop that no longer listens drops its alarm soon; nothing to do.
-                            let _ = ring();
+                            ring();
                         }
                         line = lock.lock().unwrap_or_else(|e| e.into_inner());
                         continue;
@@ -119,7 +119,7 @@ pub(crate) struct Alarm {
 }
 
 impl Alarm {
-    pub(crate) fn new(ring: impl Fn() -> bool + Send + Sync + 'static) -> Alarm {
+    pub(crate) fn new(ring: impl Fn() + Send + Sync + 'static) -> Alarm {
         let (mut line, _) = line();
         let n = line.next;
         line.next += 1;
@@ -178,7 +178,9 @@ mod tests {
     #[test]
     fn rings_once_per_instant_set_never_before_it_and_not_after_being_cleared() {
         let (tx, rx) = std::sync::mpsc::channel();
-        let alarm = Alarm::new(move || tx.send(Instant::now()).is_ok());
+        let alarm = Alarm::new(move || {
+            let _ = tx.send(Instant::now());
+        });
         let due = Instant::now() + Duration::from_millis(2);
         alarm.set(Some(due));
         let rang = rx.recv().unwrap();
@@ -199,13 +201,18 @@ mod tests {
     #[test]
     fn alarms_and_delayed_frames_share_the_line_without_waking_one_another() {
         let (tx, rx) = std::sync::mpsc::channel();
-        let alarm = Alarm::new(move || tx.send(Instant::now()).is_ok());
+        let alarm = Alarm::new(move || {
+            let _ = tx.send(Instant::now());
+        });
         let now = Instant::now();
         let frame = wake_at(now + Duration::from_millis(1));
         let due = now + Duration::from_millis(5);
         alarm.set(Some(due));
         futures::executor::block_on(frame).unwrap();
-        assert!(rx.try_recv().is_err(), "the alarm rang at a frame's instant");
+        // Checked only while the alarm's instant is ahead: a slow machine may pass it.
+        if Instant::now() < due {
+            assert!(rx.try_recv().is_err(), "the alarm rang at a frame's instant");
+        }
         let rang = rx.recv().unwrap();
         assert!(rang >= due, "rang {:?} early", due - rang);
     }

@@ -143,7 +143,9 @@ where
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io_context("start the tokio runtime"))?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Input<E>>();
     let alarm_tx = tx.clone();
-    let alarm = Alarm::new(move || alarm_tx.send(Input::Alarm).is_ok());
+    let alarm = Alarm::new(move || {
+        let _ = alarm_tx.send(Input::Alarm);
+    });
     if let Some(abort) = cfg.abort.clone() {
         let tx = tx.clone();
         runtime.spawn(async move {

@@ -143,7 +143,9 @@ pub(super) fn run<P: Protocol>(
     }
 
     let alarm_tx = tx.clone();
-    let alarm = Alarm::new(move || alarm_tx.send(Input::Alarm).is_ok());
+    let alarm = Alarm::new(move || {
+        let _ = alarm_tx.send(Input::Alarm);
+    });
     let mut host = HostLoop {
         me,
         started,
