@@ -314,6 +314,15 @@ impl Path {
 }
 
 /// The mean latency ratio of `a` to `b` in each round, lowest to highest.
+/// What most summary lines compare a path with.
+const MEAN: &str = "the direct path's mean";
+
+/// "N % to WHAT (per round r1, r2, ...)": what `path` adds to the mean of `base`, over the run and
+/// round by round.
+fn adds_to(path: &Path, base: &Path, what: &str) -> String {
+    format!("{:.0} % to {what} (per round {})", (path.mean_ms() / base.mean_ms() - 1.0) * 100.0, ratio_spread(path, base))
+}
+
 fn ratio_spread(a: &Path, b: &Path) -> String {
     let mut v: Vec<f64> = a.rounds.iter().zip(&b.rounds).map(|(x, y)| x.mean_ms / y.mean_ms).collect();
     v.sort_by(f64::total_cmp);
@@ -450,9 +459,8 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
     if !strict.rounds.is_empty() {
         rows.push(row(&strict));
         lifted = format!(
-            "the design that would lift the writer lock (strict two-phase locking, the writer lock taken last; no node, not checked): it adds {:.0} % to the direct path's mean (per round {}), Ensemble's transactions as they are {:.0} %; run again after a deadlock or a lock timeout, per 1000 operations: {:.1}\n",
-            (strict.mean_ms() / d.mean_ms() - 1.0) * 100.0,
-            ratio_spread(&strict, &d),
+            "the design that would lift the writer lock (strict two-phase locking, the writer lock taken last; no node, not checked): it adds {}, Ensemble's transactions as they are {:.0} %; run again after a deadlock or a lock timeout, per 1000 operations: {:.1}\n",
+            adds_to(&strict, &d, MEAN),
             (b.mean_ms() / d.mean_ms() - 1.0) * 100.0,
             strict.retries_per_1000(),
         );
@@ -460,9 +468,8 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
     if !ssi.rounds.is_empty() {
         rows.push(row(&ssi));
         lifted += &format!(
-            "the transactions --writers-side-by-side runs, without the node (writers side by side under SSI, each reading its epoch and snapshot with its COMMIT; not checked): it adds {:.0} % to the direct path's mean (per round {}); run again after a serialization failure, per 1000 operations: {:.1}\n",
-            (ssi.mean_ms() / d.mean_ms() - 1.0) * 100.0,
-            ratio_spread(&ssi, &d),
+            "the transactions --writers-side-by-side runs, without the node (writers side by side under SSI, each reading its epoch and snapshot with its COMMIT; not checked): it adds {}; run again after a serialization failure, per 1000 operations: {:.1}\n",
+            adds_to(&ssi, &d, MEAN),
             ssi.retries_per_1000(),
         );
     }
@@ -471,20 +478,17 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
     if !own_pool_path.rounds.is_empty() {
         rows.push(row(&own_pool_path));
         as_run = format!(
-            "the node as `ensemble bench` and the other figures run it (its own pool of {default_pool} connections for {threads} clients, its locals as by default; checked): it adds {:.0} % to the direct path's mean (per round {}); run again after the server made them victims, per 1000 operations: {:.1}\n",
-            (own_pool_path.mean_ms() / d.mean_ms() - 1.0) * 100.0,
-            ratio_spread(&own_pool_path, &d),
+            "the node as `ensemble bench` and the other figures run it (its own pool of {default_pool} connections for {threads} clients, its locals as by default; checked): it adds {}; run again after the server made them victims, per 1000 operations: {:.1}\n",
+            adds_to(&own_pool_path, &d, MEAN),
             own_pool_path.retries_per_1000(),
         );
     }
     if !side_path.rounds.is_empty() {
         rows.push(row(&side_path));
         lifted += &format!(
-            "through the node with its locals side by side under SSI (--writers-side-by-side; checked, the order found by search): it adds {:.0} % to the direct path's mean (per round {}), {:.0} % to the direct path that pipelines BEGIN (per round {}); the hop through the node {:.3} ms; run again after a serialization failure, per 1000 operations: {:.1}\n",
-            (side_path.mean_ms() / d.mean_ms() - 1.0) * 100.0,
-            ratio_spread(&side_path, &d),
-            (side_path.mean_ms() / dp.mean_ms() - 1.0) * 100.0,
-            ratio_spread(&side_path, &dp),
+            "through the node with its locals side by side under SSI (--writers-side-by-side; checked, the order found by search): it adds {}, {}; the hop through the node {:.3} ms; run again after a serialization failure, per 1000 operations: {:.1}\n",
+            adds_to(&side_path, &d, MEAN),
+            adds_to(&side_path, &dp, "the direct path that pipelines BEGIN"),
             side_path.mean_ms() - ssi.mean_ms(),
             side_path.retries_per_1000(),
         );
@@ -498,9 +502,8 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
             format!("a pool of {pool} connections for {threads} clients (--storage-workers; the node's default, which `ensemble bench` and the other figures run, is {default_pool}; checked)")
         };
         lifted += &format!(
-            "the same with {which}: it adds {:.0} % to the direct path's mean (per round {}); run again after a serialization failure, per 1000 operations: {:.1}\n",
-            (pooled_path.mean_ms() / d.mean_ms() - 1.0) * 100.0,
-            ratio_spread(pooled_path, &d),
+            "the same with {which}: it adds {}; run again after a serialization failure, per 1000 operations: {:.1}\n",
+            adds_to(pooled_path, &d, MEAN),
             pooled_path.retries_per_1000(),
         );
     }
