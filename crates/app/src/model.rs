@@ -70,6 +70,14 @@ pub trait Db {
     fn query(&mut self, stmt: &str, args: &[Value]) -> Result<Rows, DbError>;
     /// Runs a write; returns the number of rows changed.
     fn execute(&mut self, stmt: &str, args: &[Value]) -> Result<usize, DbError>;
+    /// Runs a write whose count the body does not use. A storage may send it without waiting
+    /// for its answer, with the transaction's next statement or its COMMIT (a server backend
+    /// does, saving the write's round trip); should the write then fail, the transaction runs
+    /// again with every write waited for, so a body sees the failure here either way and must
+    /// only pass it on (`?`).
+    fn write(&mut self, stmt: &str, args: &[Value]) -> Result<(), DbError> {
+        self.execute(stmt, args).map(|_| ())
+    }
 }
 
 pub type Body = fn(&mut dyn Db, &[Value]) -> Result<Rows, TxnError>;

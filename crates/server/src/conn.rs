@@ -4,7 +4,7 @@
 //! storage must do about them.
 
 use crate::dialect::Engine;
-use crate::pg::PgSession;
+use crate::pg::{Ahead, Answer, PgSession};
 use bytes::BytesMut;
 use ensemble_core::{Rows, Value};
 use mysql::prelude::Queryable;
@@ -27,6 +27,11 @@ pub enum ConnError {
     /// The statement failed (a constraint, a type error): deterministic, part of the outcome.
     #[error("{0}")]
     Statement(String),
+    /// A write sent ahead of its answer ([`Conn::send_ahead`]) failed as a statement: the
+    /// transaction is rolled back and runs again with every write waited for, so that its body
+    /// meets the error where it made the write, as it would have.
+    #[error("{0}")]
+    SentAhead(String),
 }
 
 /// Why a connection could not be opened, each a message a user can act on.
@@ -88,13 +93,21 @@ pub fn database_of(url: &str) -> Option<String> {
 /// One open connection.
 pub struct Conn {
     session: Session,
-    /// A transaction's start ([`Conn::start`]) not sent yet: it goes with the next request.
-    pending_start: Option<String>,
+    /// What is not sent yet, in order: a transaction's start ([`Conn::start`]) and writes sent
+    /// ahead of their answers ([`Conn::send_ahead`]). They go with the next request, in its
+    /// round trip.
+    unsent: Vec<Unsent>,
     /// What the last start returned, once it has run: its error too, which is the
     /// transaction's even when the statement it travelled with reported only its consequence.
     started: Option<Result<Rows, ConnError>>,
     /// A read-only transaction is open whose end was deferred ([`Conn::end_read_only`]).
     open_reader: bool,
+}
+
+enum Unsent {
+    Start(String),
+    /// A write: the statement's name (for errors), its prepared form and arguments.
+    Write { name: String, statement: tokio_postgres::Statement, args: Vec<Value> },
 }
 
 enum Session {
@@ -140,7 +153,7 @@ impl Conn {
     }
 
     fn new(session: Session) -> Conn {
-        Conn { session, pending_start: None, started: None, open_reader: false }
+        Conn { session, unsent: Vec::new(), started: None, open_reader: false }
     }
 
     pub fn engine(&self) -> Engine {
@@ -161,8 +174,8 @@ impl Conn {
         let sql = if std::mem::take(&mut self.open_reader) { format!("COMMIT; {sql}") } else { sql.to_string() };
         match self.session {
             Session::Postgres { .. } => {
-                debug_assert!(self.pending_start.is_none(), "a transaction started twice");
-                self.pending_start = Some(sql);
+                debug_assert!(!self.unsent.iter().any(|u| matches!(u, Unsent::Start(_))), "a transaction started twice");
+                self.unsent.push(Unsent::Start(sql));
             }
             Session::Mariadb(_) => self.started = Some(Ok(self.batch_rows(&sql)?)),
         }
@@ -175,7 +188,7 @@ impl Conn {
     /// SERIALIZABLE could still fail it at COMMIT), its locks none that a writer waits for.
     /// Anything else sent on the connection first ends it.
     pub fn end_read_only(&mut self) {
-        debug_assert!(self.pending_start.is_none(), "a read-only transaction ended before it started");
+        debug_assert!(self.unsent.is_empty(), "a read-only transaction ended before it started");
         self.open_reader = true;
     }
 
@@ -194,25 +207,46 @@ impl Conn {
     }
 
     /// The rows the transaction's start returned; sends the start now if no request has taken
-    /// it along yet.
+    /// it along yet (with whatever was held back before it, and nothing after it: writes sent
+    /// ahead after the start stay held back for the next request).
     pub fn started(&mut self) -> Result<Rows, ConnError> {
-        if let Some(sql) = self.pending_start.take() {
-            return self.batch_rows(&sql);
+        if let Some(at) = self.unsent.iter().position(|u| matches!(u, Unsent::Start(_))) {
+            let rest = self.unsent.split_off(at + 1);
+            let Session::Postgres { client, .. } = &self.session else { unreachable!("only PostgreSQL holds a start back") };
+            let through = std::mem::replace(&mut self.unsent, rest);
+            after_unsent(client, through, &mut self.started, |_| async { Ok(()) })?;
         }
         self.started.take().unwrap_or_else(|| Err(ConnError::Statement("no transaction was started".into())))
     }
 
-    /// Forgets a start not sent yet (the transaction is being given up).
-    pub fn forget_start(&mut self) {
-        self.pending_start = None;
+    /// Forgets what was not sent yet, a start and writes (the transaction is being given up).
+    pub fn forget_unsent(&mut self) {
+        self.unsent.clear();
         self.started = None;
+    }
+
+    /// Runs a write whose count nobody waits for: on PostgreSQL it is held back and sent with
+    /// the next request, in the same round trip (prepared first if it is new, as [`Conn::run`]
+    /// does); that request then reports the write's failure first, a statement's error as
+    /// [`ConnError::SentAhead`]. On MariaDB (whose client has no pipelining) it runs at once.
+    /// `name` names the statement in errors.
+    pub fn send_ahead(&mut self, name: &str, sql: &str, args: Vec<Value>) -> Result<(), ConnError> {
+        if let Session::Mariadb(_) = self.session {
+            let refs: Vec<&Value> = args.iter().collect();
+            return self.run(sql, &refs).map(|_| ());
+        }
+        self.commit_open_reader()?;
+        let refs: Vec<&Value> = args.iter().collect();
+        let statement = self.prepared(sql, &refs)?;
+        self.unsent.push(Unsent::Write { name: name.to_string(), statement, args });
+        Ok(())
     }
 
     /// Runs statements without parameters or results (transaction control, DDL).
     pub fn batch(&mut self, sql: &str) -> Result<(), ConnError> {
         self.commit_open_reader()?;
         match &mut self.session {
-            Session::Postgres { client, .. } => after_start(client, self.pending_start.take(), &mut self.started, |c| c.batch_execute(sql)),
+            Session::Postgres { client, .. } => after_unsent(client, std::mem::take(&mut self.unsent), &mut self.started, |c| c.batch_execute(sql)),
             // Every result set is read: dropping the result unread would skip the errors of the
             // batch's later statements (a COMMIT that failed).
             Session::Mariadb(c) => {
@@ -234,7 +268,7 @@ impl Conn {
         let mut last = Vec::new();
         match &mut self.session {
             Session::Postgres { client, .. } => {
-                return Ok(simple_rows(after_start(client, self.pending_start.take(), &mut self.started, |c| c.simple_query(sql))?))
+                return Ok(simple_rows(after_unsent(client, std::mem::take(&mut self.unsent), &mut self.started, |c| c.simple_query(sql))?))
             }
             Session::Mariadb(c) => {
                 let mut result = c.query_iter(sql).map_err(|e| my_error(&e))?;
@@ -265,27 +299,17 @@ impl Conn {
     pub fn run(&mut self, sql: &str, args: &[&Value]) -> Result<(Rows, u64), ConnError> {
         self.commit_open_reader()?;
         match &mut self.session {
-            Session::Postgres { client, prepared } => {
-                let types: Vec<Type> = args.iter().map(|v| pg_type(v)).collect();
-                let key = (sql.to_string(), types.iter().map(Type::oid).collect());
-                // Prepared before a pending start is sent (preparing is no part of a
-                // transaction), so that the start's round trip carries the execution.
-                let stmt = match prepared.get(&key) {
-                    Some(s) => s.clone(),
-                    None => {
-                        let s = client.run(|c| c.prepare_typed(sql, &types)).map_err(|e| pg_error(&e))?;
-                        prepared.insert(key, s.clone());
-                        s
-                    }
-                };
+            Session::Postgres { .. } => {
+                let stmt = self.prepared(sql, args)?;
+                let Session::Postgres { client, .. } = &self.session else { unreachable!() };
                 let params: Vec<PgArg<'_>> = args.iter().map(|v| PgArg(v)).collect();
                 let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-                let start = self.pending_start.take();
+                let unsent = std::mem::take(&mut self.unsent);
                 if stmt.columns().is_empty() {
-                    let n = after_start(client, start, &mut self.started, |c| c.execute(&stmt, &refs))?;
+                    let n = after_unsent(client, unsent, &mut self.started, |c| c.execute(&stmt, &refs))?;
                     return Ok((Vec::new(), n));
                 }
-                let rows = after_start(client, start, &mut self.started, |c| c.query(&stmt, &refs))?;
+                let rows = after_unsent(client, unsent, &mut self.started, |c| c.query(&stmt, &refs))?;
                 let mut out = Vec::with_capacity(rows.len());
                 for row in &rows {
                     let mut r = Vec::with_capacity(row.len());
@@ -319,6 +343,21 @@ impl Conn {
                 Ok((out, n))
             }
         }
+    }
+
+    /// `sql` prepared on PostgreSQL with each parameter's type taken from its value, once per
+    /// session. Prepared before anything held back is sent (preparing is no part of a
+    /// transaction), so that their round trip carries the execution.
+    fn prepared(&mut self, sql: &str, args: &[&Value]) -> Result<tokio_postgres::Statement, ConnError> {
+        let Session::Postgres { client, prepared } = &mut self.session else { unreachable!("only PostgreSQL prepares here") };
+        let types: Vec<Type> = args.iter().map(|v| pg_type(v)).collect();
+        let key = (sql.to_string(), types.iter().map(Type::oid).collect());
+        if let Some(s) = prepared.get(&key) {
+            return Ok(s.clone());
+        }
+        let s = client.run(|c| c.prepare_typed(sql, &types)).map_err(|e| pg_error(&e))?;
+        prepared.insert(key, s.clone());
+        Ok(s)
     }
 
     /// Inserts many rows in multi-row statements (loading a database).
@@ -362,7 +401,7 @@ impl Conn {
             Session::Postgres { client, .. } => {
                 let params: Vec<PgArg<'_>> = args.iter().map(|v| PgArg(v)).collect();
                 let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-                after_start(client, self.pending_start.take(), &mut self.started, |c| c.execute(sql, &refs))
+                after_unsent(client, std::mem::take(&mut self.unsent), &mut self.started, |c| c.execute(sql, &refs))
             }
             Session::Mariadb(c) => {
                 let params: Vec<mysql::Value> = args.iter().map(|v| my_value(v)).collect();
@@ -383,30 +422,65 @@ pub fn placeholder(engine: Engine, k: usize) -> String {
     }
 }
 
-/// Runs the request `then` makes, after the transaction's pending `start` if there is one, in
-/// the same round trip ([`PgSession::pipelined`]). What the start returned goes to `started`; its
-/// error is the one returned, since the request after a failed start fails only because the
-/// transaction is aborted.
-fn after_start<'a, T, F>(
-    client: &'a PgSession,
-    start: Option<String>,
+/// Runs the request `then` makes after what was held back (`unsent`: a transaction's start,
+/// writes sent ahead), all in one round trip ([`PgSession::pipelined`]). What the start returned
+/// goes to `started`. The first failure in the order sent is the one returned: a request after
+/// a failed one fails only because the transaction is aborted. A start's failure is the
+/// transaction's; a write's, if it is a statement's error, is [`ConnError::SentAhead`].
+fn after_unsent<'c, T, F>(
+    client: &'c PgSession,
+    unsent: Vec<Unsent>,
     started: &mut Option<Result<Rows, ConnError>>,
-    then: impl FnOnce(&'a tokio_postgres::Client) -> F,
+    then: impl FnOnce(&'c tokio_postgres::Client) -> F,
 ) -> Result<T, ConnError>
 where
-    F: std::future::Future<Output = Result<T, tokio_postgres::Error>> + 'a,
+    F: std::future::Future<Output = Result<T, tokio_postgres::Error>> + 'c,
 {
-    let result = match start {
-        Some(start) => {
-            let (begun, result) = client.pipelined(&start, then);
-            let begun = begun.map(simple_rows).map_err(|e| pg_error(&e));
-            *started = Some(begun.clone());
-            begun?;
-            result
+    if unsent.is_empty() {
+        return client.run(then).map_err(|e| pg_error(&e));
+    }
+    let params: Vec<Vec<PgArg<'_>>> = unsent
+        .iter()
+        .map(|u| match u {
+            Unsent::Start(_) => Vec::new(),
+            Unsent::Write { args, .. } => args.iter().map(PgArg).collect(),
+        })
+        .collect();
+    let ahead: Vec<Ahead<'_>> = unsent
+        .iter()
+        .zip(&params)
+        .map(|(u, p)| match u {
+            Unsent::Start(sql) => Ahead::Batch(sql),
+            Unsent::Write { statement, .. } => Ahead::Execute(statement, p.iter().map(|a| a as &(dyn ToSql + Sync)).collect()),
+        })
+        .collect();
+    let (answers, result) = client.pipelined(&ahead, then);
+    let mut first = None;
+    for (u, answer) in unsent.iter().zip(answers) {
+        let failure = match (u, answer) {
+            (Unsent::Start(_), answer) => {
+                let begun = answer.map(|a| match a {
+                    Answer::Batch(m) => simple_rows(m),
+                    Answer::Written => unreachable!("a start is a batch"),
+                });
+                let begun = begun.map_err(|e| pg_error(&e));
+                *started = Some(begun.clone());
+                begun.err()
+            }
+            (Unsent::Write { name, .. }, Err(e)) => Some(match pg_error(&e) {
+                ConnError::Statement(m) => ConnError::SentAhead(format!("statement `{name}`, sent ahead: {m}")),
+                other => other,
+            }),
+            (Unsent::Write { .. }, Ok(_)) => None,
+        };
+        if first.is_none() {
+            first = failure;
         }
-        None => client.run(then),
-    };
-    result.map_err(|e| pg_error(&e))
+    }
+    match first {
+        Some(e) => Err(e),
+        None => result.map_err(|e| pg_error(&e)),
+    }
 }
 
 /// A simple-query answer's rows: those of the last statement that returned rows, integers and

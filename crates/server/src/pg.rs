@@ -2,12 +2,17 @@
 //!
 //! The blocking `postgres` crate does the same (a client and a runtime it blocks on), but offers
 //! no way to send two requests before the first one's answer is in. The storage needs exactly
-//! that for one thing: a transaction's start (`BEGIN …`, the writer lock, the counters) travels
-//! with the body's first statement, in one round trip ([`PgSession::pipelined`]); PostgreSQL runs
-//! the two in the order they were sent, as if they had been sent one after the other.
+//! that for two things, each saving round trips ([`PgSession::pipelined`]): a transaction's start
+//! (`BEGIN …`, the writer lock, the counters) travels with the body's first statement, and a
+//! write whose count the body does not wait for (`Db::write`) travels with the statement after
+//! it, or with COMMIT; PostgreSQL runs them in the order they were sent, as if they had been sent
+//! one after the other.
 
 use std::future::Future;
-use tokio_postgres::{Client, Error, SimpleQueryMessage};
+use std::pin::Pin;
+use std::task::Poll;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Error, SimpleQueryMessage, Statement};
 
 pub(crate) struct PgSession {
     /// Single-threaded: the connection task runs only while this thread waits on the session,
@@ -39,15 +44,66 @@ impl PgSession {
         self.runtime.block_on(request(&self.client))
     }
 
-    /// Sends `first` (a simple-query batch) and then the request `then` makes, without waiting
-    /// in between, and waits for both answers. `then` must begin with a request: `join` polls
-    /// `first` until it waits for its answer, then `then`, so both are on the wire before either
-    /// answer is read.
-    pub(crate) fn pipelined<'a, T, F>(&'a self, first: &str, then: impl FnOnce(&'a Client) -> F) -> (Result<Vec<SimpleQueryMessage>, Error>, Result<T, Error>)
+    /// Sends each of `ahead` and then the request `then` makes, without waiting in between, and
+    /// waits for every answer: one round trip for all of them. PostgreSQL runs them in the order
+    /// they were sent, as if sent one after the other. Each future is polled in that order, and
+    /// a request goes on the wire at its future's first poll, before any answer is read.
+    pub(crate) fn pipelined<'c, T, F>(&'c self, ahead: &[Ahead<'_>], then: impl FnOnce(&'c Client) -> F) -> (Vec<Result<Answer, Error>>, Result<T, Error>)
     where
-        F: Future<Output = Result<T, Error>> + 'a,
+        F: Future<Output = Result<T, Error>> + 'c,
     {
         let client = &self.client;
-        self.runtime.block_on(async move { futures::join!(client.simple_query(first), then(client)) })
+        self.runtime.block_on(async move {
+            let mut sent: Vec<Sent<'_>> = ahead
+                .iter()
+                .map(|a| -> Sent<'_> {
+                    match a {
+                        Ahead::Batch(sql) => Box::pin(async move { client.simple_query(sql).await.map(Answer::Batch) }),
+                        Ahead::Execute(stmt, params) => Box::pin(async move { client.execute(*stmt, params).await.map(|_| Answer::Written) }),
+                    }
+                })
+                .collect();
+            let mut last = std::pin::pin!(then(client));
+            let mut answers: Vec<Option<Result<Answer, Error>>> = sent.iter().map(|_| None).collect();
+            let mut answer = None;
+            std::future::poll_fn(|cx| {
+                for (future, slot) in sent.iter_mut().zip(answers.iter_mut()) {
+                    if slot.is_none() {
+                        if let Poll::Ready(r) = future.as_mut().poll(cx) {
+                            *slot = Some(r);
+                        }
+                    }
+                }
+                if answer.is_none() {
+                    if let Poll::Ready(r) = last.as_mut().poll(cx) {
+                        answer = Some(r);
+                    }
+                }
+                if answer.is_some() && answers.iter().all(Option::is_some) {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
+            (answers.into_iter().map(|a| a.expect("every answer is in")).collect(), answer.expect("the last answer is in"))
+        })
     }
+}
+
+/// A request sent ahead, waiting for its answer.
+type Sent<'a> = Pin<Box<dyn Future<Output = Result<Answer, Error>> + 'a>>;
+
+/// A request sent ahead of the next one ([`PgSession::pipelined`]).
+pub(crate) enum Ahead<'a> {
+    /// A simple-query batch: a transaction's start.
+    Batch(&'a str),
+    /// A prepared statement run for its count: a write whose answer the body does not wait on.
+    Execute(&'a Statement, Vec<&'a (dyn ToSql + Sync)>),
+}
+
+/// What a request sent ahead returned.
+pub(crate) enum Answer {
+    Batch(Vec<SimpleQueryMessage>),
+    Written,
 }

@@ -56,6 +56,9 @@ pub struct ServerStorage {
     /// PostgreSQL: locals run side by side under SSI, placed by the checker's search
     /// ([`Self::set_writers_side_by_side`]), with the instance's writers in flight.
     side_by_side: Option<Arc<WritersInFlight>>,
+    /// The job running now met a write sent ahead that failed ([`ConnError::SentAhead`]): its
+    /// attempts from then on wait for every write's answer.
+    writes_waited: bool,
 }
 
 /// How [`ServerStorage::execute_direct`] runs a transaction.
@@ -139,7 +142,7 @@ enum Kind {
 impl ServerStorage {
     pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
-        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false, side_by_side: None };
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false, side_by_side: None, writes_waited: false };
         s.configure()?;
         Ok(s)
     }
@@ -393,7 +396,9 @@ impl ServerStorage {
                     self.conn.batch(&begin)?;
                 }
                 let locks = how == DirectTxn::StrictLockLast;
-                let (outcome, failure, changed) = self.run_body_locking(txn, &request.params, None, locks);
+                // The application's own path, or a bound priced beside the node: each write waits
+                // for its answer, as through the client library's API.
+                let (outcome, failure, changed) = self.run_body_locking(txn, &request.params, None, locks, false);
                 if let Some(f) = failure {
                     return Err(f);
                 }
@@ -416,7 +421,7 @@ impl ServerStorage {
             match attempt {
                 Ok(o) => return Ok((o, retries)),
                 Err(e) => {
-                    self.conn.forget_start();
+                    self.conn.forget_unsent();
                     let _ = self.conn.batch("ROLLBACK");
                     match e {
                         ConnError::Retry(_) if retries < MAX_RETRIES => {
@@ -434,22 +439,32 @@ impl ServerStorage {
         }
     }
 
+    /// Runs a belt transaction's body. On PostgreSQL its writes whose counts it does not use
+    /// ([`Db::write`]) are sent ahead of their answers, unless this job met one that failed.
     pub(crate) fn run_body(&mut self, txn: &TxnType, params: &[Value], capture: Option<&mut Vec<RowChange>>) -> (Outcome, Option<ConnError>, u64) {
-        self.run_body_locking(txn, params, capture, false)
+        let ahead = self.sql.engine == Engine::Postgres && !self.writes_waited;
+        self.run_body_locking(txn, params, capture, false, ahead)
     }
 
-    /// [`Self::run_body`]; with `two_phase_locks`, every statement holds its read locks to
-    /// commit ([`crate::dialect::TwoPhaseLock`]), as the two-phase-commit baseline needs on
-    /// PostgreSQL.
+    /// Runs a transaction's body; with `two_phase_locks`, every statement holds its read locks
+    /// to commit ([`crate::dialect::TwoPhaseLock`]), as the two-phase-commit baseline needs on
+    /// PostgreSQL; with `send_ahead`, writes whose counts the body does not use go with the
+    /// next statement or the COMMIT ([`Conn::send_ahead`]), unless the body captures its
+    /// changes or holds its read locks (which use each write's answer). The count returned
+    /// takes a write sent ahead as one row changed: its own count comes with the COMMIT, too
+    /// late to decide whether the transaction counts as a writer, and a writer that changed
+    /// nothing is still placed right (it held the writer lock like any other).
     pub(crate) fn run_body_locking(
         &mut self,
         txn: &TxnType,
         params: &[Value],
         capture: Option<&mut Vec<RowChange>>,
         two_phase_locks: bool,
+        send_ahead: bool,
     ) -> (Outcome, Option<ConnError>, u64) {
         let locks = two_phase_locks.then(|| TableLocks { written: self.sql.written(txn.name), held: BTreeSet::new() });
-        let mut db = ServerDb { conn: &mut self.conn, sql: &self.sql, app: &self.app, txn, capture, failure: None, changed: 0, locks };
+        let send_ahead = send_ahead && capture.is_none() && locks.is_none();
+        let mut db = ServerDb { conn: &mut self.conn, sql: &self.sql, app: &self.app, txn, capture, failure: None, changed: 0, locks, send_ahead };
         if two_phase_locks && db.lock_tables("(locks taken first)", &self.sql.locked_up_front(txn.name)).is_err() {
             let failure = db.failure.take().unwrap_or_else(|| ConnError::Statement("locking the tables it reads whole failed".into()));
             return (Outcome::body_abort(failure.to_string()), Some(failure), 0);
@@ -753,12 +768,13 @@ impl ServerStorage {
     /// server rolled it back), a connection lost during COMMIT fails loudly, since the outcome
     /// is unknown and running it again could apply it twice.
     fn retrying<T>(&mut self, what: &str, mut attempt: impl FnMut(&mut Self) -> Result<T, Attempt>) -> Result<(T, u32), String> {
+        self.writes_waited = false;
         let mut retries = 0;
         loop {
             match attempt(self) {
                 Ok(t) => return Ok((t, retries)),
                 Err(a) => {
-                    self.conn.forget_start();
+                    self.conn.forget_unsent();
                     let _ = self.conn.batch("ROLLBACK");
                     match a {
                         Attempt::Again(ConnError::Retry(_)) if retries < MAX_RETRIES => {
@@ -772,7 +788,11 @@ impl ServerStorage {
                             self.reconnect().map_err(|e| format!("{what}: the {} connection was lost ({why}) and could not be reopened: {e}", self.sql.engine.name()))?;
                             retries += 1;
                         }
-                        Attempt::Again(ConnError::Statement(why)) => return Err(format!("{what}: {why}")),
+                        Attempt::Again(ConnError::SentAhead(_)) if !self.writes_waited => {
+                            self.writes_waited = true;
+                            retries += 1;
+                        }
+                        Attempt::Again(ConnError::Statement(why) | ConnError::SentAhead(why)) => return Err(format!("{what}: {why}")),
                         Attempt::Unknown(why) => {
                             return Err(format!(
                                 "{what}: the {} connection was lost during COMMIT ({why}); whether it committed is unknown, so it is not run again",
@@ -1026,7 +1046,7 @@ impl Storage for ServerStorage {
         match self.attempt_group(jobs) {
             Ok(results) => results,
             Err(a) => {
-                self.conn.forget_start();
+                self.conn.forget_unsent();
                 let _ = self.conn.batch("ROLLBACK");
                 if let Attempt::Unknown(why) = a {
                     let why = format!(
@@ -1077,6 +1097,8 @@ struct ServerDb<'a> {
     changed: u64,
     /// The tables locked so far, when statements hold their read locks to commit.
     locks: Option<TableLocks>,
+    /// Writes whose counts the body does not use go with the next statement ([`Db::write`]).
+    send_ahead: bool,
 }
 
 /// The table locks of one transaction of the two-phase-commit baseline on PostgreSQL.
@@ -1207,6 +1229,27 @@ impl Db for ServerDb<'_> {
             }
         }
         self.execute_once(stmt, &s, args)
+    }
+
+    fn write(&mut self, stmt: &str, args: &[Value]) -> Result<(), DbError> {
+        if !self.send_ahead {
+            return self.execute(stmt, args).map(|_| ());
+        }
+        let s = self.statement(stmt, args)?;
+        if let Some(f) = &self.failure {
+            return Err(DbError::Engine { stmt: stmt.into(), message: f.to_string() });
+        }
+        let bound: Vec<Value> = s.binds.iter().map(|i| args[*i].clone()).collect();
+        let sql = s.sql.clone();
+        self.conn.send_ahead(stmt, &sql, bound).map_err(|e| {
+            let message = e.to_string();
+            if !matches!(e, ConnError::Statement(_)) {
+                self.failure = Some(e);
+            }
+            DbError::Engine { stmt: stmt.into(), message }
+        })?;
+        self.changed += 1;
+        Ok(())
     }
 }
 

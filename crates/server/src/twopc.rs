@@ -308,7 +308,7 @@ impl TwoPcStorage {
         let locks = self.shared.engine() == Engine::Postgres;
         self.db.conn.batch(&self.shared.begin(None, true))?;
         let mut changes = Vec::new();
-        let (outcome, failure, _) = self.db.run_body_locking(txn, &request.params, xid.map(|_| &mut changes), locks);
+        let (outcome, failure, _) = self.db.run_body_locking(txn, &request.params, xid.map(|_| &mut changes), locks, false);
         if let Some(f) = failure {
             return Err(Failure::from(f));
         }

@@ -341,6 +341,47 @@ fn a_connection_the_server_drops_is_reopened_and_the_job_runs_once() {
     }
 }
 
+/// On PostgreSQL a write whose count the body does not use (`Db::write`) goes with the next
+/// statement or the COMMIT, so the body has gone on past it when it fails. The transaction must
+/// then run again with every write waited for, and end as it would have: the body meets the
+/// error at the write and aborts, nothing it wrote stays, and the storage serves on. Written
+/// for both of PostgreSQL's ways of running locals, and for MariaDB, which sends nothing ahead.
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn a_write_sent_ahead_that_fails_runs_again_and_the_body_meets_the_error_at_the_write() {
+    for (engine, side_by_side) in [(Engine::Postgres, false), (Engine::Postgres, true), (Engine::Mariadb, false)] {
+        let name = format!("{}{}", engine.name(), if side_by_side { ", side by side" } else { "" });
+        let dbs = Scratch::new(engine, "ahead", 1);
+        let mut a = dbs.shop(0);
+        if side_by_side {
+            a.set_writers_side_by_side(Arc::new(ensemble_server::WritersInFlight::default())).unwrap();
+        }
+        let mut admin_conn = ensemble_server::conn::Conn::open(engine, &admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap()).unwrap();
+        admin_conn.batch("ALTER TABLE carts ADD CONSTRAINT no_cart_13 CHECK (cart_id <> 13)").unwrap();
+        // create_cart reads the cart's status, then inserts it: the insert is its last statement,
+        // so on PostgreSQL it travels with the COMMIT.
+        let (o, _, p, retries) = local(&mut a, 1, "create_cart", vec![Value::Int(13)]);
+        match &o {
+            Outcome::Aborted { reason, .. } => assert!(reason.contains("insert_cart") && reason.contains("no_cart_13"), "{name}: {reason}"),
+            other => panic!("{name}: {other:?}"),
+        }
+        let sent_ahead = engine == Engine::Postgres;
+        assert_eq!(retries, u32::from(sent_ahead), "{name}: run again once with its writes waited for, where one was sent ahead");
+        if !side_by_side {
+            assert_eq!(p, Position::Local { instance: InstanceId(0), globals_seen: 0, local_writes: 0, wrote: false }, "{name}");
+        }
+        assert!(a.dump("carts").unwrap().iter().all(|r| r[0] != Value::Int(13)), "{name}: nothing of it stays");
+        // The next job is served, its write sent ahead again.
+        let (o, _, _, retries) = local(&mut a, 2, "create_cart", vec![Value::Int(14)]);
+        assert!(o.committed(), "{name}: {o:?}");
+        assert_eq!(retries, 0, "{name}");
+        assert_eq!(a.dump("carts").unwrap().iter().filter(|r| r[0] == Value::Int(14)).count(), 1, "{name}");
+        if !side_by_side {
+            assert_eq!(a.counters().unwrap(), (0, 1), "{name}: one writer counted");
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
 fn servers_that_cannot_serve_are_named_with_what_is_wrong() {

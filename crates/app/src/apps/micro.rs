@@ -22,12 +22,12 @@ pub const PARTS_PER_SCALE: i64 = 60;
 pub const KEYS: i64 = 16;
 
 fn local_op(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
-    db.execute("bump_local", &[p[0].clone(), p[1].clone()])?;
+    db.write("bump_local", &[p[0].clone(), p[1].clone()])?;
     Ok(db.query("read_local", &[p[0].clone(), p[1].clone()])?)
 }
 
 fn global_op(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
-    db.execute("bump_global", &[p[1].clone()])?;
+    db.write("bump_global", &[p[1].clone()])?;
     let mut rows = db.query("read_local", &[p[0].clone(), p[1].clone()])?;
     rows.extend(db.query("sum_global", &[])?);
     Ok(rows)

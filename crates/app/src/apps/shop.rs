@@ -30,7 +30,7 @@ fn create_cart(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
     if !db.query("cart_status", std::slice::from_ref(&p[0]))?.is_empty() {
         return Err(TxnError::Abort(format!("cart {} exists", int(&p[0]))));
     }
-    db.execute("insert_cart", std::slice::from_ref(&p[0]))?;
+    db.write("insert_cart", std::slice::from_ref(&p[0]))?;
     Ok(vec![])
 }
 
@@ -52,8 +52,8 @@ fn add_item(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
         return Err(TxnError::Abort(format!("item {} out of stock", int(&item))));
     }
     match already {
-        Some(q) => db.execute("update_line", &[Value::Int(q + qty), cart, item])?,
-        None => db.execute("insert_line", &[cart, item, Value::Int(qty)])?,
+        Some(q) => db.write("update_line", &[Value::Int(q + qty), cart, item])?,
+        None => db.write("insert_line", &[cart, item, Value::Int(qty)])?,
     };
     Ok(vec![vec![Value::Int(stock)]])
 }
@@ -78,10 +78,10 @@ fn order(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
         total += qty * price;
     }
     for l in &lines {
-        db.execute("take_stock", &[l[1].clone(), l[0].clone()])?;
+        db.write("take_stock", &[l[1].clone(), l[0].clone()])?;
     }
-    db.execute("insert_order", &[cart.clone(), Value::Int(total), Value::Int(lines.len() as i64)])?;
-    db.execute("close_cart", &[cart])?;
+    db.write("insert_order", &[cart.clone(), Value::Int(total), Value::Int(lines.len() as i64)])?;
+    db.write("close_cart", &[cart])?;
     Ok(vec![vec![Value::Int(total)]])
 }
 

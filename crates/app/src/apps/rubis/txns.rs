@@ -322,7 +322,7 @@ fn register_user(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
         return abort(format!("user {} exists", int(user)));
     }
     let args = [user, firstname, lastname, nickname, password, email, now, region].map(Value::clone);
-    db.execute("insert_user", &args)?;
+    db.write("insert_user", &args)?;
     Ok(vec![vec![user.clone()]])
 }
 
@@ -349,7 +349,7 @@ fn register_item(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
         return abort(format!("item {} exists", int(item)));
     }
     let args = [item, name, description, initial_price, quantity, reserve_price, buy_now, now, end_date, user, category].map(Value::clone);
-    db.execute("insert_item", &args)?;
+    db.write("insert_item", &args)?;
     Ok(vec![vec![item.clone()]])
 }
 
@@ -378,8 +378,8 @@ fn store_bid(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
     if int(max_bid) < int(bid) {
         return abort(format!("maximum bid {} is below the bid {}", int(max_bid), int(bid)));
     }
-    db.execute("insert_bid", &[bid_id, user, item, qty, bid, max_bid, now].map(Value::clone))?;
-    db.execute("update_item", &[bid.clone(), item.clone()])?;
+    db.write("insert_bid", &[bid_id, user, item, qty, bid, max_bid, now].map(Value::clone))?;
+    db.write("update_item", &[bid.clone(), item.clone()])?;
     Ok(vec![vec![bid_id.clone(), Value::Int(nb_of_bids + 1), bid.clone()]])
 }
 
@@ -405,11 +405,11 @@ fn store_buy_now(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
     }
     let left = quantity - int(qty);
     if left == 0 {
-        db.execute("close_item", &[now.clone(), item.clone()])?;
+        db.write("close_item", &[now.clone(), item.clone()])?;
     } else {
-        db.execute("take_quantity", &[qty.clone(), item.clone()])?;
+        db.write("take_quantity", &[qty.clone(), item.clone()])?;
     }
-    db.execute("insert_buy_now", &[buy_now_id, user, item, qty, now].map(Value::clone))?;
+    db.write("insert_buy_now", &[buy_now_id, user, item, qty, now].map(Value::clone))?;
     Ok(vec![vec![buy_now_id.clone(), Value::Int(left)]])
 }
 
@@ -430,8 +430,8 @@ fn store_comment(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
     if db.query("item_name", one(item))?.is_empty() && db.query("old_item_name", one(item))?.is_empty() {
         return abort(format!("no item {}", int(item)));
     }
-    db.execute("insert_comment", &[comment_id, from, to, item, rating, now, comment].map(Value::clone))?;
-    db.execute("update_rating", &[rating.clone(), to.clone()])?;
+    db.write("insert_comment", &[comment_id, from, to, item, rating, now, comment].map(Value::clone))?;
+    db.write("update_rating", &[rating.clone(), to.clone()])?;
     Ok(vec![vec![comment_id.clone(), Value::Int(old + int(rating))]])
 }
 

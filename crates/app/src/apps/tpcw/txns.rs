@@ -129,7 +129,7 @@ fn create_empty_cart(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
     if !db.query("cart_exists", &[int(sc_id)])?.is_empty() {
         return Err(TxnError::Abort(format!("shopping cart {sc_id} exists")));
     }
-    db.execute("insert_cart", &[int(sc_id), int(now)])?;
+    db.write("insert_cart", &[int(sc_id), int(now)])?;
     Ok(vec![vec![int(sc_id)]])
 }
 
@@ -149,7 +149,7 @@ fn parse_qty_updates(s: &str) -> Result<Vec<(i64, i64)>, TxnError> {
 /// One more of `i_id` in the cart; a new line copies the item's price, title and backing.
 fn add_item(db: &mut dyn Db, sc_id: i64, i_id: i64) -> Result<(), TxnError> {
     if let Some(r) = first_row(db.query("line_qty", &[int(sc_id), int(i_id)])?) {
-        db.execute("set_line_qty", &[int(col_int(&r, 0)? + 1), int(sc_id), int(i_id)])?;
+        db.write("set_line_qty", &[int(col_int(&r, 0)? + 1), int(sc_id), int(i_id)])?;
         return Ok(());
     }
     let Some(item) = first_row(db.query("item_for_cart", &[int(i_id)])?) else {
@@ -157,7 +157,7 @@ fn add_item(db: &mut dyn Db, sc_id: i64, i_id: i64) -> Result<(), TxnError> {
     };
     let mut args = vec![int(sc_id), int(i_id), int(1)];
     args.extend(item);
-    db.execute("insert_line", &args)?;
+    db.write("insert_line", &args)?;
     Ok(())
 }
 
@@ -174,16 +174,16 @@ fn do_cart(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
     }
     for (i_id, qty) in updates {
         if qty > 0 {
-            db.execute("set_line_qty", &[int(qty), int(sc_id), int(i_id)])?;
+            db.write("set_line_qty", &[int(qty), int(sc_id), int(i_id)])?;
         } else {
-            db.execute("delete_line", &[int(sc_id), int(i_id)])?;
+            db.write("delete_line", &[int(sc_id), int(i_id)])?;
         }
     }
     let lines = first_row(db.query("count_lines", &[int(sc_id)])?).map(|r| col_int(&r, 0)).transpose()?.unwrap_or(0);
     if lines == 0 {
         add_item(db, sc_id, random_item)?;
     }
-    db.execute("touch_cart", &[int(now), int(sc_id)])?;
+    db.write("touch_cart", &[int(now), int(sc_id)])?;
     Ok(db.query("cart_lines", &[int(sc_id)])?)
 }
 
@@ -217,7 +217,7 @@ fn enter_address(db: &mut dyn Db, addr_id: i64, p: &[Value], first: usize) -> Re
         args.push(text(p_text(p, i)?));
     }
     args.push(int(co_id));
-    db.execute("insert_address", &args)?;
+    db.write("insert_address", &args)?;
     Ok(co_id)
 }
 
@@ -238,7 +238,7 @@ fn create_new_customer(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
     if !(0..=100).contains(&discount) {
         return Err(TxnError::Abort(format!("discount {discount}% out of range")));
     }
-    db.execute(
+    db.write(
         "insert_customer",
         &[
             int(c_id),
@@ -330,7 +330,7 @@ fn buy_confirm(db: &mut dyn Db, p: &[Value], new_address: bool) -> Result<Rows, 
     };
     let priced: Vec<(i64, i64)> = lines.iter().map(|(_, qty, cost, _)| (*cost, *qty)).collect();
     let (sub_total, tax, total) = order_totals(&priced, discount);
-    db.execute(
+    db.write(
         "insert_order",
         &[
             int(o_id),
@@ -346,10 +346,10 @@ fn buy_confirm(db: &mut dyn Db, p: &[Value], new_address: bool) -> Result<Rows, 
         ],
     )?;
     for (n, (i_id, qty, _, stock)) in lines.iter().enumerate() {
-        db.execute("insert_order_line", &[int(n as i64 + 1), int(o_id), int(*i_id), int(*qty), int(discount), text(comments)])?;
-        db.execute("set_stock", &[int(stock_after(*stock, *qty)), int(*i_id)])?;
+        db.write("insert_order_line", &[int(n as i64 + 1), int(o_id), int(*i_id), int(*qty), int(discount), text(comments)])?;
+        db.write("set_stock", &[int(stock_after(*stock, *qty)), int(*i_id)])?;
     }
-    db.execute(
+    db.write(
         "insert_cc_xact",
         &[
             int(o_id),
@@ -363,7 +363,7 @@ fn buy_confirm(db: &mut dyn Db, p: &[Value], new_address: bool) -> Result<Rows, 
             int(ship_co),
         ],
     )?;
-    db.execute("clear_cart", &[int(sc_id)])?;
+    db.write("clear_cart", &[int(sc_id)])?;
     Ok(vec![vec![int(o_id), int(sub_total), int(tax), int(total)]])
 }
 
@@ -404,7 +404,7 @@ fn admin_update(db: &mut dyn Db, p: &[Value]) -> Result<Rows, TxnError> {
     let mut args = vec![param(p, 1)?.clone(), param(p, 2)?.clone(), param(p, 3)?.clone(), param(p, 4)?.clone()];
     args.extend(related.iter().map(|r| int(*r)));
     args.push(int(i_id));
-    db.execute("update_item", &args)?;
+    db.write("update_item", &args)?;
     Ok(vec![related.into_iter().map(int).collect()])
 }
 
