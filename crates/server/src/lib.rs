@@ -24,7 +24,11 @@
 //!   counter statements are prepared once per session. On PostgreSQL the start is also pipelined
 //!   with the body's first statement (`Conn::start`), so a transaction takes one round trip fewer
 //!   than the BEGIN, statements and COMMIT an application sends through the client library's
-//!   transaction API. A start that fails is the transaction's failure, not the body's.
+//!   transaction API. A start that fails is the transaction's failure, not the body's. And a
+//!   write whose count the body does not use (`Db::write`) goes with the statement after it or
+//!   with COMMIT (`Conn::send_ahead`), a round trip fewer per such write; should one fail as a
+//!   statement, the transaction runs again with every write waited for, so that the body meets
+//!   the error where it made the write.
 //! * **State updates** are captured through the client interface alone (`dialect`): `RETURNING *`
 //!   on PostgreSQL's INSERT, UPDATE and DELETE and on MariaDB's INSERT and DELETE; a MariaDB UPDATE
 //!   by selecting the keys it will match first and reading those rows back after. Each change is

@@ -68,9 +68,11 @@ pub enum DirectTxn {
     /// (`postgres`' `Client::transaction`, `mysql`'s `start_transaction`), then the statements
     /// and COMMIT, under the server's SERIALIZABLE.
     Application,
-    /// The same with BEGIN sent with the first statement, as Ensemble's own transactions start
-    /// on PostgreSQL.
-    PipelinedBegin,
+    /// The same with BEGIN sent with the first statement and each write whose count the body
+    /// does not use sent with the statement after it or the COMMIT ([`Db::write`]), as
+    /// Ensemble's own transactions run on PostgreSQL: what an application could save with a
+    /// client that pipelines.
+    Pipelined,
     /// On PostgreSQL, writers under strict two-phase locking that take the writer lock and the
     /// counters last, just before COMMIT, without a node; a reader runs as a node runs it. The
     /// writer runs under READ COMMITTED with every read holding its lock to commit as the 2PC
@@ -396,9 +398,11 @@ impl ServerStorage {
                     self.conn.batch(&begin)?;
                 }
                 let locks = how == DirectTxn::StrictLockLast;
-                // The application's own path, or a bound priced beside the node: each write waits
-                // for its answer, as through the client library's API.
-                let (outcome, failure, changed) = self.run_body_locking(txn, &request.params, None, locks, false);
+                // As through the client library's transaction API each write waits for its
+                // answer, and so it does in the bounds priced beside the node; the pipelined
+                // application sends ahead what Ensemble's transactions send ahead.
+                let ahead = how == DirectTxn::Pipelined;
+                let (outcome, failure, changed) = self.run_body_locking(txn, &request.params, None, locks, ahead);
                 if let Some(f) = failure {
                     return Err(f);
                 }
