@@ -374,6 +374,9 @@ impl ServerStorage {
             }
         }
         let mut retries = 0;
+        // A write sent ahead that failed as a statement: run again waiting for every write, as
+        // a node's storage does (`retrying`).
+        let mut writes_waited = false;
         loop {
             let begin = match (self.sql.engine, how) {
                 // Each statement's snapshot is taken after the locks it waited for, so a read
@@ -401,7 +404,7 @@ impl ServerStorage {
                 // As through the client library's transaction API each write waits for its
                 // answer, and so it does in the bounds priced beside the node; the pipelined
                 // application sends ahead what Ensemble's transactions send ahead.
-                let ahead = how == DirectTxn::Pipelined;
+                let ahead = how == DirectTxn::Pipelined && !writes_waited;
                 let (outcome, failure, changed) = self.run_body_locking(txn, &request.params, None, locks, ahead);
                 if let Some(f) = failure {
                     return Err(f);
@@ -434,6 +437,10 @@ impl ServerStorage {
                         }
                         ConnError::Lost(_) => {
                             self.reconnect().map_err(|e| storage_err(e.to_string()))?;
+                            retries += 1;
+                        }
+                        ConnError::SentAhead(_) if !writes_waited => {
+                            writes_waited = true;
                             retries += 1;
                         }
                         e => return Err(storage_err(e.to_string())),

@@ -378,6 +378,10 @@ fn a_write_sent_ahead_that_fails_runs_again_and_the_body_meets_the_error_at_the_
         assert_eq!(a.dump("carts").unwrap().iter().filter(|r| r[0] == Value::Int(14)).count(), 1, "{name}");
         if !side_by_side {
             assert_eq!(a.counters().unwrap(), (0, 1), "{name}: one writer counted");
+            // The overhead figure's pipelined application does the same without a node.
+            let (o, retries) = a.execute_direct(&request(3, "create_cart", vec![Value::Int(13)]), ensemble_server::DirectTxn::Pipelined).unwrap();
+            assert!(matches!(&o, Outcome::Aborted { reason, .. } if reason.contains("insert_cart")), "{name}: {o:?}");
+            assert_eq!(retries, u32::from(sent_ahead), "{name}: the pipelined application");
         }
     }
 }
