@@ -242,6 +242,16 @@ impl Conn {
         Ok(())
     }
 
+    /// Sends what is held back now, in a round trip of its own, if it holds a write sent ahead;
+    /// returns the first failure, as the request it would have gone with would have.
+    pub fn send_writes_now(&mut self) -> Result<(), ConnError> {
+        if !self.unsent.iter().any(|u| matches!(u, Unsent::Write { .. })) {
+            return Ok(());
+        }
+        let Session::Postgres { client, .. } = &self.session else { unreachable!("only PostgreSQL holds writes back") };
+        after_unsent(client, std::mem::take(&mut self.unsent), &mut self.started, |_| async { Ok(()) })
+    }
+
     /// Runs statements without parameters or results (transaction control, DDL).
     pub fn batch(&mut self, sql: &str) -> Result<(), ConnError> {
         self.commit_open_reader()?;

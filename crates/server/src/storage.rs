@@ -481,6 +481,16 @@ impl ServerStorage {
             return (Outcome::body_abort(failure.to_string()), Some(failure), 0);
         }
         let result = (txn.body)(&mut db, params);
+        if result.is_err() && db.failure.is_none() {
+            // A body that gave up after sending writes ahead: their answers must be in before
+            // anything undoes it. A rollback to a savepoint would clear a failed write's error
+            // from the transaction, and a serial lane's group sends that rollback in the batch
+            // that commits the writers before it, so a failure met only there would run again
+            // writers that had committed. Met here, it runs the transaction again as any other.
+            if let Err(e) = db.conn.send_writes_now() {
+                db.failure = Some(e);
+            }
+        }
         let (failure, changed) = (db.failure.take(), db.changed);
         (outcome_of(result), failure, changed)
     }

@@ -386,6 +386,58 @@ fn a_write_sent_ahead_that_fails_runs_again_and_the_body_meets_the_error_at_the_
     }
 }
 
+/// An application whose second type writes and then gives up, for what a serial lane's group
+/// does with writes sent ahead by a body that aborts.
+fn notes() -> Arc<ensemble_app::Application> {
+    use ensemble_app::{Application, Dataset, Db, Param, ParamType, Statement, TxnError, TxnType};
+    fn note(db: &mut dyn Db, p: &[Value]) -> Result<ensemble_core::Rows, TxnError> {
+        db.write("insert_note", p)?;
+        Ok(Vec::new())
+    }
+    fn note_then_give_up(db: &mut dyn Db, p: &[Value]) -> Result<ensemble_core::Rows, TxnError> {
+        db.write("insert_note", p)?;
+        Err(TxnError::Abort("gave up after writing".into()))
+    }
+    let insert = Statement { name: "insert_note", sql: "INSERT INTO notes (id) VALUES (:id)" };
+    let txn = |name, body| TxnType { name, params: vec![Param { name: "id", ty: ParamType::Int }], statements: vec![insert.clone()], body };
+    let txns = vec![txn("note", note as ensemble_app::Body), txn("note_then_give_up", note_then_give_up)];
+    Application::new("notes", &["CREATE TABLE notes (id INTEGER PRIMARY KEY)"], txns, |_| Dataset { tables: Vec::new() }).unwrap()
+}
+
+/// The last writer of a serial lane's group gives up after a write sent ahead that fails. Its
+/// rollback to its savepoint goes in the batch that commits the group, and would clear the
+/// failure from the transaction, committing the writers before it while the storage, told of
+/// the failure, ran them again. The write's answer must come before that: each writer commits
+/// once, and the one that gave up meets the error at its write, as it would one by one.
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn a_group_whose_last_writer_gives_up_after_a_failed_write_commits_the_others_once() {
+    for engine in ENGINES {
+        let dbs = Scratch::new(engine, "giveup", 1);
+        let app = notes();
+        let sql = Arc::new(translate(&app, engine).unwrap());
+        let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
+        let mut a = ServerStorage::open(&url, app, sql, InstanceId(0)).unwrap();
+        a.create_schema().unwrap();
+        let mut admin_conn = ensemble_server::conn::Conn::open(engine, &url).unwrap();
+        admin_conn.batch("ALTER TABLE notes ADD CONSTRAINT no_note_13 CHECK (id <> 13)").unwrap();
+        let job = |seq, txn: &str, id| StorageJob::Execute { request: request(seq, txn, vec![Value::Int(id)]), role: ExecRole::Local };
+        let results = a.run_batch(&[job(1, "note", 1), job(2, "note", 2), job(3, "note_then_give_up", 13)]);
+        for (i, r) in results[..2].iter().enumerate() {
+            assert!(matches!(r, StorageResult::Executed { outcome, .. } if outcome.committed()), "{}: writer {i}: {r:?}", engine.name());
+        }
+        match &results[2] {
+            StorageResult::Executed { outcome: Outcome::Aborted { reason, .. }, .. } => {
+                assert!(reason.contains("insert_note") && reason.contains("no_note_13"), "{}: {reason}", engine.name())
+            }
+            other => panic!("{}: {other:?}", engine.name()),
+        }
+        let ids: Vec<Value> = a.dump("notes").unwrap().into_iter().map(|r| r[0].clone()).collect();
+        assert_eq!(ids, vec![Value::Int(1), Value::Int(2)], "{}: each committed once", engine.name());
+        assert_eq!(a.counters().unwrap(), (0, 2), "{}", engine.name());
+    }
+}
+
 #[test]
 #[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
 fn servers_that_cannot_serve_are_named_with_what_is_wrong() {
