@@ -56,8 +56,8 @@ enum Txns {
     /// The application's, with BEGIN sent in the first statement's round trip and each write
     /// whose count the body does not use sent with the statement after it, as Ensemble's storage
     /// runs its transactions on PostgreSQL: the round-trip savings an application could make
-    /// too (the other, a reader's COMMIT deferred, is not safe under the SERIALIZABLE the
-    /// application runs), so that the difference from the run through the node is the
+    /// too (the one it could not, a reader's COMMIT deferred, is not safe under the SERIALIZABLE
+    /// the application runs), so that the difference from the run through the node is the
     /// middleware's own cost.
     ApplicationPipelined,
     /// Ensemble's storage job for a local operation (the counters read and bumped around the
