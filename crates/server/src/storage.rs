@@ -1142,17 +1142,27 @@ impl ServerDb<'_> {
 
     /// Runs `sql`, remembering a failure that forces the transaction to run again.
     fn run(&mut self, stmt: &str, sql: &str, binds: &[usize], args: &[Value]) -> Result<(Rows, u64), DbError> {
-        if let Some(f) = &self.failure {
-            return Err(DbError::Engine { stmt: stmt.into(), message: f.to_string() });
-        }
+        self.not_failed(stmt)?;
         let bound: Vec<&Value> = binds.iter().map(|i| &args[*i]).collect();
-        self.conn.run(sql, &bound).map_err(|e| {
-            let message = e.to_string();
-            if !matches!(e, ConnError::Statement(_)) {
-                self.failure = Some(e);
-            }
-            DbError::Engine { stmt: stmt.into(), message }
-        })
+        self.conn.run(sql, &bound).map_err(|e| self.error(stmt, e))
+    }
+
+    /// Once the transaction must run again, every statement the body still makes fails.
+    fn not_failed(&self, stmt: &str) -> Result<(), DbError> {
+        match &self.failure {
+            Some(f) => Err(DbError::Engine { stmt: stmt.into(), message: f.to_string() }),
+            None => Ok(()),
+        }
+    }
+
+    /// The error the body sees of `e`; anything but a statement's own error is also kept as
+    /// the failure that runs the transaction again.
+    fn error(&mut self, stmt: &str, e: ConnError) -> DbError {
+        let message = e.to_string();
+        if !matches!(e, ConnError::Statement(_)) {
+            self.failure = Some(e);
+        }
+        DbError::Engine { stmt: stmt.into(), message }
     }
 
     fn image(&self, table: &str, row: Vec<Value>, kind: ChangeSort) -> Result<RowChange, DbError> {
@@ -1257,18 +1267,10 @@ impl Db for ServerDb<'_> {
             return self.execute(stmt, args).map(|_| ());
         }
         let s = self.statement(stmt, args)?;
-        if let Some(f) = &self.failure {
-            return Err(DbError::Engine { stmt: stmt.into(), message: f.to_string() });
-        }
         let bound: Vec<Value> = s.binds.iter().map(|i| args[*i].clone()).collect();
         let sql = s.sql.clone();
-        self.conn.send_ahead(stmt, &sql, bound).map_err(|e| {
-            let message = e.to_string();
-            if !matches!(e, ConnError::Statement(_)) {
-                self.failure = Some(e);
-            }
-            DbError::Engine { stmt: stmt.into(), message }
-        })?;
+        self.not_failed(stmt)?;
+        self.conn.send_ahead(stmt, &sql, bound).map_err(|e| self.error(stmt, e))?;
         self.changed += 1;
         Ok(())
     }
