@@ -31,6 +31,12 @@ const IMMEDIATE_RETRIES: u32 = 3;
 /// with 4 threads once gave up after 100 immediate retries); at most 6.4 ms.
 const RETRY_BACKOFF_US: u64 = 100;
 
+/// How often the storage asks whether a transaction whose COMMIT lost its connection
+/// committed while the server says it is still in progress, pausing up to 1 ms, doubled up to
+/// 64 ms, in between (about a second in all); the old session is ended after the first answer,
+/// which decides the transaction within milliseconds.
+const LOST_COMMIT_POLLS: u32 = 30;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error(transparent)]
@@ -59,6 +65,17 @@ pub struct ServerStorage {
     /// The job running now met a write sent ahead that failed ([`ConnError::SentAhead`]): its
     /// attempts from then on wait for every write's answer.
     writes_waited: bool,
+    /// PostgreSQL: the writing transaction open, as its start named it
+    /// ([`Bookkeeping::ReadCountersAndId`]), so that a COMMIT whose answer the connection lost
+    /// can be asked about ([`Self::commit`]).
+    open_writer: Option<OpenWriter>,
+}
+
+/// A writing transaction's id and its session's backend, read in its start.
+#[derive(Clone, Copy, Debug)]
+struct OpenWriter {
+    xid: i64,
+    backend: i64,
 }
 
 /// How [`ServerStorage::execute_direct`] runs a transaction.
@@ -95,6 +112,10 @@ pub enum DirectTxn {
 #[derive(Clone, Copy)]
 enum Bookkeeping {
     ReadCounters,
+    /// The counters, the transaction's id (assigned here) and the session's backend: how a
+    /// writer that takes the writer lock first starts on PostgreSQL, so that the outcome of a
+    /// COMMIT whose answer is lost can be asked of the server ([`ServerStorage::commit`]).
+    ReadCountersAndId,
     BumpGlobals,
     BumpLocalWrites,
     /// The epoch (globals seen), the transaction's id and its snapshot: what a writer side by
@@ -103,11 +124,12 @@ enum Bookkeeping {
 }
 
 impl Bookkeeping {
-    const ALL: [Bookkeeping; 4] = [Bookkeeping::ReadCounters, Bookkeeping::BumpGlobals, Bookkeeping::BumpLocalWrites, Bookkeeping::ReadEpochAndSnapshot];
+    const ALL: [Bookkeeping; 5] = [Bookkeeping::ReadCounters, Bookkeeping::ReadCountersAndId, Bookkeeping::BumpGlobals, Bookkeeping::BumpLocalWrites, Bookkeeping::ReadEpochAndSnapshot];
 
     fn name(self) -> &'static str {
         match self {
             Bookkeeping::ReadCounters => "ensemble_read_counters",
+            Bookkeeping::ReadCountersAndId => "ensemble_read_counters_and_id",
             Bookkeeping::BumpGlobals => "ensemble_bump_globals",
             Bookkeeping::BumpLocalWrites => "ensemble_bump_local_writes",
             Bookkeeping::ReadEpochAndSnapshot => "ensemble_read_epoch_and_snapshot",
@@ -117,6 +139,13 @@ impl Bookkeeping {
     fn sql(self) -> String {
         match self {
             Bookkeeping::ReadCounters => format!("SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0"),
+            // A writer that changes a row has an id by its COMMIT anyway (it bumps a counter);
+            // taking it at the start makes it known before COMMIT is sent. One whose body
+            // changed nothing now has one too, and its COMMIT writes a commit record. PostgreSQL
+            // only.
+            Bookkeeping::ReadCountersAndId => {
+                format!("SELECT globals, local_writes, pg_current_xact_id()::text, pg_backend_pid() FROM {META_TABLE} WHERE id = 0")
+            }
             Bookkeeping::BumpGlobals => format!("UPDATE {META_TABLE} SET globals = globals + 1 WHERE id = 0"),
             Bookkeeping::BumpLocalWrites => format!("UPDATE {META_TABLE} SET local_writes = local_writes + 1 WHERE id = 0"),
             // `_if_assigned`: a reader, or a writer that wrote nothing, has no id and should not
@@ -144,7 +173,7 @@ enum Kind {
 impl ServerStorage {
     pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
-        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false, side_by_side: None, writes_waited: false };
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false, side_by_side: None, writes_waited: false, open_writer: None };
         s.configure()?;
         Ok(s)
     }
@@ -294,7 +323,11 @@ impl ServerStorage {
         // not exist before `create_schema`. A round trip of its own, once: in the start's batch
         // it would precede BEGIN in one implicit transaction, which PostgreSQL refuses.
         self.prepare_bookkeeping()?;
-        let read = self.bookkeeping(Bookkeeping::ReadCounters);
+        self.open_writer = None;
+        let read = match (self.sql.engine, kind) {
+            (Engine::Postgres, Kind::Writer) => self.bookkeeping(Bookkeeping::ReadCountersAndId),
+            _ => self.bookkeeping(Bookkeeping::ReadCounters),
+        };
         self.conn.start(&format!("{start}; {read}{lock}{save}"))
     }
 
@@ -331,7 +364,58 @@ impl ServerStorage {
     /// `(globals seen, local writing transactions committed)` as the transaction [`Self::begin`]
     /// started read them.
     fn counters_read(&mut self) -> Result<(u64, u64), ConnError> {
-        counters_of(&self.conn.started()?)
+        let rows = self.conn.started()?;
+        self.open_writer = open_writer_of(&rows);
+        counters_of(&rows)
+    }
+
+    /// Sends `batch`, which ends the transaction open with COMMIT. If the connection is lost
+    /// while it is in flight, the server may or may not have committed, and running the
+    /// transaction again could apply it twice. PostgreSQL can say which it was: a writer that
+    /// took the writer lock first learnt its transaction's id in its start
+    /// ([`Bookkeeping::ReadCountersAndId`]), and `pg_xact_status` on a new session tells
+    /// whether that transaction committed ([`Self::outcome_of_lost_commit`]). Otherwise
+    /// (MariaDB, which has no such question; a transaction that did not start that way) the
+    /// outcome is unknown and the job fails loudly ([`Attempt::Unknown`]).
+    fn commit(&mut self, batch: &str) -> Result<(), Attempt> {
+        let open = self.open_writer.take();
+        match self.conn.batch(batch) {
+            Err(ConnError::Lost(why)) => match open {
+                Some(writer) => self.outcome_of_lost_commit(writer, why),
+                None => Err(Attempt::Unknown(why)),
+            },
+            r => r.map_err(Attempt::Again),
+        }
+    }
+
+    /// Asks the server, on a new session, what became of `writer`, whose COMMIT was in flight
+    /// when the connection was lost: `Ok` if it committed, a lost connection to run it again
+    /// if it was rolled back. While the old session has not ended (a server that has not yet
+    /// noticed the connection is gone keeps its transaction open) the answer is "in
+    /// progress": the old session is ended, which decides it (a COMMIT that has begun writing
+    /// its record finishes first), and the question asked again.
+    fn outcome_of_lost_commit(&mut self, writer: OpenWriter, why: String) -> Result<(), Attempt> {
+        let OpenWriter { xid, backend } = writer;
+        let unknown = |detail: String| Attempt::Unknown(format!("{why}; asking the server whether transaction {xid} committed: {detail}"));
+        self.reconnect().map_err(|e| unknown(e.to_string()))?;
+        let ask = format!("SELECT pg_xact_status('{xid}'::xid8)");
+        for polls in 0..LOST_COMMIT_POLLS {
+            let rows = self.conn.batch_rows(&ask).map_err(|e| unknown(e.to_string()))?;
+            match rows.first().and_then(|r| r.first()) {
+                Some(Value::Text(s)) if s == "committed" => return Ok(()),
+                Some(Value::Text(s)) if s == "aborted" => {
+                    return Err(Attempt::Again(ConnError::Lost(format!("{why}; the server rolled transaction {xid} back"))))
+                }
+                Some(Value::Text(s)) if s == "in progress" => {
+                    if polls == 0 {
+                        self.conn.batch(&format!("SELECT pg_terminate_backend({backend}) WHERE {backend} <> pg_backend_pid()")).map_err(|e| unknown(e.to_string()))?;
+                    }
+                    backoff(polls, 1_000);
+                }
+                other => return Err(unknown(format!("the server answered {other:?}"))),
+            }
+        }
+        Err(unknown(format!("still in progress after {LOST_COMMIT_POLLS} questions")))
     }
 
     /// Runs a transaction straight on the database, without a node, as `how` says: as the
@@ -536,16 +620,14 @@ impl ServerStorage {
             if !outcome.committed() {
                 changes.clear();
             }
-            self.conn
-                .batch(&format!("{undo}RELEASE SAVEPOINT body; {}; COMMIT", self.bookkeeping(Bookkeeping::BumpGlobals)))
-                .map_err(Attempt::committing)?;
+            self.commit(&format!("{undo}RELEASE SAVEPOINT body; {}; COMMIT", self.bookkeeping(Bookkeeping::BumpGlobals)))?;
             let update = StateUpdate { changes, writer: None };
             return Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 });
         }
         let wrote = outcome.committed() && changed > 0;
         let local_writes = if wrote {
             let bump = self.bookkeeping(Bookkeeping::BumpLocalWrites);
-            self.conn.batch(&format!("{bump}; COMMIT")).map_err(Attempt::committing)?;
+            self.commit(&format!("{bump}; COMMIT"))?;
             local_writes + 1
         } else if kind == Kind::Reader {
             // A snapshot that wrote nothing: its COMMIT cannot fail and decides nothing, so it
@@ -555,7 +637,7 @@ impl ServerStorage {
             local_writes
         } else {
             // Nothing to keep: a writer whose body wrote nothing, or one that aborted.
-            self.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" }).map_err(Attempt::committing)?;
+            self.commit(if outcome.committed() { "COMMIT" } else { "ROLLBACK" })?;
             local_writes
         };
         let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
@@ -689,6 +771,7 @@ impl ServerStorage {
                     Some(c) => Ok(c),
                     None => {
                         let c = counters_of(&started).map_err(before)?;
+                        s.open_writer = open_writer_of(&started);
                         *counters = Some(c);
                         Ok(c)
                     }
@@ -737,7 +820,7 @@ impl ServerStorage {
                 }
             }
         }
-        self.conn.batch(&format!("{close}; COMMIT")).map_err(Attempt::committing)?;
+        self.commit(&format!("{close}; COMMIT"))?;
         Ok(results)
     }
 
@@ -780,14 +863,15 @@ impl ServerStorage {
         let last = self.apply_updates(globals, first_seq, updates)?;
         // The counter with the COMMIT, one round trip, as a group's Apply and a writer that takes
         // the lock last end.
-        self.conn.batch(&format!("UPDATE {META_TABLE} SET globals = {last} WHERE id = 0; COMMIT")).map_err(Attempt::committing)?;
+        self.commit(&format!("UPDATE {META_TABLE} SET globals = {last} WHERE id = 0; COMMIT"))?;
         Ok(last)
     }
 
     /// Runs `attempt` until it succeeds: a victim of a serialization failure or deadlock runs
     /// again, a connection lost before COMMIT is reopened and the transaction runs again (the
-    /// server rolled it back), a connection lost during COMMIT fails loudly, since the outcome
-    /// is unknown and running it again could apply it twice.
+    /// server rolled it back), a connection lost during COMMIT is asked about where the server
+    /// can say ([`Self::commit`]) and otherwise fails loudly, since the outcome is unknown and
+    /// running it again could apply it twice.
     fn retrying<T>(&mut self, what: &str, mut attempt: impl FnMut(&mut Self) -> Result<T, Attempt>) -> Result<(T, u32), String> {
         self.writes_waited = false;
         let mut retries = 0;
@@ -918,6 +1002,18 @@ fn epoch_and_snapshot(rows: &Rows) -> Result<(u64, SnapshotStamp), String> {
         other => return Err(format!("snapshot {other:?}")),
     };
     Ok((globals, snapshot))
+}
+
+/// The transaction's id and backend that [`Bookkeeping::ReadCountersAndId`] read beside the
+/// counters, if the start read them.
+fn open_writer_of(rows: &Rows) -> Option<OpenWriter> {
+    match rows.as_slice() {
+        [r] if r.len() == 4 => match (&r[2], &r[3]) {
+            (Value::Int(xid), Value::Int(backend)) => Some(OpenWriter { xid: *xid, backend: *backend }),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 fn counters_of(rows: &Rows) -> Result<(u64, u64), ConnError> {
@@ -1057,8 +1153,8 @@ impl Storage for ServerStorage {
     /// share its COMMIT. If the group meets anything but its members' own aborts (a lost
     /// connection, a victim's error, a state update that does not fit), the server rolled it
     /// all back, and its jobs run again one by one, each with a single job's retries and
-    /// errors; a group whose COMMIT was cut off fails every member loudly, as a single job
-    /// would.
+    /// errors; a group whose COMMIT was cut off is asked about as a single job is
+    /// ([`Self::commit`]), and where the server cannot say, fails every member loudly.
     fn run_batch(&mut self, jobs: &[StorageJob]) -> Vec<StorageResult> {
         let _writing = self.writing(jobs);
         if jobs.len() < 2 || !jobs.iter().all(|j| self.groupable(j)) {
