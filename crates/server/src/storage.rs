@@ -276,7 +276,7 @@ impl ServerStorage {
 
     /// `(globals seen, local writing transactions committed)`.
     pub fn counters(&mut self) -> Result<(u64, u64), ServerError> {
-        let (rows, _) = self.conn.run(&format!("SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0"), &[])?;
+        let rows = self.read_outside_transactions(&format!("SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0"))?;
         Ok(counters_of(&rows)?)
     }
 
@@ -284,8 +284,25 @@ impl ServerStorage {
     pub fn dump(&mut self, table: &str) -> Result<Rows, ServerError> {
         let t = self.app.table(table).ok_or_else(|| ServerError::Invalid(format!("unknown table `{table}`")))?;
         let engine = self.sql.engine;
-        let (rows, _) = self.conn.run(&format!("SELECT * FROM {} ORDER BY {}", ident(engine, &t.name), idents(engine, &t.primary_key)), &[])?;
-        Ok(rows)
+        self.read_outside_transactions(&format!("SELECT * FROM {} ORDER BY {}", ident(engine, &t.name), idents(engine, &t.primary_key)))
+    }
+
+    /// Runs `query`, one statement that only reads, in a transaction of its own; if the
+    /// connection is lost (a server that ended the session: the check reads every instance
+    /// after a run, whatever happened to its sessions during it), reopens it and reads again, up
+    /// to three times, since reading again changes nothing.
+    fn read_outside_transactions(&mut self, query: &str) -> Result<Rows, ServerError> {
+        let mut lost = 0;
+        loop {
+            match self.conn.run(query, &[]) {
+                Ok((rows, _)) => return Ok(rows),
+                Err(ConnError::Lost(_)) if lost < 3 => {
+                    lost += 1;
+                    self.reconnect()?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Starts a transaction of `kind` that reads the counters inside it; [`Self::counters_read`]
