@@ -4,9 +4,9 @@
 #  2. every SQL application under every Conveyor Belt system on each server, simulated and as
 #     real processes, and under the two-phase-commit baseline (real processes), each
 #     run checked serializable by replay (`ensemble bench` exits non-zero on a failed check);
-#     On PostgreSQL also with locals side by side under SSI (--writers-side-by-side), and once
-#     with the server ending the node's sessions every half second (nothing lost, applied
-#     twice or refused);
+#     On PostgreSQL also with locals side by side under SSI (--writers-side-by-side); and on
+#     each server once with the server ending the node's sessions every half second (nothing
+#     lost, applied twice or refused);
 #  3. a server that cannot serve is refused before any run starts, with a message naming it
 #     (one that is not there; SQLite and, on a second PostgreSQL cluster on port 5433 that
 #     scripts/postgres-without-prepared-transactions.sh makes, a server without prepared
@@ -51,30 +51,44 @@ fi
 grep -q "is for real runs of the Conveyor Belt on PostgreSQL" <<<"$msg" || { echo "server-suites: unexpected message: $msg" >&2; exit 1; }
 
 # A server that ends the node's sessions mid-run, as a restart or an administrator would: every
-# half second while the run lasts, each session on the run's databases is ended. The storages
-# reopen their connections and run again what was cut off; a COMMIT whose answer was lost is
-# asked about (pg_xact_status), so the run must pass its check, nothing lost or applied twice,
-# with transactions run again (ARCHITECTURE.md, "Victims"). MariaDB cannot be asked, and there
-# a lost COMMIT fails loudly instead (the server tests cover it), so it is not run this way.
-echo "server-suites: shop on postgres, real processes, the server ending the node's sessions every 0.5 s" >&2
-log="$out/ended.log"
-"$bin" bench shop --backend postgres --system ensemble --real --topology lan --clients 20 \
-  --warmup 1 --measure 8 --quiet --out "$out" >"$log" 2>&1 &
-bench=$!
-ended=0
-while kill -0 "$bench" 2>/dev/null; do
-  n="$(psql -h 127.0.0.1 -U postgres -d test -Atc "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname LIKE 'ensemble\_%' AND pid <> pg_backend_pid()" 2>/dev/null || echo 0)"
-  ended=$((ended + n))
-  sleep 0.5
+# half second while the run's clients run, each session on the run's databases is ended. The
+# storages reopen their connections and run again what was cut off; a COMMIT whose answer was
+# lost is asked about (PostgreSQL: pg_xact_status; MariaDB: the storage's row of
+# _ensemble_commits), so the run must pass its check, nothing lost or applied twice, with
+# transactions run again and no request refused (ARCHITECTURE.md, "Victims").
+end_sessions() {
+  case "$1" in
+    postgres) psql -h 127.0.0.1 -U postgres -d test -Atc "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname LIKE 'ensemble\_%' AND pid <> pg_backend_pid()" 2>/dev/null || echo 0 ;;
+    mariadb)
+      local n=0 id
+      for id in $(mariadb -h 127.0.0.1 -u root -N -e "SELECT id FROM information_schema.processlist WHERE db LIKE 'ensemble\\_%' AND id <> CONNECTION_ID()" 2>/dev/null || true); do
+        mariadb -h 127.0.0.1 -u root -e "KILL $id" 2>/dev/null && n=$((n + 1))
+      done
+      echo "$n" ;;
+  esac
+}
+for backend in postgres mariadb; do
+  echo "server-suites: shop on $backend, real processes, the server ending the node's sessions every 0.5 s" >&2
+  log="$out/ended-$backend.log"
+  "$bin" bench shop --backend "$backend" --system ensemble --real --topology lan --clients 20 \
+    --warmup 1 --measure 8 --quiet --out "$out" >"$log" 2>&1 &
+  bench=$!
+  # From when the clients start: a session ended while the databases are made fails the run
+  # before it starts, as it should.
+  while kill -0 "$bench" 2>/dev/null && ! grep -q "clients run for" "$log"; do sleep 0.1; done
+  ended=0
+  while kill -0 "$bench" 2>/dev/null; do
+    ended=$((ended + $(end_sessions "$backend")))
+    sleep 0.5
+  done
+  wait "$bench" || { cat "$log" >&2; echo "server-suites: the run on $backend whose sessions the server ended failed" >&2; exit 1; }
+  tail -n 4 "$log"
+  if grep "request(s) refused" "$log" >&2; then echo "server-suites: requests refused in the run on $backend whose sessions the server ended" >&2; exit 1; fi
+  retries="$(sed -n "s/.* \([0-9][0-9]*\) transaction(s) run again after the $backend server.*/\1/p" "$log")"
+  [ "$ended" -gt 0 ] && [ "${retries:-0}" -gt 0 ] \
+    || { cat "$log" >&2; echo "server-suites: $ended session(s) ended, ${retries:-no} transaction(s) run again on $backend: the faults missed the run" >&2; exit 1; }
+  echo "server-suites: $backend: $ended session(s) ended mid-run, $retries transaction(s) run again, the run checked" >&2
 done
-wait "$bench" || { cat "$log" >&2; echo "server-suites: the run whose sessions the server ended failed" >&2; exit 1; }
-# Nor may a request be refused for a COMMIT whose outcome the storage could not learn.
-if grep "request(s) refused" "$log" >&2; then echo "server-suites: requests refused in the run whose sessions the server ended" >&2; exit 1; fi
-tail -n 4 "$log"
-retries="$(sed -n 's/.* \([0-9][0-9]*\) transaction(s) run again after the postgres server.*/\1/p' "$log")"
-[ "$ended" -gt 0 ] && [ "${retries:-0}" -gt 0 ] \
-  || { cat "$log" >&2; echo "server-suites: $ended session(s) ended, ${retries:-no} transaction(s) run again: the faults missed the run" >&2; exit 1; }
-echo "server-suites: $ended session(s) ended mid-run, $retries transaction(s) run again, the run checked" >&2
 
 # 2pc over SQLite is refused before anything runs, saying why.
 if msg="$("$bin" bench shop --system 2pc --real --quiet --out "$out" 2>&1)"; then

@@ -35,8 +35,11 @@
 //!   a full row image named by primary key, applied elsewhere by key.
 //! * **Victims and lost connections.** A serialization failure or deadlock, or a connection lost
 //!   before COMMIT, rolls the transaction back and runs it again (counted, reported as
-//!   `storage_retries`); a connection lost during COMMIT fails the job loudly, since its outcome is
-//!   unknown.
+//!   `storage_retries`). A connection lost during COMMIT leaves the outcome unknown to the
+//!   client, so the storage asks the server on a new session: PostgreSQL by the transaction's id
+//!   (`pg_xact_status`), MariaDB by the storage's own row of `_ensemble_commits`, which the
+//!   batch that commits writes; a transaction that committed is answered, one that did not runs
+//!   again. Where nothing can be asked (PostgreSQL's locals side by side) the job fails loudly.
 //! * **Databases** (`admin`): `ensemble_<run>_<i>` per instance, on one server or one per
 //!   instance, created with byte-order collation so text compares and sorts as in SQLite.
 
@@ -49,5 +52,5 @@ pub mod twopc;
 
 pub use conn::{ConnError, OpenError};
 pub use dialect::{translate, Engine, Translated};
-pub use storage::{DirectTxn, ServerError, ServerStorage, WritersInFlight, META_TABLE};
+pub use storage::{DirectTxn, ServerError, ServerStorage, WritersInFlight, COMMITS_TABLE, META_TABLE};
 pub use twopc::{TwoPcShared, TwoPcStorage};

@@ -15,6 +15,12 @@ use std::sync::Arc;
 /// The counters that place each transaction in the serial order, as in SQLite's backend.
 pub const META_TABLE: &str = "_ensemble_meta";
 
+/// MariaDB: one row per storage, the last transaction it committed and the counters as that
+/// transaction left them, written inside the transaction just before COMMIT
+/// ([`ServerStorage::commit`]). MariaDB cannot be asked whether a transaction committed; its own
+/// row in the database can.
+pub const COMMITS_TABLE: &str = "_ensemble_commits";
+
 /// How often one transaction is run again after the server chose it as a victim before the
 /// storage gives up on it. On PostgreSQL writers at an instance queue on one lock, so a victim
 /// is rare; on MariaDB writers overlap and deadlock now and then, each victim backing off
@@ -69,6 +75,19 @@ pub struct ServerStorage {
     /// ([`Bookkeeping::ReadCountersAndId`]), so that a COMMIT whose answer the connection lost
     /// can be asked about ([`Self::commit`]).
     open_writer: Option<OpenWriter>,
+    /// MariaDB: how this storage marks its commits in [`COMMITS_TABLE`].
+    marks: CommitMarks,
+}
+
+/// MariaDB: this storage's row in [`COMMITS_TABLE`] and its session on the server.
+#[derive(Clone, Copy, Debug, Default)]
+struct CommitMarks {
+    /// The row's key, drawn when the storage opens, kept across reconnections.
+    storage: i64,
+    /// The mark of the last transaction that committed with one; the next writes one more.
+    last: i64,
+    /// The server's id of the session (`CONNECTION_ID()`), to end it after a lost COMMIT.
+    connection: i64,
 }
 
 /// A writing transaction's id and its session's backend, read in its start.
@@ -173,7 +192,13 @@ enum Kind {
 impl ServerStorage {
     pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
-        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false, side_by_side: None, writes_waited: false, open_writer: None };
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false, side_by_side: None, writes_waited: false, open_writer: None, marks: CommitMarks::default() };
+        if s.sql.engine == Engine::Mariadb {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(std::process::id());
+            s.marks.storage = (h.finish() >> 1) as i64;
+        }
         s.configure()?;
         Ok(s)
     }
@@ -184,7 +209,11 @@ impl ServerStorage {
             self.conn.batch("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")?;
             // Strict mode: a value that does not fit is an error, as in PostgreSQL, not a
             // silently truncated write that would differ from the SQLite replay.
-            self.conn.batch("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'")?;
+            let rows = self.conn.batch_rows("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'; SELECT CONNECTION_ID()")?;
+            self.marks.connection = match rows.first().and_then(|r| r.first()) {
+                Some(Value::Int(id)) => *id,
+                other => return Err(ConnError::Statement(format!("CONNECTION_ID() returned {other:?}"))),
+            };
         }
         Ok(())
     }
@@ -248,6 +277,11 @@ impl ServerStorage {
             "CREATE TABLE {META_TABLE} (id BIGINT PRIMARY KEY, globals BIGINT NOT NULL, local_writes BIGINT NOT NULL)"
         ))?;
         self.conn.batch(&format!("INSERT INTO {META_TABLE} (id, globals, local_writes) VALUES (0, 0, 0)"))?;
+        if self.sql.engine == Engine::Mariadb {
+            self.conn.batch(&format!(
+                "CREATE TABLE {COMMITS_TABLE} (storage BIGINT PRIMARY KEY, mark BIGINT NOT NULL, globals BIGINT NOT NULL, local_writes BIGINT NOT NULL)"
+            ))?;
+        }
         Ok(())
     }
 
@@ -386,22 +420,89 @@ impl ServerStorage {
         counters_of(&rows)
     }
 
-    /// Sends `batch`, which ends the transaction open with COMMIT. If the connection is lost
-    /// while it is in flight, the server may or may not have committed, and running the
-    /// transaction again could apply it twice. PostgreSQL can say which it was: a writer that
-    /// took the writer lock first learnt its transaction's id in its start
-    /// ([`Bookkeeping::ReadCountersAndId`]), and `pg_xact_status` on a new session tells
-    /// whether that transaction committed ([`Self::outcome_of_lost_commit`]). Otherwise
-    /// (MariaDB, which has no such question; a transaction that did not start that way) the
-    /// outcome is unknown and the job fails loudly ([`Attempt::Unknown`]).
-    fn commit(&mut self, batch: &str) -> Result<(), Attempt> {
+    /// Sends `before` and COMMIT in one batch, ending the transaction open. If the connection
+    /// is lost while the batch is in flight, the server may or may not have committed, and
+    /// running the transaction again could apply it twice; so the server is asked:
+    /// - PostgreSQL: a writer that took the writer lock first learnt its transaction's id in
+    ///   its start ([`Bookkeeping::ReadCountersAndId`]), and `pg_xact_status` on a new session
+    ///   tells whether that transaction committed ([`Self::outcome_of_lost_commit`]);
+    /// - MariaDB, which has no such question: the batch writes this storage's row of
+    ///   [`COMMITS_TABLE`] just before COMMIT, a new mark with the counters as the transaction
+    ///   leaves them, and a new session reads it once the old one has ended
+    ///   ([`Self::marked_outcome`]).
+    ///
+    /// A transaction that committed then ends as if the answer had come ([`Ended::Asked`]), one
+    /// that did not runs again; one that cannot be asked about (PostgreSQL's locals side by
+    /// side and 2PC branches do not come here) fails loudly ([`Attempt::Unknown`]).
+    fn commit(&mut self, before: &str) -> Result<Ended, Attempt> {
         let open = self.open_writer.take();
-        match self.conn.batch(batch) {
-            Err(ConnError::Lost(why)) => match open {
-                Some(writer) => self.outcome_of_lost_commit(writer, why),
-                None => Err(Attempt::Unknown(why)),
+        let mut batch: Vec<String> = [before].iter().filter(|b| !b.is_empty()).map(|b| b.to_string()).collect();
+        let mark = (self.sql.engine == Engine::Mariadb).then_some(self.marks.last + 1);
+        if let Some(mark) = mark {
+            let storage = self.marks.storage;
+            batch.push(format!(
+                "INSERT INTO {COMMITS_TABLE} (storage, mark, globals, local_writes) SELECT {storage}, {mark}, globals, local_writes FROM {META_TABLE} WHERE id = 0 \
+                 ON DUPLICATE KEY UPDATE mark = VALUES(mark), globals = VALUES(globals), local_writes = VALUES(local_writes)"
+            ));
+        }
+        batch.push("COMMIT".to_string());
+        let ended = match self.conn.batch_rows(&batch.join("; ")) {
+            Ok(rows) => Ended::Answered(rows),
+            Err(ConnError::Lost(why)) => match (open, mark) {
+                (Some(writer), _) => self.outcome_of_lost_commit(writer, why).map(|()| Ended::Asked { counters: None })?,
+                (None, Some(mark)) => self.marked_outcome(mark, why).map(|c| Ended::Asked { counters: Some(c) })?,
+                (None, None) => return Err(Attempt::Unknown(why)),
             },
-            r => r.map_err(Attempt::Again),
+            Err(e) => return Err(Attempt::Again(e)),
+        };
+        if let Some(mark) = mark {
+            self.marks.last = mark;
+        }
+        Ok(ended)
+    }
+
+    /// Rolls back the transaction open. A connection lost meanwhile rolled it back too: the
+    /// transaction runs again.
+    fn roll_back(&mut self) -> Result<(), Attempt> {
+        self.open_writer = None;
+        self.conn.batch("ROLLBACK").map_err(Attempt::Again)
+    }
+
+    /// MariaDB: what became of the transaction that wrote `mark` into this storage's row of
+    /// [`COMMITS_TABLE`] just before the COMMIT whose answer the connection lost. The old
+    /// session may still be running the batch the server received, so it is ended first (a
+    /// COMMIT under way finishes; anything else is rolled back) and the question waits until
+    /// the server no longer lists it, which it does only once its transaction is over. Then
+    /// the row holds `mark` if and only if the transaction committed: `Ok` with the counters
+    /// it left, or a lost connection to run it again.
+    fn marked_outcome(&mut self, mark: i64, why: String) -> Result<(u64, u64), Attempt> {
+        let CommitMarks { storage, connection: old, .. } = self.marks;
+        let unknown = |detail: String| Attempt::Unknown(format!("{why}; asking the server whether the transaction marked {mark} committed: {detail}"));
+        self.reconnect().map_err(|e| unknown(e.to_string()))?;
+        match self.conn.batch(&format!("KILL {old}")) {
+            // 1094: no such session, it has ended already.
+            Ok(()) | Err(ConnError::Statement(_)) => {}
+            Err(e) => return Err(unknown(e.to_string())),
+        }
+        let listed = format!("SELECT COUNT(*) FROM information_schema.processlist WHERE id = {old}");
+        let mut polls = 0;
+        while self.conn.batch_rows(&listed).map_err(|e| unknown(e.to_string()))? != vec![vec![Value::Int(0)]] {
+            polls += 1;
+            if polls == LOST_COMMIT_POLLS {
+                return Err(unknown(format!("its old session {old} was still listed after {LOST_COMMIT_POLLS} questions")));
+            }
+            backoff(polls, 1_000);
+        }
+        let rows = self
+            .conn
+            .batch_rows(&format!("SELECT mark, globals, local_writes FROM {COMMITS_TABLE} WHERE storage = {storage}"))
+            .map_err(|e| unknown(e.to_string()))?;
+        match rows.as_slice() {
+            [r] if r.len() == 3 && r[0] == Value::Int(mark) => match (&r[1], &r[2]) {
+                (Value::Int(g), Value::Int(l)) => Ok((*g as u64, *l as u64)),
+                other => Err(unknown(format!("its row holds {other:?}"))),
+            },
+            _ => Err(Attempt::Again(ConnError::Lost(format!("{why}; the server rolled the transaction marked {mark} back")))),
         }
     }
 
@@ -637,14 +738,14 @@ impl ServerStorage {
             if !outcome.committed() {
                 changes.clear();
             }
-            self.commit(&format!("{undo}RELEASE SAVEPOINT body; {}; COMMIT", self.bookkeeping(Bookkeeping::BumpGlobals)))?;
+            self.commit(&format!("{undo}RELEASE SAVEPOINT body; {}", self.bookkeeping(Bookkeeping::BumpGlobals)))?;
             let update = StateUpdate { changes, writer: None };
             return Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 });
         }
         let wrote = outcome.committed() && changed > 0;
         let local_writes = if wrote {
             let bump = self.bookkeeping(Bookkeeping::BumpLocalWrites);
-            self.commit(&format!("{bump}; COMMIT"))?;
+            self.commit(&bump)?;
             local_writes + 1
         } else if kind == Kind::Reader {
             // A snapshot that wrote nothing: its COMMIT cannot fail and decides nothing, so it
@@ -654,7 +755,11 @@ impl ServerStorage {
             local_writes
         } else {
             // Nothing to keep: a writer whose body wrote nothing, or one that aborted.
-            self.commit(if outcome.committed() { "COMMIT" } else { "ROLLBACK" })?;
+            if outcome.committed() {
+                self.commit("")?;
+            } else {
+                self.roll_back()?;
+            }
             local_writes
         };
         let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
@@ -741,15 +846,19 @@ impl ServerStorage {
         let read = self.bookkeeping(Bookkeeping::ReadCounters);
         let committed = outcome.committed();
         let wrote = committed && changed > 0;
-        let end = if wrote {
-            format!("{read} FOR UPDATE; {}; COMMIT", self.bookkeeping(Bookkeeping::BumpLocalWrites))
-        } else {
-            format!("{read} LOCK IN SHARE MODE; {}", if committed { "COMMIT" } else { "ROLLBACK" })
-        };
-        let rows = self.conn.batch_rows(&end).map_err(Attempt::committing)?;
         // The transaction has ended: a bad counters row now cannot be undone or run again.
-        let (globals, local_writes) = counters_of(&rows).map_err(|e| Attempt::Fatal(format!("ended, but its counters could not be read: {e}")))?;
-        let local_writes = if wrote { local_writes + 1 } else { local_writes };
+        let bad = |e: ConnError| Attempt::Fatal(format!("ended, but its counters could not be read: {e}"));
+        let (globals, local_writes) = if wrote {
+            match self.commit(&format!("{read} FOR UPDATE; {}", self.bookkeeping(Bookkeeping::BumpLocalWrites)))? {
+                Ended::Answered(rows) => counters_of(&rows).map(|(g, l)| (g, l + 1)).map_err(bad)?,
+                Ended::Asked { counters: Some(after) } => after,
+                Ended::Asked { counters: None } => unreachable!("MariaDB's commits are asked about by their marks"),
+            }
+        } else {
+            // Nothing it did stays, committed or not, so a lost answer means running it again.
+            let end = format!("{read} LOCK IN SHARE MODE; {}", if committed { "COMMIT" } else { "ROLLBACK" });
+            counters_of(&self.conn.batch_rows(&end).map_err(Attempt::Again)?).map_err(bad)?
+        };
         let position = Position::Local { instance: self.instance, globals_seen: globals, local_writes, wrote };
         Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
     }
@@ -837,7 +946,7 @@ impl ServerStorage {
                 }
             }
         }
-        self.commit(&format!("{close}; COMMIT"))?;
+        self.commit(&close)?;
         Ok(results)
     }
 
@@ -872,7 +981,7 @@ impl ServerStorage {
             let read = self.bookkeeping(Bookkeeping::ReadCounters);
             let (globals, _) = counters_of(&self.conn.batch_rows(&format!("{read} FOR UPDATE")).map_err(Attempt::before_commit)?).map_err(Attempt::before_commit)?;
             continues(globals, first_seq)?;
-            self.conn.batch(&format!("UPDATE {META_TABLE} SET globals = {last} WHERE id = 0; COMMIT")).map_err(Attempt::committing)?;
+            self.commit(&format!("UPDATE {META_TABLE} SET globals = {last} WHERE id = 0"))?;
             return Ok(last);
         }
         self.begin(Kind::Writer, false).map_err(Attempt::before_commit)?;
@@ -880,7 +989,7 @@ impl ServerStorage {
         let last = self.apply_updates(globals, first_seq, updates)?;
         // The counter with the COMMIT, one round trip, as a group's Apply and a writer that takes
         // the lock last end.
-        self.commit(&format!("UPDATE {META_TABLE} SET globals = {last} WHERE id = 0; COMMIT"))?;
+        self.commit(&format!("UPDATE {META_TABLE} SET globals = {last} WHERE id = 0"))?;
         Ok(last)
     }
 
@@ -1053,6 +1162,15 @@ fn continues(globals: u64, first_seq: u64) -> Result<(), Attempt> {
         )));
     }
     Ok(())
+}
+
+/// How a transaction's COMMIT was known to have happened ([`ServerStorage::commit`]).
+enum Ended {
+    /// The server answered: the rows of the batch's last statement that returns rows.
+    Answered(Rows),
+    /// The answer was lost, and the server, asked, said that the transaction committed; on
+    /// MariaDB with the counters it left.
+    Asked { counters: Option<(u64, u64)> },
 }
 
 enum Attempt {
