@@ -86,6 +86,8 @@ struct CommitMarks {
     storage: i64,
     /// The mark of the last transaction that committed with one; the next writes one more.
     last: i64,
+    /// Whether the row exists (made by the first batch that commits).
+    row_made: bool,
     /// The server's id of the session (`CONNECTION_ID()`), to end it after a lost COMMIT.
     connection: i64,
 }
@@ -434,16 +436,30 @@ impl ServerStorage {
     /// A transaction that committed then ends as if the answer had come ([`Ended::Asked`]), one
     /// that did not runs again; one that cannot be asked about (PostgreSQL's locals side by
     /// side and 2PC branches do not come here) fails loudly ([`Attempt::Unknown`]).
-    fn commit(&mut self, before: &str) -> Result<Ended, Attempt> {
+    ///
+    /// On MariaDB the mark is an UPDATE of the storage's row by key, with constants or session
+    /// variables only: it runs under the counters' row lock, where a statement that reads
+    /// another table as well (`INSERT … SELECT`, a join) costs more. The row is made by the
+    /// storage's first batch that commits (`INSERT IGNORE`), since a storage may open before
+    /// the schema is made.
+    fn commit(&mut self, before: &str, leaves: Leaves) -> Result<Ended, Attempt> {
         let open = self.open_writer.take();
         let mut batch: Vec<String> = [before].iter().filter(|b| !b.is_empty()).map(|b| b.to_string()).collect();
         let mark = (self.sql.engine == Engine::Mariadb).then_some(self.marks.last + 1);
         if let Some(mark) = mark {
             let storage = self.marks.storage;
-            batch.push(format!(
-                "INSERT INTO {COMMITS_TABLE} (storage, mark, globals, local_writes) SELECT {storage}, {mark}, globals, local_writes FROM {META_TABLE} WHERE id = 0 \
-                 ON DUPLICATE KEY UPDATE mark = VALUES(mark), globals = VALUES(globals), local_writes = VALUES(local_writes)"
-            ));
+            if !self.marks.row_made {
+                batch.push(format!("INSERT IGNORE INTO {COMMITS_TABLE} (storage, mark, globals, local_writes) VALUES ({storage}, 0, 0, 0)"));
+            }
+            batch.push(match leaves {
+                Leaves::Nothing => format!("UPDATE {COMMITS_TABLE} SET mark = {mark} WHERE storage = {storage}"),
+                Leaves::CountersInVariables => format!(
+                    "UPDATE {COMMITS_TABLE} SET mark = {mark}, globals = @globals, local_writes = @local_writes + 1 WHERE storage = {storage}; \
+                     SELECT @globals, @local_writes"
+                ),
+            });
+        } else if leaves == Leaves::CountersInVariables {
+            unreachable!("only MariaDB's writers take the writer lock last");
         }
         batch.push("COMMIT".to_string());
         let ended = match self.conn.batch_rows(&batch.join("; ")) {
@@ -457,6 +473,7 @@ impl ServerStorage {
         };
         if let Some(mark) = mark {
             self.marks.last = mark;
+            self.marks.row_made = true;
         }
         Ok(ended)
     }
@@ -738,14 +755,14 @@ impl ServerStorage {
             if !outcome.committed() {
                 changes.clear();
             }
-            self.commit(&format!("{undo}RELEASE SAVEPOINT body; {}", self.bookkeeping(Bookkeeping::BumpGlobals)))?;
+            self.commit(&format!("{undo}RELEASE SAVEPOINT body; {}", self.bookkeeping(Bookkeeping::BumpGlobals)), Leaves::Nothing)?;
             let update = StateUpdate { changes, writer: None };
             return Ok(StorageResult::Executed { outcome, update, position: Position::Global { seq: globals + 1 }, access: None, retries: 0 });
         }
         let wrote = outcome.committed() && changed > 0;
         let local_writes = if wrote {
             let bump = self.bookkeeping(Bookkeeping::BumpLocalWrites);
-            self.commit(&bump)?;
+            self.commit(&bump, Leaves::Nothing)?;
             local_writes + 1
         } else if kind == Kind::Reader {
             // A snapshot that wrote nothing: its COMMIT cannot fail and decides nothing, so it
@@ -756,7 +773,7 @@ impl ServerStorage {
         } else {
             // Nothing to keep: a writer whose body wrote nothing, or one that aborted.
             if outcome.committed() {
-                self.commit("")?;
+                self.commit("", Leaves::Nothing)?;
             } else {
                 self.roll_back()?;
             }
@@ -849,7 +866,11 @@ impl ServerStorage {
         // The transaction has ended: a bad counters row now cannot be undone or run again.
         let bad = |e: ConnError| Attempt::Fatal(format!("ended, but its counters could not be read: {e}"));
         let (globals, local_writes) = if wrote {
-            match self.commit(&format!("{read} FOR UPDATE; {}", self.bookkeeping(Bookkeeping::BumpLocalWrites)))? {
+            // Emptied first, so that a missing row cannot leave the last transaction's values.
+            let read_into = format!(
+                "SET @globals = NULL, @local_writes = NULL; SELECT globals, local_writes INTO @globals, @local_writes FROM {META_TABLE} WHERE id = 0 FOR UPDATE"
+            );
+            match self.commit(&format!("{read_into}; {}", self.bookkeeping(Bookkeeping::BumpLocalWrites)), Leaves::CountersInVariables)? {
                 Ended::Answered(rows) => counters_of(&rows).map(|(g, l)| (g, l + 1)).map_err(bad)?,
                 Ended::Asked { counters: Some(after) } => after,
                 Ended::Asked { counters: None } => unreachable!("MariaDB's commits are asked about by their marks"),
@@ -946,7 +967,7 @@ impl ServerStorage {
                 }
             }
         }
-        self.commit(&close)?;
+        self.commit(&close, Leaves::Nothing)?;
         Ok(results)
     }
 
@@ -981,7 +1002,7 @@ impl ServerStorage {
             let read = self.bookkeeping(Bookkeeping::ReadCounters);
             let (globals, _) = counters_of(&self.conn.batch_rows(&format!("{read} FOR UPDATE")).map_err(Attempt::before_commit)?).map_err(Attempt::before_commit)?;
             continues(globals, first_seq)?;
-            self.commit(&format!("UPDATE {META_TABLE} SET globals = {last} WHERE id = 0"))?;
+            self.commit(&format!("UPDATE {META_TABLE} SET globals = {last} WHERE id = 0"), Leaves::Nothing)?;
             return Ok(last);
         }
         self.begin(Kind::Writer, false).map_err(Attempt::before_commit)?;
@@ -989,7 +1010,7 @@ impl ServerStorage {
         let last = self.apply_updates(globals, first_seq, updates)?;
         // The counter with the COMMIT, one round trip, as a group's Apply and a writer that takes
         // the lock last end.
-        self.commit(&format!("UPDATE {META_TABLE} SET globals = {last} WHERE id = 0"))?;
+        self.commit(&format!("UPDATE {META_TABLE} SET globals = {last} WHERE id = 0"), Leaves::Nothing)?;
         Ok(last)
     }
 
@@ -1162,6 +1183,18 @@ fn continues(globals: u64, first_seq: u64) -> Result<(), Attempt> {
         )));
     }
     Ok(())
+}
+
+/// What a MariaDB batch that commits records in the storage's row of [`COMMITS_TABLE`] beside
+/// its mark ([`ServerStorage::commit`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Leaves {
+    /// The mark alone: the caller knows its position without the counters.
+    Nothing,
+    /// The counters the batch read into `@globals` and `@local_writes` and bumped
+    /// `local_writes` of (a writer that takes the writer lock last), and the batch returns
+    /// them as read.
+    CountersInVariables,
 }
 
 /// How a transaction's COMMIT was known to have happened ([`ServerStorage::commit`]).
