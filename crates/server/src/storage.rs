@@ -369,7 +369,9 @@ impl ServerStorage {
             // (`end_lock_last`). Only locals and applications, which set no savepoint.
             (Engine::Mariadb, Kind::WriterLockLast) => {
                 debug_assert!(!savepoint, "a transaction that takes the writer lock last sets no savepoint");
-                return self.conn.start("START TRANSACTION");
+                // The counters' variables emptied, so that a missing counters' row cannot leave
+                // the last transaction's values in them (`end_lock_last`).
+                return self.conn.start("START TRANSACTION; SET @globals = NULL, @local_writes = NULL");
             }
         };
         // Prepared before the session's first transaction, not when it opens: the table does
@@ -454,7 +456,7 @@ impl ServerStorage {
             batch.push(match leaves {
                 Leaves::Nothing => format!("UPDATE {COMMITS_TABLE} SET mark = {mark} WHERE storage = {storage}"),
                 Leaves::CountersInVariables => format!(
-                    "UPDATE {COMMITS_TABLE} SET mark = {mark}, globals = @globals, local_writes = @local_writes + 1 WHERE storage = {storage}; \
+                    "UPDATE {COMMITS_TABLE} SET mark = {mark}, globals = @globals, local_writes = @local_writes WHERE storage = {storage}; \
                      SELECT @globals, @local_writes"
                 ),
             });
@@ -866,12 +868,14 @@ impl ServerStorage {
         // The transaction has ended: a bad counters row now cannot be undone or run again.
         let bad = |e: ConnError| Attempt::Fatal(format!("ended, but its counters could not be read: {e}"));
         let (globals, local_writes) = if wrote {
-            // Emptied first, so that a missing row cannot leave the last transaction's values.
-            let read_into = format!(
-                "SET @globals = NULL, @local_writes = NULL; SELECT globals, local_writes INTO @globals, @local_writes FROM {META_TABLE} WHERE id = 0 FOR UPDATE"
+            // The lock, the read and the bump in one statement, the counters as it leaves them
+            // kept in session variables for the commit's mark and the answer: every statement
+            // here runs under the counters' row lock, which writers take one at a time.
+            let take_and_bump = format!(
+                "UPDATE {META_TABLE} SET globals = (@globals := globals), local_writes = (@local_writes := local_writes + 1) WHERE id = 0"
             );
-            match self.commit(&format!("{read_into}; {}", self.bookkeeping(Bookkeeping::BumpLocalWrites)), Leaves::CountersInVariables)? {
-                Ended::Answered(rows) => counters_of(&rows).map(|(g, l)| (g, l + 1)).map_err(bad)?,
+            match self.commit(&take_and_bump, Leaves::CountersInVariables)? {
+                Ended::Answered(rows) => counters_of(&rows).map_err(bad)?,
                 Ended::Asked { counters: Some(after) } => after,
                 Ended::Asked { counters: None } => unreachable!("MariaDB's commits are asked about by their marks"),
             }
@@ -1191,9 +1195,8 @@ fn continues(globals: u64, first_seq: u64) -> Result<(), Attempt> {
 enum Leaves {
     /// The mark alone: the caller knows its position without the counters.
     Nothing,
-    /// The counters the batch read into `@globals` and `@local_writes` and bumped
-    /// `local_writes` of (a writer that takes the writer lock last), and the batch returns
-    /// them as read.
+    /// The counters as the batch left them in `@globals` and `@local_writes` (a writer that
+    /// takes the writer lock last), which the batch also returns.
     CountersInVariables,
 }
 

@@ -1073,11 +1073,12 @@ fn writers_take_the_writer_lock_last_on_mariadb() {
 }
 
 /// Whether, within 10 s, another session of `watcher`'s database comes to wait at the
-/// statement that takes the writer lock on MariaDB (the counters read `FOR UPDATE`); it polls,
+/// statement that takes the writer lock on MariaDB (a global's counters read `FOR UPDATE`, a
+/// local writer's bump that reads them into session variables); it polls,
 /// and asserts nothing about how long that took.
 fn waits_for_the_writer_lock(watcher: &mut ensemble_server::conn::Conn) -> bool {
     let waiting = "SELECT COUNT(*) FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID() \
-                   AND info LIKE '%FROM _ensemble_meta%FOR UPDATE%'";
+                   AND (info LIKE '%FROM _ensemble_meta%FOR UPDATE%' OR info LIKE '%UPDATE _ensemble_meta SET globals = (@globals%')";
     one_session_comes_to(watcher, waiting)
 }
 
