@@ -11,8 +11,9 @@
 //!   EXCLUSIVE MODE` as its first statement (so its SERIALIZABLE snapshot is taken after the
 //!   previous writer committed): writers at an instance run one after another. On MariaDB,
 //!   whose SERIALIZABLE is strict two-phase locking (every lock held to COMMIT), a local writer
-//!   or an application of state updates takes it last, `SELECT … FROM _ensemble_meta FOR
-//!   UPDATE` in the batch that commits, so that they overlap; a global takes it first there
+//!   or an application of state updates takes it last, in the batch that commits (an UPDATE
+//!   of `_ensemble_meta` that reads and bumps the counters, or `SELECT … FOR UPDATE`), so that
+//!   they overlap; a global takes it first there
 //!   too. Either way commit order is serialization order and the counters
 //!   are written under the lock. A read-only local reads one snapshot without locks (PostgreSQL
 //!   REPEATABLE READ READ ONLY; MariaDB REPEATABLE READ WITH CONSISTENT SNAPSHOT): the committed

@@ -853,7 +853,8 @@ impl ServerStorage {
     }
 
     /// Ends a local writer started as [`Kind::WriterLockLast`] whose body has run: it takes
-    /// the writer lock now, reading the counters, with its bump and COMMIT in one batch. Under
+    /// the writer lock now, reading and bumping the counters in one UPDATE, with its commit
+    /// mark and COMMIT in one batch ([`Self::commit`]). Under
     /// InnoDB's SERIALIZABLE the body holds every lock it took (a plain read holds a shared
     /// next-key lock) until COMMIT, and so does this transaction hold the counters' row, so
     /// writers commit in the counters' order, and under strict two-phase locking commit order is
