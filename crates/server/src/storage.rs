@@ -594,12 +594,12 @@ impl ServerStorage {
                 self.quick_deadlock_check = true;
             }
         }
-        let mut retries = 0;
-        // A write sent ahead that failed as a statement: run again waiting for every write, as
-        // a node's storage does (`retrying`).
-        let mut writes_waited = false;
-        loop {
-            let begin = match (self.sql.engine, how) {
+        // Victims, lost connections and a write sent ahead that failed as a statement are run
+        // again as a node's storage runs them.
+        let what = format!("transaction `{}`", request.txn);
+        let attempt = |s: &mut Self| -> Result<Outcome, Attempt> {
+            let before = Attempt::before_commit;
+            let begin = match (s.sql.engine, how) {
                 // Each statement's snapshot is taken after the locks it waited for, so a read
                 // that holds its lock reads the latest committed row (`TwoPhaseLock`).
                 (Engine::Postgres, DirectTxn::StrictLockLast) => "BEGIN ISOLATION LEVEL READ COMMITTED".to_string(),
@@ -615,60 +615,38 @@ impl ServerStorage {
                 (Engine::Mariadb, _) => "START TRANSACTION".to_string(),
             };
             let pipelined = how != DirectTxn::Application;
-            let attempt = (|| -> Result<Outcome, ConnError> {
-                if pipelined {
-                    self.conn.start(&begin)?;
-                } else {
-                    self.conn.batch(&begin)?;
-                }
-                let locks = how == DirectTxn::StrictLockLast;
-                // As through the client library's transaction API each write waits for its
-                // answer, and so it does in the bounds priced beside the node; the pipelined
-                // application sends ahead what Ensemble's transactions send ahead.
-                let ahead = how == DirectTxn::Pipelined && !writes_waited;
-                let (outcome, failure, changed) = self.run_body_locking(txn, &request.params, None, locks, ahead);
-                if let Some(f) = failure {
-                    return Err(f);
-                }
-                if pipelined {
-                    // A BEGIN that failed is the transaction's failure, not its body's.
-                    self.conn.started()?;
-                }
-                if how == DirectTxn::StrictLockLast && outcome.committed() && changed > 0 {
-                    // Every lock the writer will take is held: its place in the serial order
-                    // is fixed here, and the writer lock makes the counters' order that order.
-                    let (read, bump) = (self.bookkeeping(Bookkeeping::ReadCounters), self.bookkeeping(Bookkeeping::BumpLocalWrites));
-                    self.conn.batch(&format!("LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE; {read}; {bump}; COMMIT"))?;
-                } else if how == DirectTxn::SerializableSideBySide && outcome.committed() {
-                    self.conn.batch(&format!("{}; COMMIT", self.bookkeeping(Bookkeeping::ReadEpochAndSnapshot)))?;
-                } else {
-                    self.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" })?;
-                }
-                Ok(outcome)
-            })();
-            match attempt {
-                Ok(o) => return Ok((o, retries)),
-                Err(e) => {
-                    self.conn.forget_unsent();
-                    let _ = self.conn.batch("ROLLBACK");
-                    match e {
-                        ConnError::Retry(_) if retries < MAX_RETRIES => {
-                            retries += 1;
-                            pause_before_retry(retries);
-                        }
-                        ConnError::Lost(_) => {
-                            self.reconnect().map_err(|e| storage_err(e.to_string()))?;
-                            retries += 1;
-                        }
-                        ConnError::SentAhead(_) if !writes_waited => {
-                            writes_waited = true;
-                            retries += 1;
-                        }
-                        e => return Err(storage_err(e.to_string())),
-                    }
-                }
+            if pipelined {
+                s.conn.start(&begin).map_err(before)?;
+            } else {
+                s.conn.batch(&begin).map_err(before)?;
             }
-        }
+            let locks = how == DirectTxn::StrictLockLast;
+            // As through the client library's transaction API each write waits for its
+            // answer, and so it does in the bounds priced beside the node; the pipelined
+            // application sends ahead what Ensemble's transactions send ahead.
+            let ahead = how == DirectTxn::Pipelined && !s.writes_waited;
+            let (outcome, failure, changed) = s.run_body_locking(txn, &request.params, None, locks, ahead);
+            if let Some(f) = failure {
+                return Err(before(f));
+            }
+            if pipelined {
+                // A BEGIN that failed is the transaction's failure, not its body's.
+                s.conn.started().map_err(before)?;
+            }
+            let end = if how == DirectTxn::StrictLockLast && outcome.committed() && changed > 0 {
+                // Every lock the writer will take is held: its place in the serial order is
+                // fixed here, and the writer lock makes the counters' order that order.
+                let (read, bump) = (s.bookkeeping(Bookkeeping::ReadCounters), s.bookkeeping(Bookkeeping::BumpLocalWrites));
+                format!("LOCK TABLE {META_TABLE} IN EXCLUSIVE MODE; {read}; {bump}; COMMIT")
+            } else if how == DirectTxn::SerializableSideBySide && outcome.committed() {
+                format!("{}; COMMIT", s.bookkeeping(Bookkeeping::ReadEpochAndSnapshot))
+            } else {
+                (if outcome.committed() { "COMMIT" } else { "ROLLBACK" }).to_string()
+            };
+            s.conn.batch(&end).map_err(Attempt::committing)?;
+            Ok(outcome)
+        };
+        self.retrying(&what, attempt).map_err(storage_err)
     }
 
     /// Runs a belt transaction's body. On PostgreSQL its writes whose counts it does not use
