@@ -76,8 +76,11 @@ for backend in postgres mariadb; do
   # From when the clients start: a session ended while the databases are made fails the run
   # before it starts, as it should.
   while kill -0 "$bench" 2>/dev/null && ! grep -q "clients run for" "$log"; do sleep 0.1; done
+  # Until the hosts report, which they do once the clients have stopped: what comes after
+  # (the check's reads, dropping the databases) tries again after a lost session, but is not
+  # what this step measures.
   ended=0
-  while kill -0 "$bench" 2>/dev/null; do
+  while kill -0 "$bench" 2>/dev/null && ! grep -q "^HostReport" "$log"; do
     ended=$((ended + $(end_sessions "$backend")))
     sleep 0.5
   done

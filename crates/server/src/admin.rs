@@ -64,8 +64,21 @@ pub fn create_database(engine: Engine, urls: &[String], run: &str, i: u32) -> Re
     conn.batch(&sql).map_err(|e| format!("creating database `{name}` on {}: {e}", engine.name()))
 }
 
-/// Drops instance `i`'s database, if it exists.
+/// Drops instance `i`'s database, if it exists. Tried up to three times: a session the server
+/// ends meanwhile (a restart, an administrator) would otherwise leave the database behind, and
+/// trying again changes nothing that the first try did.
 pub fn drop_database(engine: Engine, urls: &[String], run: &str, i: u32) -> Result<(), String> {
+    let mut tried = drop_database_once(engine, urls, run, i);
+    for _ in 1..3 {
+        if tried.is_ok() {
+            break;
+        }
+        tried = drop_database_once(engine, urls, run, i);
+    }
+    tried
+}
+
+fn drop_database_once(engine: Engine, urls: &[String], run: &str, i: u32) -> Result<(), String> {
     let url = server_url(urls, i)?;
     let name = database_name(run, i);
     let mut conn = Conn::open(engine, url).map_err(|e: OpenError| e.to_string())?;
