@@ -15,9 +15,9 @@ use std::sync::Arc;
 /// The counters that place each transaction in the serial order, as in SQLite's backend.
 pub const META_TABLE: &str = "_ensemble_meta";
 
-/// MariaDB: one row per storage, the last transaction it committed and the counters as that
-/// transaction left them, written inside the transaction just before COMMIT
-/// ([`ServerStorage::commit`]). MariaDB cannot be asked whether a transaction committed; its own
+/// MariaDB: one row per storage, the mark of the last transaction it committed (and, from the
+/// last writer that took the lock last, the counters as it left them), written inside the
+/// transaction just before COMMIT ([`ServerStorage::commit`]). MariaDB cannot be asked whether a transaction committed; its own
 /// row in the database can.
 pub const COMMITS_TABLE: &str = "_ensemble_commits";
 
