@@ -64,38 +64,47 @@ pub fn create_database(engine: Engine, urls: &[String], run: &str, i: u32) -> Re
     conn.batch(&sql).map_err(|e| format!("creating database `{name}` on {}: {e}", engine.name()))
 }
 
-/// Drops instance `i`'s database, if it exists. Tried up to three times: a session the server
-/// ends meanwhile (a restart, an administrator) would otherwise leave the database behind, and
-/// trying again changes nothing that the first try did.
+/// Drops instance `i`'s database, if it exists. Tried up to three times when a session is
+/// lost on the way: a session the server ends meanwhile (a restart, an administrator) would
+/// otherwise leave the database behind, and trying again changes nothing that the first try
+/// did. Any other failure is reported at once.
 pub fn drop_database(engine: Engine, urls: &[String], run: &str, i: u32) -> Result<(), String> {
-    let mut tried = drop_database_once(engine, urls, run, i);
-    for _ in 1..3 {
-        if tried.is_ok() {
-            break;
+    let mut tries = 1;
+    loop {
+        match drop_database_once(engine, urls, run, i) {
+            Ok(()) => return Ok(()),
+            Err(DropFailure { lost: true, .. }) if tries < 3 => tries += 1,
+            Err(DropFailure { message, .. }) => return Err(message),
         }
-        tried = drop_database_once(engine, urls, run, i);
     }
-    tried
 }
 
-fn drop_database_once(engine: Engine, urls: &[String], run: &str, i: u32) -> Result<(), String> {
-    let url = server_url(urls, i)?;
+/// Why one try at [`drop_database`] failed, and whether it was a lost session.
+struct DropFailure {
+    message: String,
+    lost: bool,
+}
+
+fn drop_database_once(engine: Engine, urls: &[String], run: &str, i: u32) -> Result<(), DropFailure> {
+    let other = |message: String| DropFailure { message, lost: false };
+    let on_conn = |context: String| move |e: ConnError| DropFailure { lost: matches!(e, ConnError::Lost(_)), message: format!("{context}: {e}") };
+    let url = server_url(urls, i).map_err(other)?;
     let name = database_name(run, i);
-    let mut conn = Conn::open(engine, url).map_err(|e: OpenError| e.to_string())?;
+    let mut conn = Conn::open(engine, url).map_err(|e: OpenError| other(e.to_string()))?;
     match engine {
         Engine::Mariadb => {
-            rollback_prepared(&mut conn, run).map_err(|e| format!("rolling back the run's prepared XA branches before dropping `{name}`: {e}"))?;
+            rollback_prepared(&mut conn, run).map_err(on_conn(format!("rolling back the run's prepared XA branches before dropping `{name}`")))?;
         }
         // A prepared transaction keeps its database from being dropped, even WITH (FORCE), and
         // is rolled back only from a session of that database.
         Engine::Postgres => {
             let exists = conn
                 .batch_rows(&format!("SELECT 1 FROM pg_database WHERE datname = '{name}'"))
-                .map_err(|e| format!("looking for database `{name}` on PostgreSQL: {e}"))?;
+                .map_err(on_conn(format!("looking for database `{name}` on PostgreSQL")))?;
             if !exists.is_empty() {
-                let db_url = instance_url(engine, urls, run, i)?;
-                let mut db = Conn::open(engine, &db_url).map_err(|e| e.to_string())?;
-                rollback_prepared_pg(&mut db, run).map_err(|e| format!("rolling back the run's prepared transactions before dropping `{name}`: {e}"))?;
+                let db_url = instance_url(engine, urls, run, i).map_err(other)?;
+                let mut db = Conn::open(engine, &db_url).map_err(|e| other(e.to_string()))?;
+                rollback_prepared_pg(&mut db, run).map_err(on_conn(format!("rolling back the run's prepared transactions before dropping `{name}`")))?;
             }
         }
     }
@@ -104,7 +113,7 @@ fn drop_database_once(engine: Engine, urls: &[String], run: &str, i: u32) -> Res
         Engine::Postgres => format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
         Engine::Mariadb => format!("DROP DATABASE IF EXISTS {name}"),
     };
-    conn.batch(&sql).map_err(|e: ConnError| format!("dropping database `{name}` on {}: {e}", engine.name()))
+    conn.batch(&sql).map_err(on_conn(format!("dropping database `{name}` on {}", engine.name())))
 }
 
 /// How long [`rollback_prepared`] (and a decision sent again, `crate::twopc`) waits for the
