@@ -5,8 +5,8 @@
 #     real processes, and under the two-phase-commit baseline (real processes), each
 #     run checked serializable by replay (`ensemble bench` exits non-zero on a failed check);
 #     On PostgreSQL also with locals side by side under SSI (--writers-side-by-side); and on
-#     each server once with the server ending the node's sessions every half second (nothing
-#     lost, applied twice or refused);
+#     each server (and PostgreSQL's locals side by side) once with the server ending the node's
+#     sessions every half second (nothing lost, applied twice or refused);
 #  3. a server that cannot serve is refused before any run starts, with a message naming it
 #     (one that is not there; SQLite and, on a second PostgreSQL cluster on port 5433 that
 #     scripts/postgres-without-prepared-transactions.sh makes, a server without prepared
@@ -53,8 +53,9 @@ grep -q "is for real runs of the Conveyor Belt on PostgreSQL" <<<"$msg" || { ech
 # A server that ends the node's sessions mid-run, as a restart or an administrator would: every
 # half second while the run's clients run, each session on the run's databases is ended. The
 # storages reopen their connections and run again what was cut off; a COMMIT whose answer was
-# lost is asked about (PostgreSQL: pg_xact_status; MariaDB: the storage's row of
-# _ensemble_commits), so the run must pass its check, nothing lost or applied twice, with
+# lost is asked about (PostgreSQL: pg_xact_status, or for a local writer side by side the mark in
+# its storage's own table; MariaDB: the storage's row of _ensemble_commits), so the run must pass
+# its check, nothing lost or applied twice, with
 # transactions run again and no request refused (ARCHITECTURE.md, "Victims").
 end_sessions() {
   case "$1" in
@@ -67,11 +68,14 @@ end_sessions() {
       echo "$n" ;;
   esac
 }
-for backend in postgres mariadb; do
-  echo "server-suites: shop on $backend, real processes, the server ending the node's sessions every 0.5 s" >&2
-  log="$out/ended-$backend.log"
+for mode in postgres mariadb postgres-side-by-side; do
+  backend="${mode%%-*}"
+  how=()
+  [ "$mode" = postgres-side-by-side ] && how=(--writers-side-by-side)
+  echo "server-suites: shop on $mode, real processes, the server ending the node's sessions every 0.5 s" >&2
+  log="$out/ended-$mode.log"
   "$bin" bench shop --backend "$backend" --system ensemble --real --topology lan --clients 20 \
-    --warmup 1 --measure 8 --quiet --out "$out" >"$log" 2>&1 &
+    --warmup 1 --measure 8 "${how[@]}" --quiet --out "$out" >"$log" 2>&1 &
   bench=$!
   # From when the clients start: a session ended while the databases are made fails the run
   # before it starts, as it should.
@@ -84,13 +88,13 @@ for backend in postgres mariadb; do
     ended=$((ended + $(end_sessions "$backend")))
     sleep 0.5
   done
-  wait "$bench" || { cat "$log" >&2; echo "server-suites: the run on $backend whose sessions the server ended failed" >&2; exit 1; }
+  wait "$bench" || { cat "$log" >&2; echo "server-suites: the run on $mode whose sessions the server ended failed" >&2; exit 1; }
   tail -n 4 "$log"
-  if grep "request(s) refused" "$log" >&2; then echo "server-suites: requests refused in the run on $backend whose sessions the server ended" >&2; exit 1; fi
+  if grep "request(s) refused" "$log" >&2; then echo "server-suites: requests refused in the run on $mode whose sessions the server ended" >&2; exit 1; fi
   retries="$(sed -n "s/.* \([0-9][0-9]*\) transaction(s) run again after the $backend server.*/\1/p" "$log")"
   [ "$ended" -gt 0 ] && [ "${retries:-0}" -gt 0 ] \
-    || { cat "$log" >&2; echo "server-suites: $ended session(s) ended, ${retries:-no} transaction(s) run again on $backend: the faults missed the run" >&2; exit 1; }
-  echo "server-suites: $backend: $ended session(s) ended mid-run, $retries transaction(s) run again, the run checked" >&2
+    || { cat "$log" >&2; echo "server-suites: $ended session(s) ended, ${retries:-no} transaction(s) run again on $mode: the faults missed the run" >&2; exit 1; }
+  echo "server-suites: $mode: $ended session(s) ended mid-run, $retries transaction(s) run again, the run checked" >&2
 done
 
 # 2pc over SQLite is refused before anything runs, saying why.

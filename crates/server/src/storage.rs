@@ -27,6 +27,15 @@ pub const COMMITS_TABLE: &str = "_ensemble_commits";
 /// further; a transaction that keeps losing is a bug worth seeing.
 const MAX_RETRIES: u32 = 100;
 
+/// How many times a transaction run without a node ([`ServerStorage::execute_direct`]) may be
+/// a victim in a row before the overhead figure gives up on it. An application keeps trying
+/// a transaction the server made a victim; with the back-off's cap (a random pause of up to
+/// 6.4 ms) this bound is half a minute or so of tries, kept only so that a livelock ends the
+/// figure rather than hangs it. (At four clients the direct paths on PostgreSQL see about 150
+/// serialization failures per 1000 operations, and one `order` was once a victim 100 times in
+/// a row, [`MAX_RETRIES`], which ended the figure.)
+const DIRECT_MAX_RETRIES: u32 = 10_000;
+
 /// A victim runs again at once this many times: often the transaction that won the conflict has
 /// committed by then (PostgreSQL reports a write conflict only once it has), so a fresh start
 /// usually succeeds.
@@ -75,21 +84,38 @@ pub struct ServerStorage {
     /// ([`Bookkeeping::ReadCountersAndId`]), so that a COMMIT whose answer the connection lost
     /// can be asked about ([`Self::commit`]).
     open_writer: Option<OpenWriter>,
-    /// MariaDB: how this storage marks its commits in [`COMMITS_TABLE`].
+    /// How this storage marks its commits: on MariaDB every writer's, in its row of
+    /// [`COMMITS_TABLE`]; on PostgreSQL a local writer's side by side, in a table of its own
+    /// ([`CommitMarks::own_table`]).
     marks: CommitMarks,
 }
 
-/// MariaDB: this storage's row in [`COMMITS_TABLE`] and its session on the server.
+/// This storage's commit marks and its session on the server.
 #[derive(Clone, Copy, Debug, Default)]
 struct CommitMarks {
-    /// The row's key, drawn when the storage opens, kept across reconnections.
+    /// The row's key (MariaDB), or what names the table of its own (PostgreSQL), drawn when the
+    /// storage opens, kept across reconnections.
     storage: i64,
     /// The mark of the last transaction that committed with one; the next writes one more.
     last: i64,
     /// Whether the row exists (made by the first batch that commits).
     row_made: bool,
-    /// The server's id of the session (`CONNECTION_ID()`), to end it after a lost COMMIT.
+    /// The server's id of the session (`CONNECTION_ID()`, `pg_backend_pid()`), to end it after
+    /// a lost COMMIT.
     connection: i64,
+}
+
+impl CommitMarks {
+    /// PostgreSQL: the one-row table where this storage's local writers side by side mark their
+    /// commits. A table of its own, not a row of a shared one: under SSI the UPDATE that marks
+    /// a commit reads what it updates (a table this small is read whole, a lock on the whole
+    /// relation), and a write to a relation that an overlapping transaction read is a read-write
+    /// conflict. No other session writes this table, and this storage's transactions never
+    /// overlap, so the marks add no conflict between writers; the session that asks about a
+    /// lost COMMIT reads it at READ COMMITTED, which SSI does not track.
+    fn own_table(&self) -> String {
+        format!("{COMMITS_TABLE}_{}", self.storage)
+    }
 }
 
 /// A writing transaction's id and its session's backend, read in its start.
@@ -195,7 +221,7 @@ impl ServerStorage {
     pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
         let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false, side_by_side: None, writes_waited: false, open_writer: None, marks: CommitMarks::default() };
-        if s.sql.engine == Engine::Mariadb {
+        {
             use std::hash::{BuildHasher, Hasher};
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
             h.write_u32(std::process::id());
@@ -215,6 +241,12 @@ impl ServerStorage {
             self.marks.connection = match rows.first().and_then(|r| r.first()) {
                 Some(Value::Int(id)) => *id,
                 other => return Err(ConnError::Statement(format!("CONNECTION_ID() returned {other:?}"))),
+            };
+        } else if self.side_by_side.is_some() {
+            // Local writers side by side mark their commits (`Self::commit`).
+            self.marks.connection = match self.conn.batch_rows("SELECT pg_backend_pid()")?.first().and_then(|r| r.first()) {
+                Some(Value::Int(id)) => *id,
+                other => return Err(ConnError::Statement(format!("pg_backend_pid() returned {other:?}"))),
             };
         }
         Ok(())
@@ -237,6 +269,7 @@ impl ServerStorage {
             )));
         }
         self.side_by_side = Some(writers);
+        self.configure()?;
         Ok(())
     }
 
@@ -427,31 +460,50 @@ impl ServerStorage {
     /// Sends `before` and COMMIT in one batch, ending the transaction open. If the connection
     /// is lost while the batch is in flight, the server may or may not have committed, and
     /// running the transaction again could apply it twice; so the server is asked:
-    /// - PostgreSQL: a writer that took the writer lock first learnt its transaction's id in
-    ///   its start ([`Bookkeeping::ReadCountersAndId`]), and `pg_xact_status` on a new session
-    ///   tells whether that transaction committed ([`Self::outcome_of_lost_commit`]);
-    /// - MariaDB, which has no such question: the batch writes this storage's row of
-    ///   [`COMMITS_TABLE`] just before COMMIT, a new mark with the counters as the transaction
-    ///   leaves them, and a new session reads it once the old one has ended
-    ///   ([`Self::marked_outcome`]).
+    /// - PostgreSQL, a writer that took the writer lock first: it learnt its transaction's id
+    ///   in its start ([`Bookkeeping::ReadCountersAndId`]), and `pg_xact_status` on a new
+    ///   session tells whether that transaction committed ([`Self::outcome_of_lost_commit`]);
+    /// - MariaDB, which has no such question, and PostgreSQL's local writers side by side,
+    ///   which must not be given an id at their start (the checker orders them by the id they
+    ///   have, if any): the batch writes a new mark just before COMMIT, with what the
+    ///   transaction's position needs, and a new session reads it once the old one has ended
+    ///   ([`Self::marked_outcome`]). On MariaDB the mark is in the storage's row of
+    ///   [`COMMITS_TABLE`]; on PostgreSQL in the storage's own table
+    ///   ([`CommitMarks::own_table`]).
     ///
     /// A transaction that committed then ends as if the answer had come ([`Ended::Asked`]), one
-    /// that did not runs again; one that cannot be asked about (PostgreSQL's locals side by
-    /// side and 2PC branches do not come here) fails loudly ([`Attempt::Unknown`]).
+    /// that did not runs again; one that cannot be asked about (2PC branches do not come here)
+    /// fails loudly ([`Attempt::Unknown`]).
     ///
     /// On MariaDB the mark is an UPDATE of the storage's row by key, with constants or session
     /// variables only: it runs under the counters' row lock, where a statement that reads
-    /// another table as well (`INSERT … SELECT`, a join) costs more. The row is made by the
-    /// storage's first batch that commits (`INSERT IGNORE`), since a storage may open before
-    /// the schema is made.
+    /// another table as well (`INSERT … SELECT`, a join) costs more. The row (and on
+    /// PostgreSQL the table) is made by the storage's first batch that commits a mark, since a
+    /// storage may open before the schema is made.
     fn commit(&mut self, before: &str, leaves: Leaves) -> Result<Ended, Attempt> {
         let open = self.open_writer.take();
         let mut batch: Vec<String> = [before].iter().filter(|b| !b.is_empty()).map(|b| b.to_string()).collect();
-        let mark = (self.sql.engine == Engine::Mariadb).then_some(self.marks.last + 1);
+        let mark = match (self.sql.engine, leaves) {
+            (Engine::Mariadb, Leaves::Nothing | Leaves::CountersInVariables) | (Engine::Postgres, Leaves::EpochAndSnapshot) => Some(self.marks.last + 1),
+            (Engine::Postgres, Leaves::Nothing) => None,
+            (Engine::Postgres, Leaves::CountersInVariables) => unreachable!("only MariaDB's writers take the writer lock last"),
+            (Engine::Mariadb, Leaves::EpochAndSnapshot) => unreachable!("writers side by side under SSI are PostgreSQL's"),
+        };
         if let Some(mark) = mark {
             let storage = self.marks.storage;
-            if !self.marks.row_made {
-                batch.push(format!("INSERT IGNORE INTO {COMMITS_TABLE} (storage, mark, globals, local_writes) VALUES ({storage}, 0, 0, 0)"));
+            let made = self.marks.row_made;
+            match leaves {
+                Leaves::Nothing | Leaves::CountersInVariables if !made => {
+                    batch.push(format!("INSERT IGNORE INTO {COMMITS_TABLE} (storage, mark, globals, local_writes) VALUES ({storage}, 0, 0, 0)"))
+                }
+                Leaves::EpochAndSnapshot if !made => {
+                    let table = self.marks.own_table();
+                    batch.push(format!(
+                        "CREATE TABLE IF NOT EXISTS {table} (mark BIGINT NOT NULL, globals BIGINT NOT NULL, xid TEXT, snapshot TEXT NOT NULL); \
+                         INSERT INTO {table} (mark, globals, xid, snapshot) SELECT 0, 0, NULL, '' WHERE NOT EXISTS (SELECT 1 FROM {table})"
+                    ))
+                }
+                _ => {}
             }
             batch.push(match leaves {
                 Leaves::Nothing => format!("UPDATE {COMMITS_TABLE} SET mark = {mark} WHERE storage = {storage}"),
@@ -459,16 +511,23 @@ impl ServerStorage {
                     "UPDATE {COMMITS_TABLE} SET mark = {mark}, globals = @globals, local_writes = @local_writes WHERE storage = {storage}; \
                      SELECT @globals, @local_writes"
                 ),
+                // What `Bookkeeping::ReadEpochAndSnapshot` reads, read by the subquery before
+                // the UPDATE writes (so before it gives the transaction an id: a writer whose
+                // body changed nothing has none to report), kept and returned.
+                Leaves::EpochAndSnapshot => format!(
+                    "UPDATE {} SET mark = {mark}, (globals, xid, snapshot) = \
+                     (SELECT globals, pg_current_xact_id_if_assigned()::text, pg_current_snapshot()::text FROM {META_TABLE} WHERE id = 0) \
+                     RETURNING globals, xid, snapshot",
+                    self.marks.own_table()
+                ),
             });
-        } else if leaves == Leaves::CountersInVariables {
-            unreachable!("only MariaDB's writers take the writer lock last");
         }
         batch.push("COMMIT".to_string());
         let ended = match self.conn.batch_rows(&batch.join("; ")) {
             Ok(rows) => Ended::Answered(rows),
             Err(ConnError::Lost(why)) => match (open, mark) {
-                (Some(writer), _) => self.outcome_of_lost_commit(writer, why).map(|()| Ended::Asked { counters: None })?,
-                (None, Some(mark)) => self.marked_outcome(mark, why).map(|c| Ended::Asked { counters: Some(c) })?,
+                (Some(writer), _) => self.outcome_of_lost_commit(writer, why).map(|()| Ended::Asked { rows: None })?,
+                (None, Some(mark)) => self.marked_outcome(mark, leaves, why).map(|rows| Ended::Asked { rows: Some(rows) })?,
                 (None, None) => return Err(Attempt::Unknown(why)),
             },
             Err(e) => return Err(Attempt::Again(e)),
@@ -487,23 +546,31 @@ impl ServerStorage {
         self.conn.batch("ROLLBACK").map_err(Attempt::Again)
     }
 
-    /// MariaDB: what became of the transaction that wrote `mark` into this storage's row of
-    /// [`COMMITS_TABLE`] just before the COMMIT whose answer the connection lost. The old
-    /// session may still be running the batch the server received, so it is ended first (a
-    /// COMMIT under way finishes; anything else is rolled back) and the question waits until
-    /// the server no longer lists it, which it does only once its transaction is over. Then
-    /// the row holds `mark` if and only if the transaction committed: `Ok` with the counters
-    /// it left, or a lost connection to run it again.
-    fn marked_outcome(&mut self, mark: i64, why: String) -> Result<(u64, u64), Attempt> {
-        let CommitMarks { storage, connection: old, .. } = self.marks;
+    /// What became of the transaction that wrote `mark` just before the COMMIT whose answer
+    /// the connection lost ([`Self::commit`]). The old session may still be running the batch
+    /// the server received, so it is ended first (a COMMIT under way finishes; anything else
+    /// is rolled back) and the question waits until the server no longer lists it, which it
+    /// does only once its transaction is over (PostgreSQL aborts an open transaction before a
+    /// backend leaves `pg_stat_activity`). Then the mark is there if and only if the
+    /// transaction committed: `Ok` with the row the batch would have returned (what `leaves`
+    /// names), or [`Attempt::RolledBack`].
+    fn marked_outcome(&mut self, mark: i64, leaves: Leaves, why: String) -> Result<Rows, Attempt> {
+        let CommitMarks { storage, connection: old, row_made, .. } = self.marks;
+        let engine = self.sql.engine;
         let unknown = |detail: String| Attempt::Unknown(format!("{why}; asking the server whether the transaction marked {mark} committed: {detail}"));
         self.reconnect().map_err(|e| unknown(e.to_string()))?;
-        match self.conn.batch(&format!("KILL {old}")) {
-            // 1094: no such session, it has ended already.
+        let (end, listed) = match engine {
+            Engine::Mariadb => (format!("KILL {old}"), format!("SELECT COUNT(*) FROM information_schema.processlist WHERE id = {old}")),
+            Engine::Postgres => (
+                format!("SELECT pg_terminate_backend({old}) WHERE {old} <> pg_backend_pid()"),
+                format!("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = {old} AND pid <> pg_backend_pid()"),
+            ),
+        };
+        match self.conn.batch(&end) {
+            // MariaDB's 1094: no such session, it has ended already.
             Ok(()) | Err(ConnError::Statement(_)) => {}
             Err(e) => return Err(unknown(e.to_string())),
         }
-        let listed = format!("SELECT COUNT(*) FROM information_schema.processlist WHERE id = {old}");
         let mut polls = 0;
         while self.conn.batch_rows(&listed).map_err(|e| unknown(e.to_string()))? != vec![vec![Value::Int(0)]] {
             polls += 1;
@@ -512,16 +579,23 @@ impl ServerStorage {
             }
             backoff(polls, 1_000);
         }
-        let rows = self
-            .conn
-            .batch_rows(&format!("SELECT mark, globals, local_writes FROM {COMMITS_TABLE} WHERE storage = {storage}"))
-            .map_err(|e| unknown(e.to_string()))?;
+        let read = match leaves {
+            Leaves::Nothing | Leaves::CountersInVariables => format!("SELECT mark, globals, local_writes FROM {COMMITS_TABLE} WHERE storage = {storage}"),
+            Leaves::EpochAndSnapshot => {
+                let table = self.marks.own_table();
+                // The first batch that marks makes the table: if that one was rolled back, there
+                // is none.
+                let exists = format!("SELECT COUNT(*) FROM pg_class WHERE relname = '{table}' AND relkind = 'r' AND pg_table_is_visible(oid)");
+                if !row_made && self.conn.batch_rows(&exists).map_err(|e| unknown(e.to_string()))? == vec![vec![Value::Int(0)]] {
+                    return Err(Attempt::RolledBack);
+                }
+                format!("SELECT mark, globals, xid, snapshot FROM {table}")
+            }
+        };
+        let rows = self.conn.batch_rows(&read).map_err(|e| unknown(e.to_string()))?;
         match rows.as_slice() {
-            [r] if r.len() == 3 && r[0] == Value::Int(mark) => match (&r[1], &r[2]) {
-                (Value::Int(g), Value::Int(l)) => Ok((*g as u64, *l as u64)),
-                other => Err(unknown(format!("its row holds {other:?}"))),
-            },
-            _ => Err(Attempt::Again(ConnError::Lost(format!("{why}; the server rolled the transaction marked {mark} back")))),
+            [r] if r.first() == Some(&Value::Int(mark)) => Ok(vec![r[1..].to_vec()]),
+            _ => Err(Attempt::RolledBack),
         }
     }
 
@@ -541,7 +615,7 @@ impl ServerStorage {
             match rows.first().and_then(|r| r.first()) {
                 Some(Value::Text(s)) if s == "committed" => return Ok(()),
                 Some(Value::Text(s)) if s == "aborted" => {
-                    return Err(Attempt::Again(ConnError::Lost(format!("{why}; the server rolled transaction {xid} back"))))
+                    return Err(Attempt::RolledBack)
                 }
                 Some(Value::Text(s)) if s == "in progress" => {
                     if polls == 0 {
@@ -646,7 +720,7 @@ impl ServerStorage {
             s.conn.batch(&end).map_err(Attempt::committing)?;
             Ok(outcome)
         };
-        self.retrying(&what, attempt).map_err(storage_err)
+        self.retrying(&what, DIRECT_MAX_RETRIES, attempt).map_err(storage_err)
     }
 
     /// Runs a belt transaction's body. On PostgreSQL its writes whose counts it does not use
@@ -783,9 +857,11 @@ impl ServerStorage {
             return Err(Attempt::before_commit(f));
         }
         self.conn.started().map_err(Attempt::before_commit)?;
-        let undo = if outcome.committed() { "" } else { "ROLLBACK TO SAVEPOINT body; " };
-        let end = format!("{undo}{read}; COMMIT");
-        let rows = self.conn.batch_rows(&end).map_err(Attempt::committing)?;
+        let undo = if outcome.committed() { "" } else { "ROLLBACK TO SAVEPOINT body" };
+        let rows = match self.commit(undo, Leaves::EpochAndSnapshot)? {
+            Ended::Answered(rows) | Ended::Asked { rows: Some(rows) } => rows,
+            Ended::Asked { rows: None } => unreachable!("a writer side by side is asked about by its mark"),
+        };
         // Committed: a bad row now cannot be undone or run again.
         let (globals, snapshot) = epoch_and_snapshot(&rows).map_err(|e| Attempt::Fatal(format!("committed, but its epoch and snapshot could not be read: {e}")))?;
         let position = Position::SideBySide { instance: self.instance, globals_seen: globals, snapshot };
@@ -816,7 +892,8 @@ impl ServerStorage {
         if writers.quiet_since(quiet) {
             self.conn.end_read_only();
         } else {
-            self.conn.batch("COMMIT").map_err(Attempt::committing)?;
+            // Nothing of a reader stays, committed or not: a lost answer means running it again.
+            self.conn.batch("COMMIT").map_err(Attempt::Again)?;
         }
         let position = Position::SideBySide { instance: self.instance, globals_seen: globals, snapshot };
         Ok(StorageResult::Executed { outcome, update: StateUpdate::default(), position, access: None, retries: 0 })
@@ -854,9 +931,8 @@ impl ServerStorage {
                 "UPDATE {META_TABLE} SET globals = (@globals := globals), local_writes = (@local_writes := local_writes + 1) WHERE id = 0"
             );
             match self.commit(&take_and_bump, Leaves::CountersInVariables)? {
-                Ended::Answered(rows) => counters_of(&rows).map_err(bad)?,
-                Ended::Asked { counters: Some(after) } => after,
-                Ended::Asked { counters: None } => unreachable!("MariaDB's commits are asked about by their marks"),
+                Ended::Answered(rows) | Ended::Asked { rows: Some(rows) } => counters_of(&rows).map_err(bad)?,
+                Ended::Asked { rows: None } => unreachable!("MariaDB's commits are asked about by their marks"),
             }
         } else {
             // Nothing it did stays, committed or not, so a lost answer means running it again.
@@ -998,11 +1074,11 @@ impl ServerStorage {
     }
 
     /// Runs `attempt` until it succeeds: a victim of a serialization failure or deadlock runs
-    /// again, a connection lost before COMMIT is reopened and the transaction runs again (the
-    /// server rolled it back), a connection lost during COMMIT is asked about where the server
-    /// can say ([`Self::commit`]) and otherwise fails loudly, since the outcome is unknown and
-    /// running it again could apply it twice.
-    fn retrying<T>(&mut self, what: &str, mut attempt: impl FnMut(&mut Self) -> Result<T, Attempt>) -> Result<(T, u32), String> {
+    /// again (up to `victim_bound` times), a connection lost before COMMIT is reopened and the
+    /// transaction runs again (the server rolled it back), a connection lost during COMMIT is
+    /// asked about where the server can say ([`Self::commit`]) and otherwise fails loudly, since
+    /// the outcome is unknown and running it again could apply it twice.
+    fn retrying<T>(&mut self, what: &str, victim_bound: u32, mut attempt: impl FnMut(&mut Self) -> Result<T, Attempt>) -> Result<(T, u32), String> {
         self.writes_waited = false;
         let mut retries = 0;
         loop {
@@ -1012,17 +1088,19 @@ impl ServerStorage {
                     self.conn.forget_unsent();
                     let _ = self.conn.batch("ROLLBACK");
                     match a {
-                        Attempt::Again(ConnError::Retry(_)) if retries < MAX_RETRIES => {
+                        Attempt::Again(ConnError::Retry(_)) if retries < victim_bound => {
                             retries += 1;
                             pause_before_retry(retries);
                         }
                         Attempt::Again(ConnError::Retry(why)) => {
-                            return Err(format!("{what}: still a victim after {MAX_RETRIES} retries: {why}"));
+                            return Err(format!("{what}: still a victim after {victim_bound} retries: {why}"));
                         }
                         Attempt::Again(ConnError::Lost(why)) => {
                             self.reconnect().map_err(|e| format!("{what}: the {} connection was lost ({why}) and could not be reopened: {e}", self.sql.engine.name()))?;
                             retries += 1;
                         }
+                        // Asking about it opened the connection again already.
+                        Attempt::RolledBack => retries += 1,
                         Attempt::Again(ConnError::SentAhead(_)) if !self.writes_waited => {
                             self.writes_waited = true;
                             retries += 1;
@@ -1168,29 +1246,35 @@ fn continues(globals: u64, first_seq: u64) -> Result<(), Attempt> {
     Ok(())
 }
 
-/// What a MariaDB batch that commits records in the storage's row of [`COMMITS_TABLE`] beside
-/// its mark ([`ServerStorage::commit`]).
+/// What a batch that commits records beside its mark ([`ServerStorage::commit`]), and returns.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Leaves {
-    /// The mark alone: the caller knows its position without the counters.
+    /// The mark alone (MariaDB), or no mark (PostgreSQL, whose writers that take the lock
+    /// first are asked about by their id): the caller knows its position without the batch.
     Nothing,
-    /// The counters as the batch left them in `@globals` and `@local_writes` (a writer that
-    /// takes the writer lock last), which the batch also returns.
+    /// MariaDB: the counters as the batch left them in `@globals` and `@local_writes` (a
+    /// writer that takes the writer lock last).
     CountersInVariables,
+    /// PostgreSQL, a local writer side by side: its epoch, id and snapshot, as
+    /// [`Bookkeeping::ReadEpochAndSnapshot`] reads them.
+    EpochAndSnapshot,
 }
 
 /// How a transaction's COMMIT was known to have happened ([`ServerStorage::commit`]).
 enum Ended {
     /// The server answered: the rows of the batch's last statement that returns rows.
     Answered(Rows),
-    /// The answer was lost, and the server, asked, said that the transaction committed; on
-    /// MariaDB with the counters it left.
-    Asked { counters: Option<(u64, u64)> },
+    /// The answer was lost, and the server, asked, said that the transaction committed; where
+    /// it was marked, with the row the batch would have returned, read back.
+    Asked { rows: Option<Rows> },
 }
 
 enum Attempt {
     /// Roll back and decide by the error.
     Again(ConnError),
+    /// Lost while committing, and the server, asked on a new connection, said it rolled the
+    /// transaction back: run it again on that connection.
+    RolledBack,
     /// Lost while committing: the outcome is unknown.
     Unknown(String),
     /// Not worth running again.
@@ -1276,7 +1360,7 @@ impl Storage for ServerStorage {
                     Err(e) => return StorageResult::Rejected(e),
                 };
                 let what = format!("transaction `{}`", request.txn);
-                match self.retrying(&what, |s| s.attempt_execute(txn, request, *role)) {
+                match self.retrying(&what, MAX_RETRIES, |s| s.attempt_execute(txn, request, *role)) {
                     Ok((mut r, n)) => {
                         if let StorageResult::Executed { retries, .. } = &mut r {
                             *retries = n;
@@ -1291,7 +1375,7 @@ impl Storage for ServerStorage {
             }
             StorageJob::Apply { first_seq, updates } => {
                 let what = format!("applying state updates {first_seq}..{}", first_seq + updates.len() as u64);
-                match self.retrying(&what, |s| s.attempt_apply(*first_seq, updates)) {
+                match self.retrying(&what, MAX_RETRIES, |s| s.attempt_apply(*first_seq, updates)) {
                     Ok((globals_seen, retries)) => StorageResult::Applied { globals_seen, retries },
                     Err(e) => StorageResult::Failed(e),
                 }
