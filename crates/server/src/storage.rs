@@ -21,6 +21,10 @@ pub const META_TABLE: &str = "_ensemble_meta";
 /// row in the database can.
 pub const COMMITS_TABLE: &str = "_ensemble_commits";
 
+/// PostgreSQL, local writers side by side: the prepared statement that marks a commit in the
+/// storage's own table ([`ServerStorage::commit`]).
+const MARK_SIDE_BY_SIDE: &str = "ensemble_mark_side_by_side";
+
 /// How often one transaction is run again after the server chose it as a victim before the
 /// storage gives up on it. On PostgreSQL writers at an instance queue on one lock, so a victim
 /// is rare; on MariaDB writers overlap and deadlock now and then, each victim backing off
@@ -431,10 +435,23 @@ impl ServerStorage {
         }
     }
 
-    /// Prepares the bookkeeping statements once per session on PostgreSQL ([`Bookkeeping`]).
+    /// Prepares the bookkeeping statements once per session on PostgreSQL ([`Bookkeeping`]);
+    /// with local writers side by side, also makes the storage's own table of commit marks, if
+    /// it is not there yet, and prepares the statement that marks a commit there
+    /// ([`Self::commit`]).
     fn prepare_bookkeeping(&mut self) -> Result<(), ConnError> {
         if self.sql.engine == Engine::Postgres && !self.bookkeeping_prepared {
-            let prepare: Vec<String> = Bookkeeping::ALL.iter().map(|b| format!("PREPARE {} AS {}", b.name(), b.sql())).collect();
+            let mut prepare: Vec<String> = Bookkeeping::ALL.iter().map(|b| format!("PREPARE {} AS {}", b.name(), b.sql())).collect();
+            if self.side_by_side.is_some() {
+                let table = self.marks.own_table();
+                prepare.push(format!(
+                    "CREATE TABLE IF NOT EXISTS {table} (mark BIGINT NOT NULL, globals BIGINT NOT NULL, xid TEXT, snapshot TEXT NOT NULL); \
+                     INSERT INTO {table} (mark, globals, xid, snapshot) SELECT 0, 0, NULL, '' WHERE NOT EXISTS (SELECT 1 FROM {table}); \
+                     PREPARE {MARK_SIDE_BY_SIDE} (bigint) AS UPDATE {table} SET mark = $1, (globals, xid, snapshot) = \
+                     (SELECT globals, pg_current_xact_id_if_assigned()::text, pg_current_snapshot()::text FROM {META_TABLE} WHERE id = 0) \
+                     RETURNING globals, xid, snapshot"
+                ));
+            }
             self.conn.batch(&prepare.join("; "))?;
             self.bookkeeping_prepared = true;
         }
@@ -477,9 +494,10 @@ impl ServerStorage {
     ///
     /// On MariaDB the mark is an UPDATE of the storage's row by key, with constants or session
     /// variables only: it runs under the counters' row lock, where a statement that reads
-    /// another table as well (`INSERT … SELECT`, a join) costs more. The row (and on
-    /// PostgreSQL the table) is made by the storage's first batch that commits a mark, since a
-    /// storage may open before the schema is made.
+    /// another table as well (`INSERT … SELECT`, a join) costs more. The row is made by the
+    /// storage's first batch that commits a mark (`INSERT IGNORE`), since a storage may open
+    /// before the schema is made; PostgreSQL's own table is made before the session's first
+    /// transaction, with the prepared statements ([`Self::prepare_bookkeeping`]).
     fn commit(&mut self, before: &str, leaves: Leaves) -> Result<Ended, Attempt> {
         let open = self.open_writer.take();
         let mut batch: Vec<String> = [before].iter().filter(|b| !b.is_empty()).map(|b| b.to_string()).collect();
@@ -491,19 +509,8 @@ impl ServerStorage {
         };
         if let Some(mark) = mark {
             let storage = self.marks.storage;
-            let made = self.marks.row_made;
-            match leaves {
-                Leaves::Nothing | Leaves::CountersInVariables if !made => {
-                    batch.push(format!("INSERT IGNORE INTO {COMMITS_TABLE} (storage, mark, globals, local_writes) VALUES ({storage}, 0, 0, 0)"))
-                }
-                Leaves::EpochAndSnapshot if !made => {
-                    let table = self.marks.own_table();
-                    batch.push(format!(
-                        "CREATE TABLE IF NOT EXISTS {table} (mark BIGINT NOT NULL, globals BIGINT NOT NULL, xid TEXT, snapshot TEXT NOT NULL); \
-                         INSERT INTO {table} (mark, globals, xid, snapshot) SELECT 0, 0, NULL, '' WHERE NOT EXISTS (SELECT 1 FROM {table})"
-                    ))
-                }
-                _ => {}
+            if !self.marks.row_made && leaves != Leaves::EpochAndSnapshot {
+                batch.push(format!("INSERT IGNORE INTO {COMMITS_TABLE} (storage, mark, globals, local_writes) VALUES ({storage}, 0, 0, 0)"));
             }
             batch.push(match leaves {
                 Leaves::Nothing => format!("UPDATE {COMMITS_TABLE} SET mark = {mark} WHERE storage = {storage}"),
@@ -514,12 +521,7 @@ impl ServerStorage {
                 // What `Bookkeeping::ReadEpochAndSnapshot` reads, read by the subquery before
                 // the UPDATE writes (so before it gives the transaction an id: a writer whose
                 // body changed nothing has none to report), kept and returned.
-                Leaves::EpochAndSnapshot => format!(
-                    "UPDATE {} SET mark = {mark}, (globals, xid, snapshot) = \
-                     (SELECT globals, pg_current_xact_id_if_assigned()::text, pg_current_snapshot()::text FROM {META_TABLE} WHERE id = 0) \
-                     RETURNING globals, xid, snapshot",
-                    self.marks.own_table()
-                ),
+                Leaves::EpochAndSnapshot => format!("EXECUTE {MARK_SIDE_BY_SIDE}({mark})"),
             });
         }
         batch.push("COMMIT".to_string());
@@ -555,7 +557,7 @@ impl ServerStorage {
     /// transaction committed: `Ok` with the row the batch would have returned (what `leaves`
     /// names), or [`Attempt::RolledBack`].
     fn marked_outcome(&mut self, mark: i64, leaves: Leaves, why: String) -> Result<Rows, Attempt> {
-        let CommitMarks { storage, connection: old, row_made, .. } = self.marks;
+        let CommitMarks { storage, connection: old, .. } = self.marks;
         let engine = self.sql.engine;
         let unknown = |detail: String| Attempt::Unknown(format!("{why}; asking the server whether the transaction marked {mark} committed: {detail}"));
         self.reconnect().map_err(|e| unknown(e.to_string()))?;
@@ -581,16 +583,8 @@ impl ServerStorage {
         }
         let read = match leaves {
             Leaves::Nothing | Leaves::CountersInVariables => format!("SELECT mark, globals, local_writes FROM {COMMITS_TABLE} WHERE storage = {storage}"),
-            Leaves::EpochAndSnapshot => {
-                let table = self.marks.own_table();
-                // The first batch that marks makes the table: if that one was rolled back, there
-                // is none.
-                let exists = format!("SELECT COUNT(*) FROM pg_class WHERE relname = '{table}' AND relkind = 'r' AND pg_table_is_visible(oid)");
-                if !row_made && self.conn.batch_rows(&exists).map_err(|e| unknown(e.to_string()))? == vec![vec![Value::Int(0)]] {
-                    return Err(Attempt::RolledBack);
-                }
-                format!("SELECT mark, globals, xid, snapshot FROM {table}")
-            }
+            // Made before the session's first transaction (`Self::prepare_bookkeeping`).
+            Leaves::EpochAndSnapshot => format!("SELECT mark, globals, xid, snapshot FROM {}", self.marks.own_table()),
         };
         let rows = self.conn.batch_rows(&read).map_err(|e| unknown(e.to_string()))?;
         match rows.as_slice() {

@@ -566,8 +566,8 @@ fn a_commit_whose_answer_is_lost_is_asked_about_and_neither_lost_nor_applied_twi
         }
         assert_eq!(a.counters().unwrap(), (4, 4), "{name}");
         // Local writers side by side under SSI, asked about by the mark each writes in its
-        // storage's own table: cut before the first one (whose batch would have made that
-        // table), after the next, and after one whose body aborted (it commits all the same).
+        // storage's own table: cut before one, after the next, and after one whose body
+        // aborted (it commits all the same).
         let mut b = ServerStorage::open(&proxied, apps::shop::application(), Arc::new(translate(&apps::shop::application(), engine).unwrap()), InstanceId(0)).unwrap();
         b.set_writers_side_by_side(Arc::new(ensemble_server::WritersInFlight::default())).unwrap();
         for (i, (after, cart, creates)) in [(false, 50, true), (true, 51, true), (true, 51, false)].into_iter().enumerate() {
