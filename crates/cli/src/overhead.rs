@@ -314,20 +314,19 @@ impl Path {
     }
 }
 
-/// The mean latency ratio of `a` to `b` in each round, lowest to highest.
 /// What most summary lines compare a path with.
 const MEAN: &str = "the direct path's mean";
 
-/// "N % to WHAT (per round r1, r2, ...)": what `path` adds to the mean of `base`, over the run and
+/// "N % to WHAT (round by round r1, r2, ...)": what `path` adds to the mean of `base`, over the run and
 /// round by round.
 fn adds_to(path: &Path, base: &Path, what: &str) -> String {
-    format!("{:.0} % to {what} (per round {})", (path.mean_ms() / base.mean_ms() - 1.0) * 100.0, ratio_spread(path, base))
+    format!("{:.0} % to {what} (round by round {})", (path.mean_ms() / base.mean_ms() - 1.0) * 100.0, ratio_spread(path, base))
 }
 
+/// The mean latency ratio of `a` to `b` in each round, in the rounds' order (sorted, as they
+/// were printed before, they read as a drift over the run that was not there).
 fn ratio_spread(a: &Path, b: &Path) -> String {
-    let mut v: Vec<f64> = a.rounds.iter().zip(&b.rounds).map(|(x, y)| x.mean_ms / y.mean_ms).collect();
-    v.sort_by(f64::total_cmp);
-    v.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(", ")
+    a.rounds.iter().zip(&b.rounds).map(|(x, y)| format!("{:.2}", x.mean_ms / y.mean_ms)).collect::<Vec<_>>().join(", ")
 }
 
 pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, progress: bool, backend: ensemble_bench::Backend) -> anyhow::Result<String> {
@@ -448,7 +447,7 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
     if pipelines {
         rows.push(row(&dp));
         against_pipelined = format!(
-            "against the direct path that pipelines BEGIN and its writes: throughput ratio {:.2}, mean latency ratio {:.2} (Ensemble adds {:.0} %; per round {})\n",
+            "against the direct path that pipelines BEGIN and its writes: throughput ratio {:.2}, mean latency ratio {:.2} (Ensemble adds {:.0} %; round by round {})\n",
             r.ops_per_s() / dp.ops_per_s(),
             r.mean_ms() / dp.mean_ms(),
             (r.mean_ms() / dp.mean_ms() - 1.0) * 100.0,
@@ -512,7 +511,7 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
     measured.extend(&pooled_paths);
     let where_cpu = cpu_table(&measured);
     Ok(format!(
-        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; per round {})\n{against_pipelined}{as_run}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
+        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; round by round {})\n{against_pipelined}{as_run}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
         render(&rows),
         r.ops_per_s() / d.ops_per_s(),
         r.mean_ms() / d.mean_ms(),

@@ -489,8 +489,9 @@ impl ServerStorage {
     ///   ([`CommitMarks::own_table`]).
     ///
     /// A transaction that committed then ends as if the answer had come ([`Ended::Asked`]), one
-    /// that did not runs again; one that cannot be asked about (2PC branches do not come here)
-    /// fails loudly ([`Attempt::Unknown`]).
+    /// that did not runs again; one that cannot be asked about fails loudly
+    /// ([`Attempt::Unknown`]). The 2PC baseline's one-phase transactions come here too
+    /// ([`Self::commit_one_phase`]); its prepared branches are asked about by their XA ids.
     ///
     /// On MariaDB the mark is an UPDATE of the storage's row by key, with constants or session
     /// variables only: it runs under the counters' row lock, where a statement that reads
@@ -621,6 +622,36 @@ impl ServerStorage {
             }
         }
         Err(unknown(format!("still in progress after {LOST_COMMIT_POLLS} questions")))
+    }
+
+    /// Starts a transaction of the 2PC baseline (`crate::twopc`) that may commit in one phase.
+    /// On PostgreSQL one whose type writes (`writes`) learns its id and session in the same
+    /// round trip, so that a COMMIT whose answer is lost can be asked about by id, as a writer
+    /// of the belt's that took the writer lock first is ([`Self::commit_one_phase`]).
+    pub(crate) fn begin_one_phase(&mut self, begin: &str, writes: bool) -> Result<(), ConnError> {
+        self.open_writer = None;
+        if !(writes && self.sql.engine == Engine::Postgres) {
+            return self.conn.batch(begin);
+        }
+        // The shape `open_writer_of` reads, as `Bookkeeping::ReadCountersAndId` returns it.
+        let rows = self.conn.batch_rows(&format!("{begin}; SELECT 0, 0, pg_current_xact_id()::text, pg_backend_pid()"))?;
+        let writer = open_writer_of(&rows).ok_or_else(|| ConnError::Statement(format!("a transaction's id and session were read as {rows:?}")))?;
+        self.open_writer = Some(writer);
+        Ok(())
+    }
+
+    /// Commits a transaction begun by [`Self::begin_one_phase`] whose body changed `changed`
+    /// rows. A COMMIT whose answer is lost is asked about as [`Self::commit`] asks: on
+    /// PostgreSQL by the id read at the start, on MariaDB by a mark the batch writes in the
+    /// storage's row of [`COMMITS_TABLE`] before COMMIT. A transaction that changed no row and
+    /// has no id (MariaDB's, or a PostgreSQL type that writes nothing) writes no mark: if its
+    /// answer is lost nothing of it stays either way, and it runs again on a new connection
+    /// ([`Attempt::Again`] with the lost connection). `Ok` when it committed, answered or asked.
+    pub(crate) fn commit_one_phase(&mut self, changed: u64) -> Result<(), Attempt> {
+        if changed == 0 && self.open_writer.is_none() {
+            return self.conn.batch("COMMIT").map_err(Attempt::Again);
+        }
+        self.commit("", Leaves::Nothing).map(|_| ())
     }
 
     /// Runs a transaction straight on the database, without a node, as `how` says: as the
@@ -1263,7 +1294,7 @@ enum Ended {
     Asked { rows: Option<Rows> },
 }
 
-enum Attempt {
+pub(crate) enum Attempt {
     /// Roll back and decide by the error.
     Again(ConnError),
     /// Lost while committing, and the server, asked on a new connection, said it rolled the

@@ -39,7 +39,7 @@
 
 use crate::conn::ConnError;
 use crate::dialect::{Engine, Translated};
-use crate::storage::{backoff, ApplyError, ServerError, ServerStorage};
+use crate::storage::{backoff, ApplyError, Attempt, ServerError, ServerStorage};
 use ensemble_app::{Application, InstanceId, StateUpdate};
 use ensemble_core::{Request, Rows, Storage, Value};
 use ensemble_twopc::{Job, JobResult, Xid};
@@ -306,9 +306,12 @@ impl TwoPcStorage {
 
     fn attempt(&mut self, txn: &ensemble_app::TxnType, request: &Request, xid: Option<Xid>) -> Result<JobResult, Failure> {
         let locks = self.shared.engine() == Engine::Postgres;
-        self.db.conn.batch(&self.shared.begin(None, true))?;
+        // Any of them may commit in one phase, and one that writes must be asked about if the
+        // answer to its COMMIT is lost (`ServerStorage::commit_one_phase`).
+        let writes = !self.shared.sql.written(txn.name).is_empty();
+        self.db.begin_one_phase(&self.shared.begin(None, true), writes)?;
         let mut changes = Vec::new();
-        let (outcome, failure, _) = self.db.run_body_locking(txn, &request.params, xid.map(|_| &mut changes), locks, false);
+        let (outcome, failure, changed) = self.db.run_body_locking(txn, &request.params, xid.map(|_| &mut changes), locks, false);
         if let Some(f) = failure {
             return Err(Failure::from(f));
         }
@@ -316,8 +319,14 @@ impl TwoPcStorage {
         let Some(xid) = xid.filter(|_| outcome.committed() && replicates) else {
             // Every lock this transaction takes is held: its tick orders it (crate doc).
             let ts = self.shared.tick();
-            self.db.conn.batch(if outcome.committed() { "COMMIT" } else { "ROLLBACK" }).map_err(committing)?;
-            return Ok(JobResult::Committed { outcome, ts, retries: 0 });
+            if !outcome.committed() {
+                self.db.conn.batch("ROLLBACK")?;
+                return Ok(JobResult::Committed { outcome, ts, retries: 0 });
+            }
+            return match self.db.commit_one_phase(changed) {
+                Ok(()) => Ok(JobResult::Committed { outcome, ts, retries: 0 }),
+                Err(lost) => Err(self.lost_commit(lost)),
+            };
         };
         // The branch stays open until the votes are in: its connection is parked, and the
         // worker goes on with another, got first (none to be had: a victim's fate).
@@ -325,6 +334,21 @@ impl TwoPcStorage {
         let tick = self.shared.tick();
         self.park_branch(xid, fresh);
         Ok(JobResult::Held { outcome, update: StateUpdate { changes, writer: None }, tick, retries: 0 })
+    }
+
+    /// A one-phase COMMIT that failed ([`ServerStorage::commit_one_phase`]). The storage may
+    /// have opened a new connection to ask about a lost answer; it gets the baseline's
+    /// settings before the transaction runs again on it.
+    fn lost_commit(&mut self, failed: Attempt) -> Failure {
+        match failed {
+            Attempt::Again(e) => Failure::from(e),
+            Attempt::RolledBack => match self.shared.configure(&mut self.db) {
+                Ok(()) => Failure::Victim(ConnError::Retry("the connection was lost while committing, and the server rolled the transaction back".into())),
+                Err(e) => Failure::Fatal(format!("the connection was lost while committing, and the new one could not be set up: {e}")),
+            },
+            Attempt::Unknown(why) => Failure::Fatal(format!("the connection was lost while committing ({why}); the outcome is unknown")),
+            Attempt::Fatal(m) => Failure::Fatal(m),
+        }
     }
 
     /// Carries out the decision on the coordinator's held branch of `xid`: a commit inserts the
