@@ -66,6 +66,10 @@ pub enum ServerError {
     Invalid(String),
 }
 
+/// How many times in a row a new connection may be lost while it is being set up before
+/// [`ServerStorage::reconnect`] gives up.
+pub(crate) const SETUP_LOSSES: u32 = 5;
+
 /// One connection to an instance's database on a server.
 pub struct ServerStorage {
     pub(crate) conn: Conn,
@@ -277,13 +281,20 @@ impl ServerStorage {
         Ok(())
     }
 
-    /// Opens a new connection after the server dropped the old one.
+    /// Opens a new connection after the server dropped the old one. A server that ends
+    /// sessions (a restart, an administrator) may end the new one while it is being set up: it
+    /// is opened again, up to [`SETUP_LOSSES`] times.
     pub(crate) fn reconnect(&mut self) -> Result<(), ServerError> {
-        self.conn = Conn::open(self.sql.engine, &self.url)?;
-        self.bookkeeping_prepared = false;
-        self.quick_deadlock_check = false;
-        self.configure()?;
-        Ok(())
+        let mut lost = 0;
+        loop {
+            self.conn = Conn::open(self.sql.engine, &self.url)?;
+            self.bookkeeping_prepared = false;
+            self.quick_deadlock_check = false;
+            match self.configure() {
+                Err(ConnError::Lost(_)) if lost < SETUP_LOSSES => lost += 1,
+                r => return Ok(r?),
+            }
+        }
     }
 
     pub fn engine(&self) -> Engine {
@@ -551,37 +562,14 @@ impl ServerStorage {
 
     /// What became of the transaction that wrote `mark` just before the COMMIT whose answer
     /// the connection lost ([`Self::commit`]). The old session may still be running the batch
-    /// the server received, so it is ended first (a COMMIT under way finishes; anything else
-    /// is rolled back) and the question waits until the server no longer lists it, which it
-    /// does only once its transaction is over (PostgreSQL aborts an open transaction before a
-    /// backend leaves `pg_stat_activity`). Then the mark is there if and only if the
+    /// the server received, so it is ended first, and the question waits until it is over
+    /// ([`Self::reconnect_ending_the_old_session`]). Then the mark is there if and only if the
     /// transaction committed: `Ok` with the row the batch would have returned (what `leaves`
     /// names), or [`Attempt::RolledBack`].
     fn marked_outcome(&mut self, mark: i64, leaves: Leaves, why: String) -> Result<Rows, Attempt> {
-        let CommitMarks { storage, connection: old, .. } = self.marks;
-        let engine = self.sql.engine;
+        let storage = self.marks.storage;
         let unknown = |detail: String| Attempt::Unknown(format!("{why}; asking the server whether the transaction marked {mark} committed: {detail}"));
-        self.reconnect().map_err(|e| unknown(e.to_string()))?;
-        let (end, listed) = match engine {
-            Engine::Mariadb => (format!("KILL {old}"), format!("SELECT COUNT(*) FROM information_schema.processlist WHERE id = {old}")),
-            Engine::Postgres => (
-                format!("SELECT pg_terminate_backend({old}) WHERE {old} <> pg_backend_pid()"),
-                format!("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = {old} AND pid <> pg_backend_pid()"),
-            ),
-        };
-        match self.conn.batch(&end) {
-            // MariaDB's 1094: no such session, it has ended already.
-            Ok(()) | Err(ConnError::Statement(_)) => {}
-            Err(e) => return Err(unknown(e.to_string())),
-        }
-        let mut polls = 0;
-        while self.conn.batch_rows(&listed).map_err(|e| unknown(e.to_string()))? != vec![vec![Value::Int(0)]] {
-            polls += 1;
-            if polls == LOST_COMMIT_POLLS {
-                return Err(unknown(format!("its old session {old} was still listed after {LOST_COMMIT_POLLS} questions")));
-            }
-            backoff(polls, 1_000);
-        }
+        self.reconnect_ending_the_old_session().map_err(unknown)?;
         let read = match leaves {
             Leaves::Nothing | Leaves::CountersInVariables => format!("SELECT mark, globals, local_writes FROM {COMMITS_TABLE} WHERE storage = {storage}"),
             // Made before the session's first transaction (`Self::prepare_bookkeeping`).
@@ -592,6 +580,52 @@ impl ServerStorage {
             [r] if r.first() == Some(&Value::Int(mark)) => Ok(vec![r[1..].to_vec()]),
             _ => Err(Attempt::RolledBack),
         }
+    }
+
+    /// After a connection lost while a statement was in flight: opens a new one and ends the
+    /// old session ([`CommitMarks::connection`]), which the server may still be running (a
+    /// COMMIT or PREPARE under way finishes; anything else is rolled back), then waits until
+    /// the server no longer lists it, which it does only once its transaction is over
+    /// (PostgreSQL aborts an open transaction before a backend leaves `pg_stat_activity`, and
+    /// MariaDB detaches a prepared XA branch before its session leaves the process list). What
+    /// the old session did is then all there is to read.
+    pub(crate) fn reconnect_ending_the_old_session(&mut self) -> Result<(), String> {
+        let old = self.marks.connection;
+        self.reconnect().map_err(|e| e.to_string())?;
+        let (end, listed) = match self.sql.engine {
+            Engine::Mariadb => (format!("KILL {old}"), format!("SELECT COUNT(*) FROM information_schema.processlist WHERE id = {old}")),
+            Engine::Postgres => (
+                format!("SELECT pg_terminate_backend({old}) WHERE {old} <> pg_backend_pid()"),
+                format!("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = {old} AND pid <> pg_backend_pid()"),
+            ),
+        };
+        match self.conn.batch(&end) {
+            // MariaDB's 1094: no such session, it has ended already.
+            Ok(()) | Err(ConnError::Statement(_)) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+        let mut polls = 0;
+        while self.conn.batch_rows(&listed).map_err(|e| e.to_string())? != vec![vec![Value::Int(0)]] {
+            polls += 1;
+            if polls == LOST_COMMIT_POLLS {
+                return Err(format!("its old session {old} was still listed after {LOST_COMMIT_POLLS} questions"));
+            }
+            backoff(polls, 1_000);
+        }
+        Ok(())
+    }
+
+    /// Learns the session's id on the server ([`CommitMarks::connection`]) where
+    /// [`Self::configure`] does not (PostgreSQL, but for locals side by side), for a user of
+    /// [`Self::reconnect_ending_the_old_session`]: the 2PC baseline.
+    pub(crate) fn learn_session(&mut self) -> Result<(), ConnError> {
+        if self.sql.engine == Engine::Postgres && self.side_by_side.is_none() {
+            self.marks.connection = match self.conn.batch_rows("SELECT pg_backend_pid()")?.first().and_then(|r| r.first()) {
+                Some(Value::Int(id)) => *id,
+                other => return Err(ConnError::Statement(format!("pg_backend_pid() returned {other:?}"))),
+            };
+        }
+        Ok(())
     }
 
     /// Asks the server, on a new session, what became of `writer`, whose COMMIT was in flight

@@ -64,6 +64,10 @@ const MAX_RETRIES: u32 = 1000;
 /// decision's round trips, longer than a one-server transaction's.
 const RETRY_BACKOFF_US: u64 = 1000;
 
+/// How many times a lookup of a decision is made, each on a new connection, while the server
+/// ends its sessions ([`TwoPcStorage::recorded`]).
+const RECORD_LOOKUPS: u32 = 20;
+
 /// The coordinator's decisions: `(epoch, n)` of the transaction id, `committed` 1 or 0, and the
 /// commit timestamp.
 pub const DECISIONS: &str = "ensemble_2pc_decisions";
@@ -134,6 +138,8 @@ impl TwoPcShared {
             // wait before looking for one is as long as the lock timeout.
             s.look_for_deadlocks_early()?;
         }
+        // To end the session after a lost PREPARE (`TwoPcStorage::prepared_after_all`).
+        s.learn_session()?;
         Ok(())
     }
 
@@ -259,11 +265,25 @@ impl TwoPcStorage {
 
     /// After a victim: a lost connection is opened again (the server rolled back what it had).
     fn recover(&mut self, e: &ConnError) -> Result<(), String> {
-        if let ConnError::Lost(why) = e {
+        let ConnError::Lost(why) = e else { return Ok(()) };
+        let mut lost = 0;
+        loop {
             self.db.reconnect().map_err(|e2| format!("the connection was lost ({why}) and could not be reopened: {e2}"))?;
-            self.shared.configure(&mut self.db).map_err(|e| e.to_string())?;
+            // Lost again while being set up: opened again, as `ServerStorage::reconnect` does.
+            match self.shared.configure(&mut self.db) {
+                Err(ServerError::Conn(ConnError::Lost(_))) if lost < crate::storage::SETUP_LOSSES => lost += 1,
+                r => return r.map_err(|e| format!("the connection was lost ({why}), and the new one could not be set up: {e}")),
+            }
         }
-        Ok(())
+    }
+
+    /// After the storage opened a new connection itself (to ask about a lost COMMIT or
+    /// PREPARE): the baseline's settings, or, if that connection is lost too, another.
+    fn settle(&mut self) -> Result<(), String> {
+        match self.shared.configure(&mut self.db) {
+            Ok(()) => Ok(()),
+            Err(e) => self.recover(&ConnError::Lost(e.to_string())),
+        }
     }
 
     /// A one-phase transaction, or a coordinator's branch (`xid`), run again while the server
@@ -342,9 +362,9 @@ impl TwoPcStorage {
     fn lost_commit(&mut self, failed: Attempt) -> Failure {
         match failed {
             Attempt::Again(e) => Failure::from(e),
-            Attempt::RolledBack => match self.shared.configure(&mut self.db) {
+            Attempt::RolledBack => match self.settle() {
                 Ok(()) => Failure::Victim(ConnError::Retry("the connection was lost while committing, and the server rolled the transaction back".into())),
-                Err(e) => Failure::Fatal(format!("the connection was lost while committing, and the new one could not be set up: {e}")),
+                Err(e) => Failure::Fatal(format!("the connection was lost while committing, and the server rolled the transaction back; then {e}")),
             },
             Attempt::Unknown(why) => Failure::Fatal(format!("the connection was lost while committing ({why}); the outcome is unknown")),
             Attempt::Fatal(m) => Failure::Fatal(m),
@@ -407,7 +427,25 @@ impl TwoPcStorage {
     /// recorded first: its insert waits for a commit still in flight on the record's key (an
     /// earlier incarnation's, or one whose connection was lost), and once it is in, no such
     /// commit can happen any more. `None`: the key stayed locked for [`RECORD_WAIT_S`].
+    ///
+    /// A lookup whose own connection is lost is made again on a new one, up to
+    /// [`RECORD_LOOKUPS`] times: asking again loses nothing. Its abort record either committed
+    /// (the next lookup reads it) or not (the next inserts it, or reads the commit's record).
     fn recorded(&mut self, xid: Xid) -> Result<Option<(bool, u64)>, ConnError> {
+        let mut lookups = 1;
+        loop {
+            match self.look_up_record(xid) {
+                Err(e @ ConnError::Lost(_)) if lookups < RECORD_LOOKUPS => {
+                    lookups += 1;
+                    self.recover(&e).map_err(ConnError::Lost)?;
+                    backoff(lookups, RETRY_BACKOFF_US);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn look_up_record(&mut self, xid: Xid) -> Result<Option<(bool, u64)>, ConnError> {
         // This worker's own session may have gone with the other (a server restart ends all).
         if let Err(e @ ConnError::Lost(_)) = self.db.conn.batch("ROLLBACK") {
             self.recover(&e).map_err(ConnError::Lost)?;
@@ -544,11 +582,54 @@ impl TwoPcStorage {
         for sql in before {
             self.db.conn.batch(sql)?;
         }
-        self.db.conn.batch(last).map_err(committing)?;
+        match self.db.conn.batch(last) {
+            Ok(()) => {}
+            Err(ConnError::Lost(why)) => {
+                // Prepared or not, the branch's session is gone: prepared, it is decided from
+                // any session (`Self::finish`), and the worker goes on with the one it asked on.
+                if let Some(fresh) = fresh {
+                    self.shared.spare.lock().expect("no panic while holding the lock").push(fresh);
+                }
+                return self.prepared_after_all(b, &why);
+            }
+            Err(e) => return Err(Failure::from(e)),
+        }
         if let Some(fresh) = fresh {
             self.park_branch(xid, fresh);
         }
         Ok(())
+    }
+
+    /// A PREPARE whose answer the connection lost: the server may or may not have prepared
+    /// branch `b`. On PostgreSQL, asked on a new session once the old one has ended
+    /// (`ServerStorage::reconnect_ending_the_old_session`: a PREPARE TRANSACTION under way
+    /// finishes, an unprepared transaction is rolled back), the branch is prepared if and only
+    /// if `pg_prepared_xacts` lists it: `Ok` (the vote is yes), or a victim's fate (no, or run
+    /// again).
+    ///
+    /// MariaDB cannot be asked. A session ended while its XA PREPARE ran can leave the branch
+    /// prepared in InnoDB but in no list: `XA RECOVER` does not show it, no session can commit
+    /// or roll it back, and it holds its locks until the server restarts, when it is recovered
+    /// as prepared (seen with MariaDB 10.11: `innodb_trx` showed it running with no session;
+    /// after a restart `XA RECOVER` listed it). Taken for not prepared, the coordinator would
+    /// abort the transaction around a branch nobody can end; so the job fails loudly, as a
+    /// COMMIT whose outcome is unknown does.
+    fn prepared_after_all(&mut self, b: &str, why: &str) -> Result<(), Failure> {
+        if self.shared.engine() == Engine::Mariadb {
+            // The worker serves on, on a new connection.
+            let _ = self.recover(&ConnError::Lost(why.to_string()));
+            return Err(Failure::Fatal(format!(
+                "the connection was lost while preparing ({why}): whether MariaDB prepared {b} cannot be known (a branch whose session ended during XA PREPARE can stay prepared unlisted until the server restarts)"
+            )));
+        }
+        let unknown = |m: String| Failure::Fatal(format!("the connection was lost while preparing ({why}), and then asking whether {b} is prepared: {m}"));
+        self.db.reconnect_ending_the_old_session().map_err(unknown)?;
+        let prepared = self.still_prepared(b).map_err(|e| unknown(e.to_string()))?;
+        self.settle().map_err(|e| Failure::Fatal(format!("the connection was lost while preparing ({why}), and then {e}")))?;
+        match prepared {
+            true => Ok(()),
+            false => Err(Failure::Victim(ConnError::Retry(format!("the connection was lost while preparing ({why}), and the server rolled {b} back")))),
+        }
     }
 
     /// The connection this worker goes on with once its current one holds a prepared branch,
@@ -640,14 +721,6 @@ impl TwoPcStorage {
             Engine::Postgres => Ok(!self.db.conn.batch_rows(&format!("SELECT gid FROM pg_prepared_xacts WHERE gid = {b}"))?.is_empty()),
             Engine::Mariadb => Ok(crate::admin::xa_prepared(&mut self.db.conn)?.iter().any(|x| x == b.trim_matches('\''))),
         }
-    }
-}
-
-/// An error from COMMIT or PREPARE: a lost connection leaves the outcome unknown.
-fn committing(e: ConnError) -> Failure {
-    match e {
-        ConnError::Lost(why) => Failure::Fatal(format!("the connection was lost while committing ({why}); the outcome is unknown")),
-        other => Failure::from(other),
     }
 }
 

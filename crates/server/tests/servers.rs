@@ -371,9 +371,9 @@ fn cut_once_ended(engine: Engine, observer: &Arc<std::sync::Mutex<ensemble_serve
     }))
 }
 
-/// Whether `chunk` holds the word COMMIT (COMMIT, COMMIT PREPARED), not READ COMMITTED.
-fn holds_commit(chunk: &[u8]) -> bool {
-    (0..chunk.len().saturating_sub(5)).any(|i| &chunk[i..i + 6] == b"COMMIT" && !chunk.get(i + 6).is_some_and(u8::is_ascii_alphabetic))
+/// Whether `chunk` holds `word` as a word: COMMIT in COMMIT PREPARED, not in READ COMMITTED.
+fn holds_word(chunk: &[u8], word: &[u8]) -> bool {
+    chunk.windows(word.len()).enumerate().any(|(i, w)| w == word && !chunk.get(i + word.len()).is_some_and(u8::is_ascii_alphabetic))
 }
 
 impl std::fmt::Debug for Cut {
@@ -396,6 +396,11 @@ struct CommitCutter {
 
 impl CommitCutter {
     fn new(upstream: &str) -> CommitCutter {
+        CommitCutter::at(upstream, b"COMMIT")
+    }
+
+    /// A proxy that cuts at the next batch holding `word` instead of COMMIT.
+    fn at(upstream: &str, word: &'static [u8]) -> CommitCutter {
         use std::io::{Read, Write};
         use std::net::{Shutdown, TcpListener, TcpStream};
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -425,7 +430,7 @@ impl CommitCutter {
                             break;
                         }
                         let chunk = &buf[..n];
-                        let commit = holds_commit(chunk);
+                        let commit = holds_word(chunk, word);
                         let cut = if commit { armed.lock().unwrap().take() } else { None };
                         match cut {
                             Some(Cut::BeforeCommit) => {
@@ -723,6 +728,85 @@ fn a_one_phase_commit_of_the_2pc_baseline_whose_answer_is_lost_is_asked_about() 
         let r = a.run(&Job::Local { request: request(9, "create_cart", vec![Value::Int(62)]) });
         assert!(matches!(&r, JobResult::Committed { outcome, retries: 0, .. } if outcome.committed()), "{name}: {r:?}");
         assert_eq!(carts(&mut a, 62), 1, "{name}");
+    }
+}
+
+/// A participant's PREPARE whose answer is lost. On PostgreSQL the branch is looked for in
+/// `pg_prepared_xacts` once the old session has ended: cut before PREPARE TRANSACTION reaches
+/// the server, the branch votes no and nothing of it stays; cut after the server prepared it,
+/// it votes yes, and the decision commits it once. MariaDB cannot be asked (a branch whose
+/// session ended during XA PREPARE can stay prepared unlisted): the job fails loudly, here cut
+/// before XA PREPARE reaches the server, so that no such branch is left. Either way the storage
+/// serves on.
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn a_prepare_whose_answer_is_lost_is_asked_about_on_postgresql_and_fails_loudly_on_mariadb() {
+    use ensemble_app::{ChangeKind, RowChange, StateUpdate};
+    use ensemble_twopc::{Job, JobResult, Xid};
+    for engine in ENGINES {
+        let name = engine.name();
+        let dbs = Scratch::new(engine, "cutprepare", 1);
+        drop(dbs.shop(0));
+        let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
+        let (upstream, word): (&str, &'static [u8]) = match engine {
+            Engine::Postgres => ("127.0.0.1:5432", b"PREPARE TRANSACTION"),
+            Engine::Mariadb => ("127.0.0.1:3306", b"XA PREPARE"),
+        };
+        let cutter = CommitCutter::at(upstream, word);
+        let app = apps::shop::application();
+        let sql = Arc::new(translate(&app, engine).unwrap());
+        let proxied = url.replacen(upstream, &format!("127.0.0.1:{}", cutter.port), 1);
+        let shared = ensemble_server::TwoPcShared::new(&proxied, app, sql, InstanceId(0), &dbs.run, Default::default()).unwrap();
+        let mut b = ensemble_server::TwoPcStorage::open(shared).unwrap();
+        assert_eq!(b.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] }, "{name}");
+        let order = |cart: i64| StateUpdate {
+            changes: vec![RowChange {
+                table: "orders".into(),
+                kind: ChangeKind::Insert { row: vec![("cart_id".into(), Value::Int(cart)), ("total".into(), Value::Int(0)), ("lines".into(), Value::Int(0))] },
+            }],
+            writer: None,
+        };
+        let orders = |b: &mut ensemble_server::TwoPcStorage, cart: i64| b.dump("orders").unwrap().iter().filter(|r| r[0] == Value::Int(cart)).count();
+        let gid = |n: u64| format!("{}-1-1-{n}-0", dbs.run);
+        let observer = Arc::new(std::sync::Mutex::new(ensemble_server::conn::Conn::open(engine, &url).unwrap()));
+        let cases: &[bool] = match engine {
+            Engine::Postgres => &[false, true],
+            Engine::Mariadb => &[false],
+        };
+        for (i, &after) in cases.iter().enumerate() {
+            let (n, cart) = (i as u64 + 1, 900 + i as i64);
+            let xid = Xid { coordinator: InstanceId(1), epoch: 1, n };
+            let case = format!("{name}, cut {} PREPARE", if after { "after" } else { "before" });
+            cutter.arm(if after {
+                let (observer, ask) = (Arc::clone(&observer), format!("SELECT COUNT(*) FROM pg_prepared_xacts WHERE gid = '{}'", gid(n)));
+                Cut::AfterCommit(Arc::new(move || observer.lock().unwrap().batch_rows(&ask).unwrap() == vec![vec![Value::Int(1)]]))
+            } else {
+                Cut::BeforeCommit
+            });
+            let r = b.run(&Job::Apply { xid, update: order(cart) });
+            assert_eq!(cutter.cuts(), i + 1, "{case}: the connection was cut");
+            match (engine, after) {
+                (Engine::Postgres, false) => assert!(matches!(r, JobResult::Voted { yes: false, .. }), "{case}: {r:?}"),
+                (Engine::Postgres, true) => {
+                    assert!(matches!(r, JobResult::Voted { yes: true, .. }), "{case}: {r:?}");
+                    assert_eq!(b.run(&Job::Finish { xid, commit: true, ts: 10 }), JobResult::Finished, "{case}");
+                }
+                (Engine::Mariadb, _) => assert!(matches!(&r, JobResult::Failed(m) if m.contains("cannot be known")), "{case}: {r:?}"),
+            }
+            assert_eq!(orders(&mut b, cart), usize::from(after), "{case}: applied once if it voted yes, else not at all");
+        }
+        // The storage serves on: a branch prepared and committed.
+        let xid = Xid { coordinator: InstanceId(1), epoch: 1, n: 9 };
+        let r = b.run(&Job::Apply { xid, update: order(950) });
+        assert!(matches!(r, JobResult::Voted { yes: true, .. }), "{name}: {r:?}");
+        assert_eq!(b.run(&Job::Finish { xid, commit: true, ts: 20 }), JobResult::Finished, "{name}");
+        assert_eq!(orders(&mut b, 950), 1, "{name}");
+        let prepared = match engine {
+            Engine::Mariadb => "XA RECOVER",
+            Engine::Postgres => "SELECT gid FROM pg_prepared_xacts",
+        };
+        let left = observer.lock().unwrap().batch_rows(prepared).unwrap().iter().filter(|r| format!("{r:?}").contains(&dbs.run)).count();
+        assert_eq!(left, 0, "{name}: no branch of this test is left prepared");
     }
 }
 
