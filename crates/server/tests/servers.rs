@@ -371,6 +371,20 @@ fn cut_once_ended(engine: Engine, observer: &Arc<std::sync::Mutex<ensemble_serve
     }))
 }
 
+/// A proxy in front of instance 0's database of `dbs` that cuts at `word`
+/// ([`CommitCutter::at`]), with the database's URL and the URL through the proxy.
+fn cutting(dbs: &Scratch, word: &'static [u8]) -> (CommitCutter, String, String) {
+    let url = admin::instance_url(dbs.engine, &dbs.urls, &dbs.run, 0).unwrap();
+    let upstream = match dbs.engine {
+        Engine::Postgres => "127.0.0.1:5432",
+        Engine::Mariadb => "127.0.0.1:3306",
+    };
+    assert!(url.contains(upstream), "{url}");
+    let cutter = CommitCutter::at(upstream, word);
+    let proxied = url.replacen(upstream, &format!("127.0.0.1:{}", cutter.port), 1);
+    (cutter, url, proxied)
+}
+
 /// Whether `chunk` holds `word` as a word: COMMIT in COMMIT PREPARED, not in READ COMMITTED.
 fn holds_word(chunk: &[u8], word: &[u8]) -> bool {
     chunk.windows(word.len()).enumerate().any(|(i, w)| w == word && !chunk.get(i + word.len()).is_some_and(u8::is_ascii_alphabetic))
@@ -395,11 +409,7 @@ struct CommitCutter {
 }
 
 impl CommitCutter {
-    fn new(upstream: &str) -> CommitCutter {
-        CommitCutter::at(upstream, b"COMMIT")
-    }
-
-    /// A proxy that cuts at the next batch holding `word` instead of COMMIT.
+    /// A proxy that cuts at the next batch holding `word` (COMMIT, or a PREPARE).
     fn at(upstream: &str, word: &'static [u8]) -> CommitCutter {
         use std::io::{Read, Write};
         use std::net::{Shutdown, TcpListener, TcpStream};
@@ -503,16 +513,9 @@ fn a_commit_whose_answer_is_lost_is_asked_about_and_neither_lost_nor_applied_twi
         let dbs = Scratch::new(engine, "cutcommit", 2);
         drop(dbs.shop(0));
         let mut elsewhere = dbs.shop(1);
-        let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
-        let upstream = match engine {
-            Engine::Postgres => "127.0.0.1:5432",
-            Engine::Mariadb => "127.0.0.1:3306",
-        };
-        assert!(url.contains(upstream), "{url}");
-        let cutter = CommitCutter::new(upstream);
+        let (cutter, url, proxied) = cutting(&dbs, b"COMMIT");
         let app = apps::shop::application();
         let sql = Arc::new(translate(&app, engine).unwrap());
-        let proxied = url.replacen(upstream, &format!("127.0.0.1:{}", cutter.port), 1);
         let mut a = ServerStorage::open(&proxied, app, sql, InstanceId(0)).unwrap();
         // What the proxy's cut after COMMIT waits for: the carts named, seen on a session of
         // its own.
@@ -617,15 +620,9 @@ fn a_writer_that_changed_nothing_whose_commit_answer_is_lost_is_answered_once() 
     for engine in ENGINES {
         let name = engine.name();
         let dbs = Scratch::new(engine, "cutnothing", 1);
-        let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
-        let upstream = match engine {
-            Engine::Postgres => "127.0.0.1:5432",
-            Engine::Mariadb => "127.0.0.1:3306",
-        };
-        let cutter = CommitCutter::new(upstream);
+        let (cutter, url, proxied) = cutting(&dbs, b"COMMIT");
         let app = notes();
         let sql = Arc::new(translate(&app, engine).unwrap());
-        let proxied = url.replacen(upstream, &format!("127.0.0.1:{}", cutter.port), 1);
         let mut a = ServerStorage::open(&proxied, app, sql, InstanceId(0)).unwrap();
         a.create_schema().unwrap();
         let observer = Arc::new(std::sync::Mutex::new(ensemble_server::conn::Conn::open(engine, &url).unwrap()));
@@ -664,15 +661,9 @@ fn a_one_phase_commit_of_the_2pc_baseline_whose_answer_is_lost_is_asked_about() 
         let name = engine.name();
         let dbs = Scratch::new(engine, "cut2pc", 1);
         drop(dbs.shop(0));
-        let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
-        let upstream = match engine {
-            Engine::Postgres => "127.0.0.1:5432",
-            Engine::Mariadb => "127.0.0.1:3306",
-        };
-        let cutter = CommitCutter::new(upstream);
+        let (cutter, url, proxied) = cutting(&dbs, b"COMMIT");
         let app = apps::shop::application();
         let sql = Arc::new(translate(&app, engine).unwrap());
-        let proxied = url.replacen(upstream, &format!("127.0.0.1:{}", cutter.port), 1);
         let shared = ensemble_server::TwoPcShared::new(&proxied, app, sql, InstanceId(0), &dbs.run, Default::default()).unwrap();
         let mut a = ensemble_server::TwoPcStorage::open(shared).unwrap();
         assert_eq!(a.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] }, "{name}");
@@ -747,15 +738,13 @@ fn a_prepare_whose_answer_is_lost_is_asked_about_on_postgresql_and_fails_loudly_
         let name = engine.name();
         let dbs = Scratch::new(engine, "cutprepare", 1);
         drop(dbs.shop(0));
-        let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
-        let (upstream, word): (&str, &'static [u8]) = match engine {
-            Engine::Postgres => ("127.0.0.1:5432", b"PREPARE TRANSACTION"),
-            Engine::Mariadb => ("127.0.0.1:3306", b"XA PREPARE"),
+        let word: &'static [u8] = match engine {
+            Engine::Postgres => b"PREPARE TRANSACTION",
+            Engine::Mariadb => b"XA PREPARE",
         };
-        let cutter = CommitCutter::at(upstream, word);
+        let (cutter, url, proxied) = cutting(&dbs, word);
         let app = apps::shop::application();
         let sql = Arc::new(translate(&app, engine).unwrap());
-        let proxied = url.replacen(upstream, &format!("127.0.0.1:{}", cutter.port), 1);
         let shared = ensemble_server::TwoPcShared::new(&proxied, app, sql, InstanceId(0), &dbs.run, Default::default()).unwrap();
         let mut b = ensemble_server::TwoPcStorage::open(shared).unwrap();
         assert_eq!(b.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] }, "{name}");
