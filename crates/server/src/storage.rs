@@ -290,6 +290,8 @@ impl ServerStorage {
             self.conn = Conn::open(self.sql.engine, &self.url)?;
             self.bookkeeping_prepared = false;
             self.quick_deadlock_check = false;
+            // Not known until `configure` or `learn_session` reads it: never the old one's.
+            self.marks.connection = 0;
             match self.configure() {
                 Err(ConnError::Lost(_)) if lost < SETUP_LOSSES => lost += 1,
                 r => return Ok(r?),
@@ -591,6 +593,9 @@ impl ServerStorage {
     /// the old session did is then all there is to read.
     pub(crate) fn reconnect_ending_the_old_session(&mut self) -> Result<(), String> {
         let old = self.marks.connection;
+        if old == 0 {
+            return Err("the old session's id on the server is not known".into());
+        }
         self.reconnect().map_err(|e| e.to_string())?;
         let (end, listed) = match self.sql.engine {
             Engine::Mariadb => (format!("KILL {old}"), format!("SELECT COUNT(*) FROM information_schema.processlist WHERE id = {old}")),
@@ -680,12 +685,13 @@ impl ServerStorage {
     /// storage's row of [`COMMITS_TABLE`] before COMMIT. A transaction that changed no row and
     /// has no id (MariaDB's, or a PostgreSQL type that writes nothing) writes no mark: if its
     /// answer is lost nothing of it stays either way, and it runs again on a new connection
-    /// ([`Attempt::Again`] with the lost connection). `Ok` when it committed, answered or asked.
-    pub(crate) fn commit_one_phase(&mut self, changed: u64) -> Result<(), Attempt> {
+    /// ([`Attempt::Again`] with the lost connection). `Ok` when it committed: `true` if the
+    /// server was asked, on a new connection that has only this storage's own settings.
+    pub(crate) fn commit_one_phase(&mut self, changed: u64) -> Result<bool, Attempt> {
         if changed == 0 && self.open_writer.is_none() {
-            return self.conn.batch("COMMIT").map_err(Attempt::Again);
+            return self.conn.batch("COMMIT").map(|()| false).map_err(Attempt::Again);
         }
-        self.commit("", Leaves::Nothing).map(|_| ())
+        self.commit("", Leaves::Nothing).map(|ended| matches!(ended, Ended::Asked { .. }))
     }
 
     /// Runs a transaction straight on the database, without a node, as `how` says: as the
@@ -905,8 +911,8 @@ impl ServerStorage {
     /// the savepoint) before the reply tells the client what it saw.
     fn attempt_side_by_side(&mut self, txn: &TxnType, request: &Request) -> Result<StorageResult, Attempt> {
         self.prepare_bookkeeping().map_err(Attempt::before_commit)?;
-        let read = self.bookkeeping(Bookkeeping::ReadEpochAndSnapshot);
         if self.app.is_read_only(txn.name) {
+            let read = self.bookkeeping(Bookkeeping::ReadEpochAndSnapshot);
             return self.attempt_reader_side_by_side(txn, request, &read);
         }
         let start = format!("BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE {META_TABLE} IN ROW SHARE MODE; SAVEPOINT body");

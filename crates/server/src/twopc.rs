@@ -344,7 +344,15 @@ impl TwoPcStorage {
                 return Ok(JobResult::Committed { outcome, ts, retries: 0 });
             }
             return match self.db.commit_one_phase(changed) {
-                Ok(()) => Ok(JobResult::Committed { outcome, ts, retries: 0 }),
+                Ok(asked) => {
+                    if asked {
+                        // It committed, whatever becomes of the new connection: one that
+                        // cannot be set up fails the next job's first statement, or (its
+                        // session id unknown) a later question about a lost PREPARE, loudly.
+                        let _ = self.settle();
+                    }
+                    Ok(JobResult::Committed { outcome, ts, retries: 0 })
+                }
                 Err(lost) => Err(self.lost_commit(lost)),
             };
         };
