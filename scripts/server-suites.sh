@@ -59,8 +59,9 @@ grep -q "is for real runs of the Conveyor Belt on PostgreSQL" <<<"$msg" || { ech
 # transactions run again and no request refused (ARCHITECTURE.md, "Victims"). Not the 2PC
 # baseline: on MariaDB a session ended during XA PREPARE can leave its branch prepared but
 # unlisted until the server restarts, so the baseline fails the run there
-# (crates/server/src/twopc.rs, `prepared_after_all`); on PostgreSQL one run in seven by hand did
-# not drain, not yet understood (RESULTS.md, "A server that ends the node's sessions mid-run").
+# (crates/server/src/twopc.rs, `prepared_after_all`); on PostgreSQL three runs in fourteen by
+# hand did not drain, not yet understood (RESULTS.md, "A server that ends the node's sessions
+# mid-run").
 end_sessions() {
   case "$1" in
     postgres) psql -h 127.0.0.1 -U postgres -d test -Atc "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname LIKE 'ensemble\_%' AND pid <> pg_backend_pid()" 2>/dev/null || echo 0 ;;
