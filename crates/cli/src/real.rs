@@ -260,7 +260,9 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
         partial: None,
     };
     if exp.check || exp.history_file.is_some() {
-        let storages = (0..n as u32).map(|i| h.reopen_storage(exp, ProcessId(i), dir.path())).collect::<anyhow::Result<Vec<_>>>()?;
+        let storages = (0..n as u32)
+            .map(|i| h.reopen_storage(exp, ProcessId(i), dir.path()).with_context(|| format!("opening instance {i}'s storage to check the run")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         ensemble_bench::finish_run(h, exp, RunOutput { history: &history, storages, failures }, &mut result)?;
     }
     // A signal during the check found nothing to abort; the bench must still stop.

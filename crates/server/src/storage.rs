@@ -79,9 +79,9 @@ pub struct ServerStorage {
     instance: InstanceId,
     /// Whether this session has prepared the bookkeeping statements ([`Bookkeeping`]).
     bookkeeping_prepared: bool,
-    /// Whether this session has asked PostgreSQL to look for deadlocks early
-    /// ([`DirectTxn::StrictLockLast`]).
-    quick_deadlock_check: bool,
+    /// Whether every session of this storage asks PostgreSQL to look for deadlocks early
+    /// ([`Self::look_for_deadlocks_early`]): set once, applied again by every reconnection.
+    deadlocks_early: bool,
     /// PostgreSQL: locals run side by side under SSI, placed by the checker's search
     /// ([`Self::set_writers_side_by_side`]), with the instance's writers in flight.
     side_by_side: Option<Arc<WritersInFlight>>,
@@ -228,35 +228,44 @@ enum Kind {
 impl ServerStorage {
     pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
-        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, quick_deadlock_check: false, side_by_side: None, writes_waited: false, open_writer: None, marks: CommitMarks::default() };
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, deadlocks_early: false, side_by_side: None, writes_waited: false, open_writer: None, marks: CommitMarks::default() };
         {
             use std::hash::{BuildHasher, Hasher};
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
             h.write_u32(std::process::id());
             s.marks.storage = (h.finish() >> 1) as i64;
         }
-        s.configure()?;
+        match s.configure() {
+            Ok(()) => {}
+            // A server that ends sessions may end this one while it is being set up: another
+            // is opened, as `Self::reconnect` does.
+            Err(ConnError::Lost(_)) => s.reconnect()?,
+            Err(e) => return Err(e.into()),
+        }
         Ok(s)
     }
 
+    /// Everything a session of this storage sets, on the connection open now: run when the
+    /// storage opens, and again by every reconnection, so that a new session never lacks what
+    /// the old one had. Ends by reading the session's id on the server
+    /// ([`CommitMarks::connection`]), which asking about a lost COMMIT or PREPARE needs.
     fn configure(&mut self) -> Result<(), ConnError> {
-        if self.sql.engine == Engine::Mariadb {
-            // The isolation of writers; readers set theirs per transaction.
-            self.conn.batch("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")?;
-            // Strict mode: a value that does not fit is an error, as in PostgreSQL, not a
-            // silently truncated write that would differ from the SQLite replay.
-            let rows = self.conn.batch_rows("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'; SELECT CONNECTION_ID()")?;
-            self.marks.connection = match rows.first().and_then(|r| r.first()) {
-                Some(Value::Int(id)) => *id,
-                other => return Err(ConnError::Statement(format!("CONNECTION_ID() returned {other:?}"))),
-            };
-        } else if self.side_by_side.is_some() {
-            // Local writers side by side mark their commits (`Self::commit`).
-            self.marks.connection = match self.conn.batch_rows("SELECT pg_backend_pid()")?.first().and_then(|r| r.first()) {
-                Some(Value::Int(id)) => *id,
-                other => return Err(ConnError::Statement(format!("pg_backend_pid() returned {other:?}"))),
-            };
-        }
+        let id = match self.sql.engine {
+            Engine::Mariadb => {
+                // The isolation of writers; readers set theirs per transaction. Strict mode: a
+                // value that does not fit is an error, as in PostgreSQL, not a silently
+                // truncated write that would differ from the SQLite replay.
+                "SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE; \
+                 SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'; SELECT CONNECTION_ID()"
+            }
+            Engine::Postgres => {
+                if self.deadlocks_early {
+                    self.set_deadlock_timeout()?;
+                }
+                "SELECT pg_backend_pid()"
+            }
+        };
+        self.marks.connection = session_id_of(&self.conn.batch_rows(id)?)?;
         Ok(())
     }
 
@@ -277,7 +286,6 @@ impl ServerStorage {
             )));
         }
         self.side_by_side = Some(writers);
-        self.configure()?;
         Ok(())
     }
 
@@ -289,8 +297,7 @@ impl ServerStorage {
         loop {
             self.conn = Conn::open(self.sql.engine, &self.url)?;
             self.bookkeeping_prepared = false;
-            self.quick_deadlock_check = false;
-            // Not known until `configure` or `learn_session` reads it: never the old one's.
+            // Not known until `configure` reads it: never the old one's.
             self.marks.connection = 0;
             match self.configure() {
                 Err(ConnError::Lost(_)) if lost < SETUP_LOSSES => lost += 1,
@@ -310,10 +317,7 @@ impl ServerStorage {
             Engine::Postgres => "SELECT pg_backend_pid()",
             Engine::Mariadb => "SELECT CONNECTION_ID()",
         };
-        match self.conn.run(sql, &[])?.0.first().and_then(|r| r.first()) {
-            Some(Value::Int(id)) => Ok(*id),
-            other => Err(ServerError::Invalid(format!("session id: {other:?}"))),
-        }
+        Ok(session_id_of(&self.conn.batch_rows(sql)?)?)
     }
 
     pub fn application(&self) -> &Arc<Application> {
@@ -437,11 +441,21 @@ impl ServerStorage {
     }
 
     /// Asks PostgreSQL to look for a deadlock after a lock wait of
-    /// [`crate::twopc::DEADLOCK_CHECK_MS`] rather than `deadlock_timeout`'s 1 s, for sessions
-    /// whose transactions hold table and row locks to commit and so deadlock now and then (InnoDB
-    /// finds one at once). Only a superuser (or a role granted SET on it) may change it;
-    /// otherwise the server's setting stays, and deadlocks cost a lock timeout each.
-    pub(crate) fn look_for_deadlocks_early(&mut self) -> Result<(), ConnError> {
+    /// [`crate::twopc::DEADLOCK_CHECK_MS`] rather than `deadlock_timeout`'s 1 s, in this session
+    /// and every later one of this storage, for transactions that hold table and row locks to
+    /// commit and so deadlock now and then (InnoDB finds one at once).
+    pub(crate) fn look_for_deadlocks_early(&mut self) -> Result<(), ServerError> {
+        self.deadlocks_early = true;
+        match self.set_deadlock_timeout() {
+            // The new session sets it.
+            Err(ConnError::Lost(_)) => self.reconnect(),
+            r => Ok(r?),
+        }
+    }
+
+    /// Only a superuser (or a role granted SET on it) may change `deadlock_timeout`; otherwise
+    /// the server's setting stays, and deadlocks cost a lock timeout each.
+    fn set_deadlock_timeout(&mut self) -> Result<(), ConnError> {
         match self.conn.batch(&format!("SET deadlock_timeout = '{}ms'", crate::twopc::DEADLOCK_CHECK_MS)) {
             Ok(()) | Err(ConnError::Statement(_)) => Ok(()),
             Err(e) => Err(e),
@@ -565,19 +579,18 @@ impl ServerStorage {
     /// What became of the transaction that wrote `mark` just before the COMMIT whose answer
     /// the connection lost ([`Self::commit`]). The old session may still be running the batch
     /// the server received, so it is ended first, and the question waits until it is over
-    /// ([`Self::reconnect_ending_the_old_session`]). Then the mark is there if and only if the
+    /// ([`Self::ask_once_the_old_session_ended`]). Then the mark is there if and only if the
     /// transaction committed: `Ok` with the row the batch would have returned (what `leaves`
     /// names), or [`Attempt::RolledBack`].
     fn marked_outcome(&mut self, mark: i64, leaves: Leaves, why: String) -> Result<Rows, Attempt> {
         let storage = self.marks.storage;
         let unknown = |detail: String| Attempt::Unknown(format!("{why}; asking the server whether the transaction marked {mark} committed: {detail}"));
-        self.reconnect_ending_the_old_session().map_err(unknown)?;
         let read = match leaves {
             Leaves::Nothing | Leaves::CountersInVariables => format!("SELECT mark, globals, local_writes FROM {COMMITS_TABLE} WHERE storage = {storage}"),
             // Made before the session's first transaction (`Self::prepare_bookkeeping`).
             Leaves::EpochAndSnapshot => format!("SELECT mark, globals, xid, snapshot FROM {}", self.marks.own_table()),
         };
-        let rows = self.conn.batch_rows(&read).map_err(|e| unknown(e.to_string()))?;
+        let rows = self.ask_once_the_old_session_ended(|conn| conn.batch_rows(&read)).map_err(unknown)?;
         match rows.as_slice() {
             [r] if r.first() == Some(&Value::Int(mark)) => Ok(vec![r[1..].to_vec()]),
             _ => Err(Attempt::RolledBack),
@@ -586,17 +599,31 @@ impl ServerStorage {
 
     /// After a connection lost while a statement was in flight: opens a new one and ends the
     /// old session ([`CommitMarks::connection`]), which the server may still be running (a
-    /// COMMIT or PREPARE under way finishes; anything else is rolled back), then waits until
-    /// the server no longer lists it, which it does only once its transaction is over
-    /// (PostgreSQL aborts an open transaction before a backend leaves `pg_stat_activity`, and
-    /// MariaDB detaches a prepared XA branch before its session leaves the process list). What
-    /// the old session did is then all there is to read.
-    pub(crate) fn reconnect_ending_the_old_session(&mut self) -> Result<(), String> {
+    /// COMMIT or PREPARE under way finishes; anything else is rolled back), waits until the
+    /// server no longer lists it, which it does only once its transaction is over (PostgreSQL
+    /// aborts an open transaction before a backend leaves `pg_stat_activity`, and MariaDB
+    /// detaches a prepared XA branch before its session leaves the process list), then asks
+    /// `question` on the new session: what the old session did is all there is to read. A new
+    /// session lost on the way is replaced and the whole asked again, up to [`SETUP_LOSSES`]
+    /// times: ending a session that has ended, and reading, change nothing.
+    pub(crate) fn ask_once_the_old_session_ended<T>(&mut self, mut question: impl FnMut(&mut Conn) -> Result<T, ConnError>) -> Result<T, String> {
         let old = self.marks.connection;
         if old == 0 {
             return Err("the old session's id on the server is not known".into());
         }
-        self.reconnect().map_err(|e| e.to_string())?;
+        let mut lost = 0;
+        loop {
+            self.reconnect().map_err(|e| e.to_string())?;
+            match self.end_session(old).and_then(|()| question(&mut self.conn)) {
+                Ok(t) => return Ok(t),
+                Err(ConnError::Lost(_)) if lost < SETUP_LOSSES => lost += 1,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+
+    /// Ends the session `old` from this one and waits until the server no longer lists it.
+    fn end_session(&mut self, old: i64) -> Result<(), ConnError> {
         let (end, listed) = match self.sql.engine {
             Engine::Mariadb => (format!("KILL {old}"), format!("SELECT COUNT(*) FROM information_schema.processlist WHERE id = {old}")),
             Engine::Postgres => (
@@ -607,28 +634,15 @@ impl ServerStorage {
         match self.conn.batch(&end) {
             // MariaDB's 1094: no such session, it has ended already.
             Ok(()) | Err(ConnError::Statement(_)) => {}
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e),
         }
         let mut polls = 0;
-        while self.conn.batch_rows(&listed).map_err(|e| e.to_string())? != vec![vec![Value::Int(0)]] {
+        while self.conn.batch_rows(&listed)? != vec![vec![Value::Int(0)]] {
             polls += 1;
             if polls == LOST_COMMIT_POLLS {
-                return Err(format!("its old session {old} was still listed after {LOST_COMMIT_POLLS} questions"));
+                return Err(ConnError::Statement(format!("its old session {old} was still listed after {LOST_COMMIT_POLLS} questions")));
             }
             backoff(polls, 1_000);
-        }
-        Ok(())
-    }
-
-    /// Learns the session's id on the server ([`CommitMarks::connection`]) where
-    /// [`Self::configure`] does not (PostgreSQL, but for locals side by side), for a user of
-    /// [`Self::reconnect_ending_the_old_session`]: the 2PC baseline.
-    pub(crate) fn learn_session(&mut self) -> Result<(), ConnError> {
-        if self.sql.engine == Engine::Postgres && self.side_by_side.is_none() {
-            self.marks.connection = match self.conn.batch_rows("SELECT pg_backend_pid()")?.first().and_then(|r| r.first()) {
-                Some(Value::Int(id)) => *id,
-                other => return Err(ConnError::Statement(format!("pg_backend_pid() returned {other:?}"))),
-            };
         }
         Ok(())
     }
@@ -685,13 +699,13 @@ impl ServerStorage {
     /// storage's row of [`COMMITS_TABLE`] before COMMIT. A transaction that changed no row and
     /// has no id (MariaDB's, or a PostgreSQL type that writes nothing) writes no mark: if its
     /// answer is lost nothing of it stays either way, and it runs again on a new connection
-    /// ([`Attempt::Again`] with the lost connection). `Ok` when it committed: `true` if the
-    /// server was asked, on a new connection that has only this storage's own settings.
-    pub(crate) fn commit_one_phase(&mut self, changed: u64) -> Result<bool, Attempt> {
+    /// ([`Attempt::Again`] with the lost connection). `Ok` when it committed, answered or
+    /// asked (then on a new connection, set up as the old one was).
+    pub(crate) fn commit_one_phase(&mut self, changed: u64) -> Result<(), Attempt> {
         if changed == 0 && self.open_writer.is_none() {
-            return self.conn.batch("COMMIT").map(|()| false).map_err(Attempt::Again);
+            return self.conn.batch("COMMIT").map_err(Attempt::Again);
         }
-        self.commit("", Leaves::Nothing).map(|ended| matches!(ended, Ended::Asked { .. }))
+        self.commit("", Leaves::Nothing).map(|_| ())
     }
 
     /// Runs a transaction straight on the database, without a node, as `how` says: as the
@@ -726,11 +740,10 @@ impl ServerStorage {
                 };
             }
             self.prepare_bookkeeping().map_err(|e| storage_err(e.to_string()))?;
-            if !self.quick_deadlock_check {
+            if !self.deadlocks_early {
                 // Row and table locks held to commit deadlock now and then, as in the 2PC
                 // baseline.
                 self.look_for_deadlocks_early().map_err(|e| storage_err(e.to_string()))?;
-                self.quick_deadlock_check = true;
             }
         }
         // Victims, lost connections and a write sent ahead that failed as a statement are run
@@ -1279,6 +1292,14 @@ fn epoch_and_snapshot(rows: &Rows) -> Result<(u64, SnapshotStamp), String> {
 
 /// The transaction's id and backend that [`Bookkeeping::ReadCountersAndId`] read beside the
 /// counters, if the start read them.
+/// The one value of `SELECT pg_backend_pid()` or `SELECT CONNECTION_ID()`.
+fn session_id_of(rows: &Rows) -> Result<i64, ConnError> {
+    match rows.first().map(|r| &r[..]) {
+        Some([Value::Int(id)]) => Ok(*id),
+        other => Err(ConnError::Statement(format!("the session's id read as {other:?}"))),
+    }
+}
+
 fn open_writer_of(rows: &Rows) -> Option<OpenWriter> {
     match rows.as_slice() {
         [r] if r.len() == 4 => match (&r[2], &r[3]) {

@@ -37,9 +37,9 @@
 //! coordinator's branch waits up to [`LOCK_WAIT_S`] (for a prepared branch's decision, say),
 //! and one that times out or deadlocks before it prepared runs again here (counted as a retry).
 
-use crate::conn::ConnError;
+use crate::conn::{Conn, ConnError};
 use crate::dialect::{Engine, Translated};
-use crate::storage::{backoff, ApplyError, Attempt, ServerError, ServerStorage};
+use crate::storage::{backoff, ApplyError, Attempt, ServerError, ServerStorage, SETUP_LOSSES};
 use ensemble_app::{Application, InstanceId, StateUpdate};
 use ensemble_core::{Request, Rows, Storage, Value};
 use ensemble_twopc::{Job, JobResult, Xid};
@@ -127,20 +127,13 @@ impl TwoPcShared {
             return Ok(s);
         }
         let mut s = ServerStorage::open(&self.url, self.app.clone(), self.sql.clone(), self.instance)?;
-        self.configure(&mut s)?;
-        Ok(s)
-    }
-
-    /// What every session of the baseline sets beside the storage's own settings.
-    fn configure(&self, s: &mut ServerStorage) -> Result<(), ServerError> {
         if self.engine() == Engine::Postgres {
             // Table locks make deadlocks within one server common, and PostgreSQL's default
-            // wait before looking for one is as long as the lock timeout.
+            // wait before looking for one is as long as the lock timeout. Every later session
+            // of the storage (a reconnection) sets it too.
             s.look_for_deadlocks_early()?;
         }
-        // To end the session after a lost PREPARE (`TwoPcStorage::prepared_after_all`).
-        s.learn_session()?;
-        Ok(())
+        Ok(s)
     }
 
     fn engine(&self) -> Engine {
@@ -263,27 +256,11 @@ impl TwoPcStorage {
         }
     }
 
-    /// After a victim: a lost connection is opened again (the server rolled back what it had).
+    /// After a victim: a lost connection is opened again (the server rolled back what it had),
+    /// with every setting the old one had ([`ServerStorage::reconnect`]).
     fn recover(&mut self, e: &ConnError) -> Result<(), String> {
         let ConnError::Lost(why) = e else { return Ok(()) };
-        let mut lost = 0;
-        loop {
-            self.db.reconnect().map_err(|e2| format!("the connection was lost ({why}) and could not be reopened: {e2}"))?;
-            // Lost again while being set up: opened again, as `ServerStorage::reconnect` does.
-            match self.shared.configure(&mut self.db) {
-                Err(ServerError::Conn(ConnError::Lost(_))) if lost < crate::storage::SETUP_LOSSES => lost += 1,
-                r => return r.map_err(|e| format!("the connection was lost ({why}), and the new one could not be set up: {e}")),
-            }
-        }
-    }
-
-    /// After the storage opened a new connection itself (to ask about a lost COMMIT or
-    /// PREPARE): the baseline's settings, or, if that connection is lost too, another.
-    fn settle(&mut self) -> Result<(), String> {
-        match self.shared.configure(&mut self.db) {
-            Ok(()) => Ok(()),
-            Err(e) => self.recover(&ConnError::Lost(e.to_string())),
-        }
+        self.db.reconnect().map_err(|e2| format!("the connection was lost ({why}) and could not be reopened: {e2}"))
     }
 
     /// A one-phase transaction, or a coordinator's branch (`xid`), run again while the server
@@ -344,16 +321,8 @@ impl TwoPcStorage {
                 return Ok(JobResult::Committed { outcome, ts, retries: 0 });
             }
             return match self.db.commit_one_phase(changed) {
-                Ok(asked) => {
-                    if asked {
-                        // It committed, whatever becomes of the new connection: one that
-                        // cannot be set up fails the next job's first statement, or (its
-                        // session id unknown) a later question about a lost PREPARE, loudly.
-                        let _ = self.settle();
-                    }
-                    Ok(JobResult::Committed { outcome, ts, retries: 0 })
-                }
-                Err(lost) => Err(self.lost_commit(lost)),
+                Ok(()) => Ok(JobResult::Committed { outcome, ts, retries: 0 }),
+                Err(lost) => Err(lost_commit(lost)),
             };
         };
         // The branch stays open until the votes are in: its connection is parked, and the
@@ -362,21 +331,6 @@ impl TwoPcStorage {
         let tick = self.shared.tick();
         self.park_branch(xid, fresh);
         Ok(JobResult::Held { outcome, update: StateUpdate { changes, writer: None }, tick, retries: 0 })
-    }
-
-    /// A one-phase COMMIT that failed ([`ServerStorage::commit_one_phase`]). The storage may
-    /// have opened a new connection to ask about a lost answer; it gets the baseline's
-    /// settings before the transaction runs again on it.
-    fn lost_commit(&mut self, failed: Attempt) -> Failure {
-        match failed {
-            Attempt::Again(e) => Failure::from(e),
-            Attempt::RolledBack => match self.settle() {
-                Ok(()) => Failure::Victim(ConnError::Retry("the connection was lost while committing, and the server rolled the transaction back".into())),
-                Err(e) => Failure::Fatal(format!("the connection was lost while committing, and the server rolled the transaction back; then {e}")),
-            },
-            Attempt::Unknown(why) => Failure::Fatal(format!("the connection was lost while committing ({why}); the outcome is unknown")),
-            Attempt::Fatal(m) => Failure::Fatal(m),
-        }
     }
 
     /// Carries out the decision on the coordinator's held branch of `xid`: a commit inserts the
@@ -548,36 +502,55 @@ impl TwoPcStorage {
         })
     }
 
+    /// [`Job::Apply`]. A connection lost before the branch was prepared is no reason to vote
+    /// no: the old session is ended and waited out, which rolls back whatever of the branch
+    /// reached it, and the branch is applied again on a new one, up to [`SETUP_LOSSES`] times.
+    /// Most such losses are a worker's session that the server ended while the worker was idle,
+    /// found dead by the branch's first statement; voted down, a transaction would be aborted
+    /// for a fault that never touched it, and under a server that ends sessions faster than a
+    /// worker's turn comes round again, every attempt of it would be (seen: runs that never
+    /// drained, one request voted down hundreds of times).
     fn apply(&mut self, xid: Xid, update: &StateUpdate) -> JobResult {
         let b = self.shared.branch(xid);
-        let attempt = (|| -> Result<(), Failure> {
-            // A participant does not wait for a lock (see the module doc).
-            self.db.conn.batch(&self.shared.begin(Some(&b), false))?;
-            for (k, c) in update.changes.iter().enumerate() {
-                self.db.apply_change(c).map_err(|e| match e {
-                    ApplyError::Conn(e) => Failure::from(e),
-                    ApplyError::Diverged(m) => Failure::Fatal(format!("row change {k} of {xid:?}: {m}")),
-                })?;
-            }
-            self.prepare(xid, &b)
-        })();
-        match attempt {
-            Ok(()) => {
-                let tick = self.shared.tick();
-                JobResult::Voted { yes: true, tick, why: None }
-            }
-            Err(Failure::Victim(e)) => {
-                self.abandon(Some(&b));
-                if let Err(m) = self.recover(&e) {
+        let mut lost = 0;
+        loop {
+            match self.apply_once(xid, &b, update) {
+                Ok(()) => {
+                    let tick = self.shared.tick();
+                    return JobResult::Voted { yes: true, tick, why: None };
+                }
+                Err(Failure::Victim(ConnError::Lost(why))) if lost < SETUP_LOSSES => {
+                    lost += 1;
+                    if let Err(m) = self.db.ask_once_the_old_session_ended(|_| Ok(())) {
+                        return JobResult::Failed(format!("branch {xid:?}: the connection was lost ({why}), and then ending its session: {m}"));
+                    }
+                }
+                Err(Failure::Victim(e)) => {
+                    self.abandon(Some(&b));
+                    if let Err(m) = self.recover(&e) {
+                        return JobResult::Failed(format!("branch {xid:?}: {m}"));
+                    }
+                    return JobResult::Voted { yes: false, tick: 0, why: Some(e.to_string()) };
+                }
+                Err(Failure::Fatal(m)) => {
+                    self.abandon(Some(&b));
                     return JobResult::Failed(format!("branch {xid:?}: {m}"));
                 }
-                JobResult::Voted { yes: false, tick: 0, why: Some(e.to_string()) }
-            }
-            Err(Failure::Fatal(m)) => {
-                self.abandon(Some(&b));
-                JobResult::Failed(format!("branch {xid:?}: {m}"))
             }
         }
+    }
+
+    /// Applies `update` as branch `b` and prepares it.
+    fn apply_once(&mut self, xid: Xid, b: &str, update: &StateUpdate) -> Result<(), Failure> {
+        // A participant does not wait for a lock (see the module doc).
+        self.db.conn.batch(&self.shared.begin(Some(b), false))?;
+        for (k, c) in update.changes.iter().enumerate() {
+            self.db.apply_change(c).map_err(|e| match e {
+                ApplyError::Conn(e) => Failure::from(e),
+                ApplyError::Diverged(m) => Failure::Fatal(format!("row change {k} of {xid:?}: {m}")),
+            })?;
+        }
+        self.prepare(xid, b)
     }
 
     /// Prepares this worker's transaction as participant branch `b` of `xid`. On MariaDB the
@@ -610,7 +583,7 @@ impl TwoPcStorage {
 
     /// A PREPARE whose answer the connection lost: the server may or may not have prepared
     /// branch `b`. On PostgreSQL, asked on a new session once the old one has ended
-    /// (`ServerStorage::reconnect_ending_the_old_session`: a PREPARE TRANSACTION under way
+    /// (`ServerStorage::ask_once_the_old_session_ended`: a PREPARE TRANSACTION under way
     /// finishes, an unprepared transaction is rolled back), the branch is prepared if and only
     /// if `pg_prepared_xacts` lists it: `Ok` (the vote is yes), or a victim's fate (no, or run
     /// again).
@@ -631,12 +604,10 @@ impl TwoPcStorage {
             )));
         }
         let unknown = |m: String| Failure::Fatal(format!("the connection was lost while preparing ({why}), and then asking whether {b} is prepared: {m}"));
-        self.db.reconnect_ending_the_old_session().map_err(unknown)?;
-        let prepared = self.still_prepared(b).map_err(|e| unknown(e.to_string()))?;
-        self.settle().map_err(|e| Failure::Fatal(format!("the connection was lost while preparing ({why}), and then {e}")))?;
-        match prepared {
-            true => Ok(()),
-            false => Err(Failure::Victim(ConnError::Retry(format!("the connection was lost while preparing ({why}), and the server rolled {b} back")))),
+        if self.db.ask_once_the_old_session_ended(|conn| is_prepared(Engine::Postgres, conn, b)).map_err(unknown)? {
+            Ok(())
+        } else {
+            Err(Failure::Victim(ConnError::Retry(format!("the connection was lost while preparing ({why}), and the server rolled {b} back"))))
         }
     }
 
@@ -725,10 +696,26 @@ impl TwoPcStorage {
     /// Whether branch `b` (quoted, as [`TwoPcShared::branch`] names it) is prepared on this
     /// instance's server.
     fn still_prepared(&mut self, b: &str) -> Result<bool, ConnError> {
-        match self.shared.engine() {
-            Engine::Postgres => Ok(!self.db.conn.batch_rows(&format!("SELECT gid FROM pg_prepared_xacts WHERE gid = {b}"))?.is_empty()),
-            Engine::Mariadb => Ok(crate::admin::xa_prepared(&mut self.db.conn)?.iter().any(|x| x == b.trim_matches('\''))),
-        }
+        is_prepared(self.shared.engine(), &mut self.db.conn, b)
+    }
+}
+
+/// Whether branch `b` (quoted) is prepared on `conn`'s server.
+fn is_prepared(engine: Engine, conn: &mut Conn, b: &str) -> Result<bool, ConnError> {
+    match engine {
+        Engine::Postgres => Ok(!conn.batch_rows(&format!("SELECT gid FROM pg_prepared_xacts WHERE gid = {b}"))?.is_empty()),
+        Engine::Mariadb => Ok(crate::admin::xa_prepared(conn)?.iter().any(|x| x == b.trim_matches('\''))),
+    }
+}
+
+/// A one-phase COMMIT that failed ([`ServerStorage::commit_one_phase`]): a transaction the
+/// server rolled back runs again, on the new connection the storage opened to ask.
+fn lost_commit(failed: Attempt) -> Failure {
+    match failed {
+        Attempt::Again(e) => Failure::from(e),
+        Attempt::RolledBack => Failure::Victim(ConnError::Retry("the connection was lost while committing, and the server rolled the transaction back".into())),
+        Attempt::Unknown(why) => Failure::Fatal(format!("the connection was lost while committing ({why}); the outcome is unknown")),
+        Attempt::Fatal(m) => Failure::Fatal(m),
     }
 }
 

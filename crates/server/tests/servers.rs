@@ -1184,7 +1184,8 @@ fn priced_design_runs_what_the_application_runs(how: ensemble_server::DirectTxn)
 /// participant's branch commits once: on MariaDB the parked connection that prepared the branch
 /// is the one ended, on PostgreSQL (where no session holds a prepared transaction) the worker's
 /// own. Left failed, the run's cleanup would roll the branch back, losing a transaction whose
-/// other branches committed. A coordinator's branch, held open on its session, ends with it:
+/// other branches committed. A participant's branch whose worker finds its idle session ended
+/// is applied on a new one and votes yes. A coordinator's branch, held open on its session, ends with it:
 /// its commit then reports that it did not happen, which its records confirm.
 #[test]
 #[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
@@ -1235,6 +1236,17 @@ fn a_decision_whose_connection_is_dropped_is_sent_again_and_applied_once() {
         };
         let left = || admin_conn_count(engine, prepared, &dbs.run);
         assert_eq!(left(), 0, "{name}: nothing of this test is still prepared");
+
+        // A branch whose worker finds its idle session ended is applied on a new session, not
+        // voted down.
+        end_all();
+        let xid = Xid { coordinator: InstanceId(1), epoch: 1, n: 5 };
+        let voted = a.run(&Job::Apply { xid, update: ensemble_app::StateUpdate { changes: vec![order(991)], writer: None } });
+        assert!(matches!(voted, JobResult::Voted { yes: true, .. }), "{name}: a branch whose worker's idle session ended: {voted:?}");
+        assert_eq!(a.run(&Job::Finish { xid, commit: true, ts: 15 }), JobResult::Finished, "{name}");
+        let orders = a.dump("orders").unwrap();
+        assert_eq!(orders.iter().filter(|r| r[0] == Value::Int(991)).count(), 1, "{name}: applied once: {orders:?}");
+        assert_eq!(left(), 0, "{name}");
 
         assert!(matches!(a.run(&Job::Local { request: request(1, "create_cart", vec![Value::Int(7)]) }), JobResult::Committed { .. }));
         assert!(matches!(a.run(&Job::Local { request: request(2, "add_item", vec![Value::Int(7), Value::Int(3), Value::Int(1)]) }), JobResult::Committed { .. }));
