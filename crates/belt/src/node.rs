@@ -670,4 +670,29 @@ impl Process<Belt> for ConveyorBelt {
             None => self.last_turn.is_none_or(|t| t.empty),
         }
     }
+
+    fn in_flight(&self) -> Option<String> {
+        if self.quiescent() {
+            return None;
+        }
+        let jobs = |f: fn(&Pending) -> bool| self.pending.values().filter(|p| f(p)).count();
+        let token = match &self.token {
+            Some((t, Holding::Applying)) => format!("holds the token (hop {}), applying its entries", t.hops),
+            Some((t, Holding::Executing { waiting, running, done })) => {
+                format!("holds the token (hop {}), executing globals: {} waiting, {running} running, {} done", t.hops, waiting.len(), done.len())
+            }
+            Some((t, Holding::Resting { .. })) => format!("rests with the token (hop {}), {} entr(ies) on it", t.hops, t.entries.len()),
+            None => match self.last_turn {
+                Some(t) => format!("waits for the token, last let go at hop {} with {} of its own state updates on it", t.hops, t.own),
+                None => "has not had the token yet".to_string(),
+            },
+        };
+        Some(format!(
+            "{token}; storage jobs: {} local or commutative, {} global, {} application of state updates; {} global request(s) queued",
+            jobs(|p| matches!(p, Pending::Op { .. })),
+            jobs(|p| matches!(p, Pending::Global { .. })),
+            jobs(|p| matches!(p, Pending::Apply)),
+            self.queue.len()
+        ))
+    }
 }

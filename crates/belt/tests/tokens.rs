@@ -255,6 +255,8 @@ fn quiescent_once_every_state_update_went_round() {
     assert!(ring.nodes[0].quiescent());
     ring.request(0, "order", vec![Value::Int(3)]);
     assert!(!ring.nodes[0].quiescent(), "a global waits in Q");
+    let what = ring.nodes[0].in_flight().expect("not quiescent, so something is in flight");
+    assert!(what.contains("1 global request(s) queued"), "a stalled run says what waits: {what}");
     // 1 and 2 pass the token on empty; 0 runs the order and passes it with its update.
     for _ in 0..3 {
         ring.deliver();
@@ -274,6 +276,7 @@ fn quiescent_once_every_state_update_went_round() {
     assert!(ring.nodes[0].quiescent(), "0 dropped its entry and passed an empty token");
     assert!(!ring.nodes[1].quiescent() && !ring.nodes[2].quiescent(), "they passed the update on last");
     ring.settle();
+    assert!(ring.nodes.iter().all(|n| n.in_flight().is_none()), "settled, nothing in flight");
     ring.assert_agree();
 }
 

@@ -597,8 +597,9 @@ fn salvaged(
     }
     let hosts: Vec<HostId> = nodes.iter().map(|n| n.host).collect();
     let reports = read_reports(dir, &hosts, false).unwrap_or_default();
-    let failures: Vec<String> = reports.iter().filter_map(|r| r.failure.as_ref().map(|f| format!("{} reported: {f}", r.id))).collect();
-    let reason = if failures.is_empty() { reason } else { format!("{reason}; {}", failures.join("; ")) };
+    let mut said: Vec<String> = reports.iter().filter_map(|r| r.failure.as_ref().map(|f| format!("{} reported: {f}", r.id))).collect();
+    said.extend(reports.iter().filter_map(|r| r.in_flight.as_ref().map(|w| format!("{} still had in flight when it stopped: {w}", r.id))));
+    let reason = if said.is_empty() { reason } else { format!("{reason}; {}", said.join("; ")) };
     partial_run(exp, metrics, stopped, reason, counters_of(&reports))
 }
 

@@ -93,6 +93,11 @@ pub trait Process<P: Protocol> {
     fn quiescent(&self) -> bool {
         true
     }
+    /// What keeps the process from being [`Self::quiescent`], in words, for a run that did not
+    /// drain: `None` when it is quiescent.
+    fn in_flight(&self) -> Option<String> {
+        (!self.quiescent()).then(|| "work in flight (the process does not say which)".to_string())
+    }
 }
 
 /// Runs storage jobs. The simulator owns one per process that has storage; the real runtime owns

@@ -737,6 +737,48 @@ impl Process<TwoPc> for TwoPcNode {
             && self.prepared.is_empty()
             && self.backing_off.is_empty()
     }
+
+    fn in_flight(&self) -> Option<String> {
+        if self.quiescent() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        if self.epoch.is_none() {
+            parts.push(format!("its recovery is not done ({} event(s) held back)", self.held_back.len()));
+        }
+        if !self.pending.is_empty() {
+            let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+            for p in self.pending.values() {
+                let kind = match p {
+                    Pending::Recover => "recovery",
+                    Pending::Run { xid: None, .. } => "one-phase",
+                    Pending::Run { xid: Some(_), .. } => "coordinator's branch",
+                    Pending::Apply { .. } => "participant's branch",
+                    Pending::Decide { .. } => "coordinator's decision",
+                    Pending::Finish { .. } => "participant's decision",
+                    Pending::Outcome { .. } => "lookup of a decision",
+                };
+                *kinds.entry(kind).or_default() += 1;
+            }
+            let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            parts.push(format!("storage jobs: {}", kinds.join(", ")));
+        }
+        for (xid, c) in self.coordinating.iter().take(3) {
+            let waiting: Vec<String> = c.waiting.iter().map(|i| i.to_string()).collect();
+            parts.push(format!("coordinates {xid:?} (attempt {}), votes awaited from [{}], decided: {:?}", c.attempt, waiting.join(", "), c.decided));
+        }
+        if self.coordinating.len() > 3 {
+            parts.push(format!("and {} more transaction(s) it coordinates", self.coordinating.len() - 3));
+        }
+        if !self.prepared.is_empty() {
+            parts.push(format!("{} prepared branch(es) awaiting their decision", self.prepared.len()));
+        }
+        if !self.backing_off.is_empty() {
+            let attempts: Vec<String> = self.backing_off.values().map(|(r, a)| format!("`{}` #{} next attempt {a}", r.txn, r.seq)).collect();
+            parts.push(format!("voted down, waiting to run again: {}", attempts.join(", ")));
+        }
+        Some(parts.join("; "))
+    }
 }
 
 #[cfg(test)]
@@ -840,6 +882,8 @@ mod tests {
         }
         assert!(handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Vote { xid, yes: true, tick: 9 } }).is_empty());
         assert!(!c.quiescent());
+        let what = c.in_flight().expect("not quiescent, so something is in flight");
+        assert!(what.contains("votes awaited from [i2]") && what.contains("attempt 1"), "a stalled run names the transaction and whose vote it waits for: {what}");
         let out = handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Vote { xid, yes: true, tick: 7 } });
         let [(w, Job::Decide { xid: x, commit: true, ts: 9, .. })] = stored(&out)[..] else { panic!("{out:?}") };
         assert_eq!(x, xid);
@@ -850,6 +894,7 @@ mod tests {
         let [ReplyBody::Done(d)] = &replied(&out)[..] else { panic!("{out:?}") };
         assert_eq!((d.evidence.ts, d.evidence.branches, d.evidence.attempts), (9, 3, 1));
         assert!(c.quiescent());
+        assert_eq!(c.in_flight(), None);
     }
 
     /// A no vote rolls back the coordinator's branch and runs the request again under a new

@@ -195,6 +195,10 @@ pub struct ProcessReport {
     /// Why it stopped serving: what [`Process::failure`] said, or what the host saw (a panic in
     /// its handler or its storage, storage work asked of a process without storage).
     pub failure: Option<String>,
+    /// What it still had in flight when it stopped ([`Process::in_flight`]): `None` if it was
+    /// quiescent.
+    #[serde(default)]
+    pub in_flight: Option<String>,
     pub traffic: ProcessTraffic,
 }
 

@@ -465,10 +465,12 @@ impl<P: Protocol> HostLoop<P> {
                     (Some(a), Some(b)) => Some(format!("{a}; {b}")),
                     (a, b) => a.or_else(|| b.clone()),
                 };
+                let in_flight = catch_unwind(AssertUnwindSafe(|| s.process.in_flight())).unwrap_or_else(|p| Some(format!("in_flight() panicked: {}", panic_text(&*p))));
                 ProcessReport {
                     id: s.id,
                     counters: counters.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
                     failure,
+                    in_flight,
                     traffic: s.traffic.clone(),
                 }
             })
