@@ -1185,8 +1185,8 @@ fn priced_design_runs_what_the_application_runs(how: ensemble_server::DirectTxn)
 /// is the one ended, on PostgreSQL (where no session holds a prepared transaction) the worker's
 /// own. Left failed, the run's cleanup would roll the branch back, losing a transaction whose
 /// other branches committed. A participant's branch whose worker finds its idle session ended
-/// is applied on a new one and votes yes. A coordinator's branch, held open on its session, ends with it:
-/// its commit then reports that it did not happen, which its records confirm.
+/// is applied on a new one and votes yes. A coordinator's branch, held open on its session,
+/// ends with it: its commit then reports that it did not happen, which its records confirm.
 #[test]
 #[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
 fn a_decision_whose_connection_is_dropped_is_sent_again_and_applied_once() {
