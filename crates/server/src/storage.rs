@@ -111,6 +111,11 @@ struct CommitMarks {
     /// The server's id of the session (`CONNECTION_ID()`, `pg_backend_pid()`), to end it after
     /// a lost COMMIT.
     connection: i64,
+    /// PostgreSQL: when the session's backend started, in microseconds since 1970. A backend's
+    /// pid is the operating system's, which may give it to a new process once the backend has
+    /// gone; with its start the pair names one backend, so that ending the old session after a
+    /// loss can never end another that took its pid (the application's own, say).
+    started: i64,
 }
 
 impl CommitMarks {
@@ -262,10 +267,15 @@ impl ServerStorage {
                 if self.deadlocks_early {
                     self.set_deadlock_timeout()?;
                 }
-                "SELECT pg_backend_pid()"
+                "SELECT pid, (extract(epoch FROM backend_start) * 1000000)::bigint FROM pg_stat_activity WHERE pid = pg_backend_pid()"
             }
         };
-        self.marks.connection = session_id_of(&self.conn.batch_rows(id)?)?;
+        let rows = self.conn.batch_rows(id)?;
+        (self.marks.connection, self.marks.started) = match rows.first().map(|r| &r[..]) {
+            Some([Value::Int(id)]) => (*id, 0),
+            Some([Value::Int(id), Value::Int(started)]) => (*id, *started),
+            other => return Err(ConnError::Statement(format!("the session's id read as {other:?}"))),
+        };
         Ok(())
     }
 
@@ -607,14 +617,14 @@ impl ServerStorage {
     /// session lost on the way is replaced and the whole asked again, up to [`SETUP_LOSSES`]
     /// times: ending a session that has ended, and reading, change nothing.
     pub(crate) fn ask_once_the_old_session_ended<T>(&mut self, mut question: impl FnMut(&mut Conn) -> Result<T, ConnError>) -> Result<T, String> {
-        let old = self.marks.connection;
+        let (old, started) = (self.marks.connection, self.marks.started);
         if old == 0 {
             return Err("the old session's id on the server is not known".into());
         }
         let mut lost = 0;
         loop {
             self.reconnect().map_err(|e| e.to_string())?;
-            match self.end_session(old).and_then(|()| question(&mut self.conn)) {
+            match self.end_session(old, started).and_then(|()| question(&mut self.conn)) {
                 Ok(t) => return Ok(t),
                 Err(ConnError::Lost(_)) if lost < SETUP_LOSSES => lost += 1,
                 Err(e) => return Err(e.to_string()),
@@ -622,14 +632,16 @@ impl ServerStorage {
         }
     }
 
-    /// Ends the session `old` from this one and waits until the server no longer lists it.
-    fn end_session(&mut self, old: i64) -> Result<(), ConnError> {
+    /// Ends the session `old` (on PostgreSQL, the backend of that pid that `started` then) from
+    /// this one and waits until the server no longer lists it.
+    fn end_session(&mut self, old: i64, started: i64) -> Result<(), ConnError> {
         let (end, listed) = match self.sql.engine {
+            // MariaDB numbers connections in sequence (up to 2^32): no other takes the id.
             Engine::Mariadb => (format!("KILL {old}"), format!("SELECT COUNT(*) FROM information_schema.processlist WHERE id = {old}")),
-            Engine::Postgres => (
-                format!("SELECT pg_terminate_backend({old}) WHERE {old} <> pg_backend_pid()"),
-                format!("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = {old} AND pid <> pg_backend_pid()"),
-            ),
+            Engine::Postgres => {
+                let that = format!("pid = {old} AND (extract(epoch FROM backend_start) * 1000000)::bigint = {started} AND pid <> pg_backend_pid()");
+                (format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {that}"), format!("SELECT COUNT(*) FROM pg_stat_activity WHERE {that}"))
+            }
         };
         match self.conn.batch(&end) {
             // MariaDB's 1094: no such session, it has ended already.
