@@ -5,8 +5,8 @@
 #     real processes, and under the two-phase-commit baseline (real processes), each
 #     run checked serializable by replay (`ensemble bench` exits non-zero on a failed check);
 #     On PostgreSQL also with locals side by side under SSI (--writers-side-by-side); and on
-#     each server (and PostgreSQL's locals side by side) once with the server ending the node's
-#     sessions every half second (nothing lost, applied twice or refused);
+#     each server (and PostgreSQL's locals side by side and 2PC baseline) once with the server
+#     ending the node's sessions every half second (scripts/sessions-ended.sh);
 #  3. a server that cannot serve is refused before any run starts, with a message naming it
 #     (one that is not there; SQLite and, on a second PostgreSQL cluster on port 5433 that
 #     scripts/postgres-without-prepared-transactions.sh makes, a server without prepared
@@ -50,58 +50,10 @@ if msg="$("$bin" bench shop --backend mariadb --real --writers-side-by-side --qu
 fi
 grep -q "is for real runs of the Conveyor Belt on PostgreSQL" <<<"$msg" || { echo "server-suites: unexpected message: $msg" >&2; exit 1; }
 
-# A server that ends the node's sessions mid-run, as a restart or an administrator would: every
-# half second while the run's clients run, each session on the run's databases is ended. The
-# storages reopen their connections and run again what was cut off; a COMMIT whose answer was
-# lost is asked about (PostgreSQL: pg_xact_status, or for a local writer side by side the mark in
-# its storage's own table; MariaDB: the storage's row of _ensemble_commits), so the run must pass
-# its check, nothing lost or applied twice, with
-# transactions run again and no request refused (ARCHITECTURE.md, "Victims"). The 2PC baseline
-# too, on PostgreSQL: a participant's branch that finds its session ended applies itself again
-# on a new one, and a lost PREPARE is asked about (crates/server/src/twopc.rs). Not on MariaDB:
-# a session ended during XA PREPARE can leave its branch prepared but unlisted until the server
-# restarts, so the baseline fails the run there (`prepared_after_all`; RESULTS.md, "A server
-# that ends the node's sessions mid-run").
-end_sessions() {
-  case "$1" in
-    postgres) psql -h 127.0.0.1 -U postgres -d test -Atc "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname LIKE 'ensemble\_%' AND pid <> pg_backend_pid()" 2>/dev/null || echo 0 ;;
-    mariadb)
-      local n=0 id
-      for id in $(mariadb -h 127.0.0.1 -u root -N -e "SELECT id FROM information_schema.processlist WHERE db LIKE 'ensemble\\_%' AND id <> CONNECTION_ID()" 2>/dev/null || true); do
-        mariadb -h 127.0.0.1 -u root -e "KILL $id" 2>/dev/null && n=$((n + 1))
-      done
-      echo "$n" ;;
-  esac
-}
-for mode in postgres mariadb postgres-side-by-side postgres-2pc; do
-  backend="${mode%%-*}"
-  how=(--system ensemble)
-  [ "$mode" = postgres-side-by-side ] && how=(--system ensemble --writers-side-by-side)
-  [ "$mode" = postgres-2pc ] && how=(--system 2pc --instances 3)
-  echo "server-suites: shop on $mode, real processes, the server ending the node's sessions every 0.5 s" >&2
-  log="$out/ended-$mode.log"
-  "$bin" bench shop --backend "$backend" --real --topology lan --clients 20 \
-    --warmup 1 --measure 8 "${how[@]}" --quiet --out "$out" >"$log" 2>&1 &
-  bench=$!
-  # From when the clients start: a session ended while the databases are made fails the run
-  # before it starts, as it should.
-  while kill -0 "$bench" 2>/dev/null && ! grep -q "clients run for" "$log"; do sleep 0.1; done
-  # Until the hosts report, which they do once the clients have stopped: what comes after
-  # (the check's reads, dropping the databases) tries again after a lost session, but is not
-  # what this step measures.
-  ended=0
-  while kill -0 "$bench" 2>/dev/null && ! grep -q "^HostReport" "$log"; do
-    ended=$((ended + $(end_sessions "$backend")))
-    sleep 0.5
-  done
-  wait "$bench" || { cat "$log" >&2; echo "server-suites: the run on $mode whose sessions the server ended failed" >&2; exit 1; }
-  tail -n 4 "$log"
-  if grep "request(s) refused" "$log" >&2; then echo "server-suites: requests refused in the run on $mode whose sessions the server ended" >&2; exit 1; fi
-  retries="$(sed -n "s/.* \([0-9][0-9]*\) transaction(s) run again after the $backend server.*/\1/p" "$log")"
-  [ "$ended" -gt 0 ] && [ "${retries:-0}" -gt 0 ] \
-    || { cat "$log" >&2; echo "server-suites: $ended session(s) ended, ${retries:-no} transaction(s) run again on $mode: the faults missed the run" >&2; exit 1; }
-  echo "server-suites: $mode: $ended session(s) ended mid-run, $retries transaction(s) run again, the run checked" >&2
-done
+# A server that ends the node's sessions mid-run (every half second): shop on each server, on
+# PostgreSQL also side by side and under the 2PC baseline, each run checked, nothing lost,
+# applied twice or refused (the script says why not the baseline on MariaDB).
+scripts/sessions-ended.sh --bin "$bin"
 
 # 2pc over SQLite is refused before anything runs, saying why.
 if msg="$("$bin" bench shop --system 2pc --real --quiet --out "$out" 2>&1)"; then
