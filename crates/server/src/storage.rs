@@ -50,10 +50,9 @@ const IMMEDIATE_RETRIES: u32 = 3;
 /// with 4 threads once gave up after 100 immediate retries); at most 6.4 ms.
 const RETRY_BACKOFF_US: u64 = 100;
 
-/// How often the storage asks whether a transaction whose COMMIT lost its connection
-/// committed while the server says it is still in progress, pausing up to 1 ms, doubled up to
-/// 64 ms, in between (about a second in all); the old session is ended after the first answer,
-/// which decides the transaction within milliseconds.
+/// How often the storage asks whether a session it ended is still listed, or whether a
+/// transaction whose COMMIT lost its connection, asked about once its session ended, is still
+/// in progress, pausing up to 1 ms, doubled up to 64 ms, in between (about a second in all).
 const LOST_COMMIT_POLLS: u32 = 30;
 
 #[derive(Debug, thiserror::Error)]
@@ -659,34 +658,44 @@ impl ServerStorage {
         Ok(())
     }
 
-    /// Asks the server, on a new session, what became of `writer`, whose COMMIT was in flight
-    /// when the connection was lost: `Ok` if it committed, a lost connection to run it again
-    /// if it was rolled back. While the old session has not ended (a server that has not yet
-    /// noticed the connection is gone keeps its transaction open) the answer is "in
-    /// progress": the old session is ended, which decides it (a COMMIT that has begun writing
-    /// its record finishes first), and the question asked again.
+    /// Asks the server what became of `writer`, whose COMMIT was in flight when the
+    /// connection was lost: `Ok` if it committed, [`Attempt::RolledBack`] if not. A server that
+    /// has not yet noticed the connection is gone keeps the transaction open ("in progress"), so
+    /// the old session is ended first and the question asked once it is over, on a new session
+    /// replaced if lost on the way ([`Self::ask_once_the_old_session_ended`]); a COMMIT that has
+    /// begun writing its record finishes before the session ends.
     fn outcome_of_lost_commit(&mut self, writer: OpenWriter, why: String) -> Result<(), Attempt> {
         let OpenWriter { xid, backend } = writer;
         let unknown = |detail: String| Attempt::Unknown(format!("{why}; asking the server whether transaction {xid} committed: {detail}"));
-        self.reconnect().map_err(|e| unknown(e.to_string()))?;
+        if backend != self.marks.connection {
+            // Both were read on the same session; a difference is a bug here, not the server's.
+            return Err(unknown(format!("its session {backend} is not the one this storage would end ({})", self.marks.connection)));
+        }
         let ask = format!("SELECT pg_xact_status('{xid}'::xid8)");
-        for polls in 0..LOST_COMMIT_POLLS {
-            let rows = self.conn.batch_rows(&ask).map_err(|e| unknown(e.to_string()))?;
-            match rows.first().and_then(|r| r.first()) {
-                Some(Value::Text(s)) if s == "committed" => return Ok(()),
-                Some(Value::Text(s)) if s == "aborted" => {
-                    return Err(Attempt::RolledBack)
-                }
-                Some(Value::Text(s)) if s == "in progress" => {
-                    if polls == 0 {
-                        self.conn.batch(&format!("SELECT pg_terminate_backend({backend}) WHERE {backend} <> pg_backend_pid()")).map_err(|e| unknown(e.to_string()))?;
+        let status = |rows: &Rows| match rows.first().and_then(|r| r.first()) {
+            Some(Value::Text(s)) => Some(s.clone()),
+            _ => None,
+        };
+        let rows = self
+            .ask_once_the_old_session_ended(|conn| {
+                // PostgreSQL ends a backend's transaction before the backend leaves
+                // `pg_stat_activity`; the polls only guard that order.
+                let mut polls = 0;
+                loop {
+                    let rows = conn.batch_rows(&ask)?;
+                    if status(&rows).as_deref() != Some("in progress") || polls == LOST_COMMIT_POLLS {
+                        return Ok(rows);
                     }
+                    polls += 1;
                     backoff(polls, 1_000);
                 }
-                other => return Err(unknown(format!("the server answered {other:?}"))),
-            }
+            })
+            .map_err(unknown)?;
+        match status(&rows).as_deref() {
+            Some("committed") => Ok(()),
+            Some("aborted") => Err(Attempt::RolledBack),
+            other => Err(unknown(format!("once its session had ended the server answered {other:?}"))),
         }
-        Err(unknown(format!("still in progress after {LOST_COMMIT_POLLS} questions")))
     }
 
     /// Starts a transaction of the 2PC baseline (`crate::twopc`) that may commit in one phase.
@@ -1302,8 +1311,6 @@ fn epoch_and_snapshot(rows: &Rows) -> Result<(u64, SnapshotStamp), String> {
     Ok((globals, snapshot))
 }
 
-/// The transaction's id and backend that [`Bookkeeping::ReadCountersAndId`] read beside the
-/// counters, if the start read them.
 /// The one value of `SELECT pg_backend_pid()` or `SELECT CONNECTION_ID()`.
 fn session_id_of(rows: &Rows) -> Result<i64, ConnError> {
     match rows.first().map(|r| &r[..]) {
@@ -1312,6 +1319,8 @@ fn session_id_of(rows: &Rows) -> Result<i64, ConnError> {
     }
 }
 
+/// The transaction's id and backend that [`Bookkeeping::ReadCountersAndId`] read beside the
+/// counters, if the start read them.
 fn open_writer_of(rows: &Rows) -> Option<OpenWriter> {
     match rows.as_slice() {
         [r] if r.len() == 4 => match (&r[2], &r[3]) {

@@ -684,7 +684,7 @@ impl TwoPcStorage {
                 self.recover(&e)?;
                 continue;
             }
-            if !self.still_prepared(b).map_err(|e2| format!("{e}; and asking whether it is still prepared: {e2}"))? {
+            if !is_prepared(self.shared.engine(), &mut self.db.conn, b).map_err(|e2| format!("{e}; and asking whether it is still prepared: {e2}"))? {
                 return Ok(());
             }
             // MariaDB lets another session decide a prepared branch only once it has noticed
@@ -692,15 +692,10 @@ impl TwoPcStorage {
             std::thread::sleep(crate::admin::DETACH_POLL);
         }
     }
-
-    /// Whether branch `b` (quoted, as [`TwoPcShared::branch`] names it) is prepared on this
-    /// instance's server.
-    fn still_prepared(&mut self, b: &str) -> Result<bool, ConnError> {
-        is_prepared(self.shared.engine(), &mut self.db.conn, b)
-    }
 }
 
-/// Whether branch `b` (quoted) is prepared on `conn`'s server.
+/// Whether branch `b` (quoted, as [`TwoPcShared::branch`] names it) is prepared on `conn`'s
+/// server.
 fn is_prepared(engine: Engine, conn: &mut Conn, b: &str) -> Result<bool, ConnError> {
     match engine {
         Engine::Postgres => Ok(!conn.batch_rows(&format!("SELECT gid FROM pg_prepared_xacts WHERE gid = {b}"))?.is_empty()),
