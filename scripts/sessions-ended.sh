@@ -23,18 +23,21 @@
 #   (default: the first four, in that order; with --runs N, the modes in turn, N passes)
 # The servers must be up (scripts/start-databases.sh).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bin=target/release/ensemble
+bin=""
 runs=1
 modes=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --bin) bin="$2"; shift 2 ;;
+    --bin|--runs) [ $# -ge 2 ] || { echo "sessions-ended: $1 wants a value" >&2; exit 2; } ;;&
+    # A path relative to where the script was started from, not to the repository.
+    --bin) bin="$(realpath -m -- "$2")"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     postgres|mariadb|postgres-side-by-side|postgres-2pc|mariadb-2pc) modes+=("$1"); shift ;;
     *) echo "sessions-ended: unknown argument '$1' (usage: scripts/sessions-ended.sh [--bin PATH] [--runs N] [postgres|mariadb|postgres-side-by-side|postgres-2pc|mariadb-2pc]...)" >&2; exit 2 ;;
   esac
 done
+cd "$(dirname "$0")/.."
+bin="${bin:-target/release/ensemble}"
 [ ${#modes[@]} -gt 0 ] || modes=(postgres mariadb postgres-side-by-side postgres-2pc)
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "sessions-ended: --runs wants a positive count, not '$runs'" >&2; exit 2; }
 [ -x "$bin" ] || { echo "sessions-ended: $bin is not built (cargo build --release -p ensemble)" >&2; exit 1; }
