@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Where a node's CPU time goes: runs the configuration of the overhead figure's pooled row (shop,
 # 50 % browse, one instance on PostgreSQL, four clients on loopback without emulated delay, locals
-# side by side under SSI, the node's default pool; the clients and the locals' mode can be chosen), records the node process with `perf` (DWARF
-# call graphs) for a few seconds in the middle of the clients' window, and prints:
+# side by side under SSI, the node's default pool; the clients and the locals' mode can be
+# chosen), records the node process with `perf` (DWARF call graphs) for a few seconds in the
+# middle of the clients' window, and prints:
 #   1. the node's samples by thread: its loop (the main thread: protocol, every socket), its
 #      storage workers (the server connections), its alarm;
 #   2. for the loop, and then for the storage workers, the frames that hold most of their samples
