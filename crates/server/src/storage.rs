@@ -130,11 +130,11 @@ impl CommitMarks {
     }
 }
 
-/// A writing transaction's id and its session's backend, read in its start.
+/// A writing transaction's id, read in its start. Its session is the one that read it,
+/// [`CommitMarks::connection`], whose end a lost COMMIT waits for.
 #[derive(Clone, Copy, Debug)]
 struct OpenWriter {
     xid: i64,
-    backend: i64,
 }
 
 /// How [`ServerStorage::execute_direct`] runs a transaction.
@@ -171,7 +171,7 @@ pub enum DirectTxn {
 #[derive(Clone, Copy)]
 enum Bookkeeping {
     ReadCounters,
-    /// The counters, the transaction's id (assigned here) and the session's backend: how a
+    /// The counters and the transaction's id (assigned here): how a
     /// writer that takes the writer lock first starts on PostgreSQL, so that the outcome of a
     /// COMMIT whose answer is lost can be asked of the server ([`ServerStorage::commit`]).
     ReadCountersAndId,
@@ -203,7 +203,7 @@ impl Bookkeeping {
             // changed nothing now has one too, and its COMMIT writes a commit record. PostgreSQL
             // only.
             Bookkeeping::ReadCountersAndId => {
-                format!("SELECT globals, local_writes, pg_current_xact_id()::text, pg_backend_pid() FROM {META_TABLE} WHERE id = 0")
+                format!("SELECT globals, local_writes, pg_current_xact_id()::text FROM {META_TABLE} WHERE id = 0")
             }
             Bookkeeping::BumpGlobals => format!("UPDATE {META_TABLE} SET globals = globals + 1 WHERE id = 0"),
             Bookkeeping::BumpLocalWrites => format!("UPDATE {META_TABLE} SET local_writes = local_writes + 1 WHERE id = 0"),
@@ -269,12 +269,7 @@ impl ServerStorage {
                 "SELECT pid, (extract(epoch FROM backend_start) * 1000000)::bigint FROM pg_stat_activity WHERE pid = pg_backend_pid()"
             }
         };
-        let rows = self.conn.batch_rows(id)?;
-        (self.marks.connection, self.marks.started) = match rows.first().map(|r| &r[..]) {
-            Some([Value::Int(id)]) => (*id, 0),
-            Some([Value::Int(id), Value::Int(started)]) => (*id, *started),
-            other => return Err(ConnError::Statement(format!("the session's id read as {other:?}"))),
-        };
+        (self.marks.connection, self.marks.started) = session_of(&self.conn.batch_rows(id)?)?;
         Ok(())
     }
 
@@ -326,7 +321,7 @@ impl ServerStorage {
             Engine::Postgres => "SELECT pg_backend_pid()",
             Engine::Mariadb => "SELECT CONNECTION_ID()",
         };
-        Ok(session_id_of(&self.conn.batch_rows(sql)?)?)
+        Ok(session_of(&self.conn.batch_rows(sql)?)?.0)
     }
 
     pub fn application(&self) -> &Arc<Application> {
@@ -665,12 +660,8 @@ impl ServerStorage {
     /// replaced if lost on the way ([`Self::ask_once_the_old_session_ended`]); a COMMIT that has
     /// begun writing its record finishes before the session ends.
     fn outcome_of_lost_commit(&mut self, writer: OpenWriter, why: String) -> Result<(), Attempt> {
-        let OpenWriter { xid, backend } = writer;
+        let OpenWriter { xid } = writer;
         let unknown = |detail: String| Attempt::Unknown(format!("{why}; asking the server whether transaction {xid} committed: {detail}"));
-        if backend != self.marks.connection {
-            // Both were read on the same session; a difference is a bug here, not the server's.
-            return Err(unknown(format!("its session {backend} is not the one this storage would end ({})", self.marks.connection)));
-        }
         let ask = format!("SELECT pg_xact_status('{xid}'::xid8)");
         let status = |rows: &Rows| match rows.first().and_then(|r| r.first()) {
             Some(Value::Text(s)) => Some(s.clone()),
@@ -699,17 +690,17 @@ impl ServerStorage {
     }
 
     /// Starts a transaction of the 2PC baseline (`crate::twopc`) that may commit in one phase.
-    /// On PostgreSQL one whose type writes (`writes`) learns its id and session in the same
-    /// round trip, so that a COMMIT whose answer is lost can be asked about by id, as a writer
-    /// of the belt's that took the writer lock first is ([`Self::commit_one_phase`]).
+    /// On PostgreSQL one whose type writes (`writes`) learns its id in the same round trip, so
+    /// that a COMMIT whose answer is lost can be asked about by id, as a writer of the belt's
+    /// that took the writer lock first is ([`Self::commit_one_phase`]).
     pub(crate) fn begin_one_phase(&mut self, begin: &str, writes: bool) -> Result<(), ConnError> {
         self.open_writer = None;
         if !(writes && self.sql.engine == Engine::Postgres) {
             return self.conn.batch(begin);
         }
         // The shape `open_writer_of` reads, as `Bookkeeping::ReadCountersAndId` returns it.
-        let rows = self.conn.batch_rows(&format!("{begin}; SELECT 0, 0, pg_current_xact_id()::text, pg_backend_pid()"))?;
-        let writer = open_writer_of(&rows).ok_or_else(|| ConnError::Statement(format!("a transaction's id and session were read as {rows:?}")))?;
+        let rows = self.conn.batch_rows(&format!("{begin}; SELECT 0, 0, pg_current_xact_id()::text"))?;
+        let writer = open_writer_of(&rows).ok_or_else(|| ConnError::Statement(format!("a transaction's id was read as {rows:?}")))?;
         self.open_writer = Some(writer);
         Ok(())
     }
@@ -1311,20 +1302,23 @@ fn epoch_and_snapshot(rows: &Rows) -> Result<(u64, SnapshotStamp), String> {
     Ok((globals, snapshot))
 }
 
-/// The one value of `SELECT pg_backend_pid()` or `SELECT CONNECTION_ID()`.
-fn session_id_of(rows: &Rows) -> Result<i64, ConnError> {
+/// The session's id on the server and, where the row has it, when its backend started
+/// (PostgreSQL; 0 where not read): the one row of `SELECT CONNECTION_ID()`, `SELECT
+/// pg_backend_pid()`, or [`ServerStorage::configure`]'s pid and start.
+fn session_of(rows: &Rows) -> Result<(i64, i64), ConnError> {
     match rows.first().map(|r| &r[..]) {
-        Some([Value::Int(id)]) => Ok(*id),
+        Some([Value::Int(id)]) => Ok((*id, 0)),
+        Some([Value::Int(id), Value::Int(started)]) => Ok((*id, *started)),
         other => Err(ConnError::Statement(format!("the session's id read as {other:?}"))),
     }
 }
 
-/// The transaction's id and backend that [`Bookkeeping::ReadCountersAndId`] read beside the
-/// counters, if the start read them.
+/// The transaction's id that [`Bookkeeping::ReadCountersAndId`] read beside the counters, if
+/// the start read it (the counters alone are two columns).
 fn open_writer_of(rows: &Rows) -> Option<OpenWriter> {
     match rows.as_slice() {
-        [r] if r.len() == 4 => match (&r[2], &r[3]) {
-            (Value::Int(xid), Value::Int(backend)) => Some(OpenWriter { xid: *xid, backend: *backend }),
+        [r] if r.len() == 3 => match r[2] {
+            Value::Int(xid) => Some(OpenWriter { xid }),
             _ => None,
         },
         _ => None,
