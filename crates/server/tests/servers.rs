@@ -399,6 +399,9 @@ impl std::fmt::Debug for Cut {
     }
 }
 
+/// The cuts a [`CommitCutter`] will make, in order, each with the word of the batch it cuts at.
+type Armed = Arc<std::sync::Mutex<std::collections::VecDeque<(&'static [u8], Cut)>>>;
+
 /// A TCP proxy that passes every byte between a storage and its server until it is armed
 /// ([`CommitCutter::arm`]), then cuts the connection at the next batch holding its word
 /// (COMMIT) as the [`Cut`] says, once, and passes the connections opened after that. Cuts
@@ -407,7 +410,7 @@ impl std::fmt::Debug for Cut {
 struct CommitCutter {
     port: u16,
     word: &'static [u8],
-    armed: Arc<std::sync::Mutex<std::collections::VecDeque<(&'static [u8], Cut)>>>,
+    armed: Armed,
     cuts: Arc<std::sync::atomic::AtomicUsize>,
 }
 
@@ -419,7 +422,7 @@ impl CommitCutter {
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let armed: Arc<std::sync::Mutex<std::collections::VecDeque<(&'static [u8], Cut)>>> = Arc::default();
+        let armed: Armed = Arc::default();
         let cuts = Arc::new(AtomicUsize::new(0));
         let (armed_, cuts_, upstream) = (Arc::clone(&armed), Arc::clone(&cuts), upstream.to_string());
         std::thread::spawn(move || {
