@@ -171,9 +171,9 @@ pub enum DirectTxn {
 #[derive(Clone, Copy)]
 enum Bookkeeping {
     ReadCounters,
-    /// The counters and the transaction's id (assigned here): how a
-    /// writer that takes the writer lock first starts on PostgreSQL, so that the outcome of a
-    /// COMMIT whose answer is lost can be asked of the server ([`ServerStorage::commit`]).
+    /// The counters and the transaction's id (assigned here): how a writer that takes the
+    /// writer lock first starts on PostgreSQL, so that the outcome of a COMMIT whose answer is
+    /// lost can be asked of the server ([`ServerStorage::commit`]).
     ReadCountersAndId,
     BumpGlobals,
     BumpLocalWrites,

@@ -342,10 +342,10 @@ fn a_connection_the_server_drops_is_reopened_and_the_job_runs_once() {
 }
 
 /// Where a TCP proxy between a storage and its server cuts the connection, at the next batch
-/// the storage sends that holds COMMIT.
+/// the storage sends that holds COMMIT (or the word the cut was armed at).
 #[derive(Clone)]
 enum Cut {
-    /// The batch never reaches the server, which rolls the transaction back.
+    /// The batch never reaches the server (at COMMIT: which rolls the transaction back).
     BeforeCommit,
     /// The batch reaches the server, but not the server's answer the storage: the connection
     /// is cut once the function given sees (on a session of its own) that the transaction
