@@ -511,10 +511,11 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
     measured.extend(&pooled_paths);
     let where_cpu = cpu_table(&measured);
     // The split takes Ensemble's transactions without the node for the node's work in the
-    // database; where writers queue on PostgreSQL, the node does less there than they do: its
-    // writers wait in its serial lane and share a COMMIT (`Storage::run_batch`), where without
-    // it each waits for the writer lock in a session of its own and commits alone.
-    let hop_below_zero = if r.mean_ms() < b.mean_ms() && e.backend.kind == ensemble_bench::BackendKind::Postgres {
+    // database; where writers queue on PostgreSQL (more than one client), the node does less
+    // there than they do: its writers wait in its serial lane and share a COMMIT
+    // (`Storage::run_batch`), where without it each waits for the writer lock in a session of
+    // its own and commits alone. At one client nothing queues, and a hop below zero is noise.
+    let hop_below_zero = if r.mean_ms() < b.mean_ms() && threads > 1 && e.backend.kind == ensemble_bench::BackendKind::Postgres {
         " (below zero: without the node each writer waits for the writer lock in its own session and commits alone; the node's serial lane\n  queues them in the node and lets those queued share one COMMIT, so the split overstates the bookkeeping and understates the hop)"
     } else {
         ""
