@@ -318,7 +318,7 @@ fn a_group_that_fails_runs_its_jobs_one_by_one() {
         assert!(together.iter().all(|r| !matches!(r, StorageResult::Failed(_))), "{}: {together:?}", engine.name());
         assert_ne!(grouped.session_id().unwrap(), id, "a new session");
         assert_eq!(grouped.counters().unwrap(), (5, 3), "{}: every job committed once", engine.name());
-        assert_eq!(grouped.dump("carts").unwrap().iter().filter(|r| r[0] == Value::Int(8)).count(), 1);
+        assert_eq!(carts_named(&mut grouped, 8), 1);
     }
 }
 
@@ -337,7 +337,7 @@ fn a_connection_the_server_drops_is_reopened_and_the_job_runs_once() {
         assert_eq!(retries, 1, "{}: one attempt lost with the connection, one that committed", engine.name());
         assert_ne!(a.session_id().unwrap(), id, "a new session");
         assert_eq!(a.counters().unwrap(), (1, 0), "{}: committed once", engine.name());
-        assert_eq!(a.dump("carts").unwrap().iter().filter(|r| r[0] == Value::Int(9)).count(), 1);
+        assert_eq!(carts_named(&mut a, 9), 1);
     }
 }
 
@@ -351,6 +351,22 @@ enum Cut {
     /// is cut once the function given sees (on a session of its own) that the transaction
     /// committed.
     AfterCommit(Arc<dyn Fn() -> bool + Send + Sync>),
+}
+
+/// A cut after COMMIT for a transaction that creates `carts`: it waits until `observer` (a
+/// session of its own) sees all of them.
+fn cut_once_carts_committed(observer: &Arc<std::sync::Mutex<ensemble_server::conn::Conn>>, carts: Vec<i64>) -> Cut {
+    let observer = Arc::clone(observer);
+    let list = carts.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+    Cut::AfterCommit(Arc::new(move || {
+        let seen = observer.lock().unwrap().batch_rows(&format!("SELECT COUNT(*) FROM carts WHERE cart_id IN ({list})")).unwrap();
+        seen == vec![vec![Value::Int(carts.len() as i64)]]
+    }))
+}
+
+/// How many rows of `carts` the storage holds for `cart`: one if its creation committed once.
+fn carts_named(a: &mut ServerStorage, cart: i64) -> usize {
+    a.dump("carts").unwrap().iter().filter(|r| r[0] == Value::Int(cart)).count()
 }
 
 /// A cut after COMMIT for a transaction that leaves nothing another session could see: it waits
@@ -539,15 +555,7 @@ fn a_commit_whose_answer_is_lost_is_asked_about_and_neither_lost_nor_applied_twi
         // What the proxy's cut after COMMIT waits for: the carts named, seen on a session of
         // its own.
         let observer = Arc::new(std::sync::Mutex::new(ensemble_server::conn::Conn::open(engine, &url).unwrap()));
-        let committed = |carts: Vec<i64>| -> Cut {
-            let observer = Arc::clone(&observer);
-            let list = carts.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
-            Cut::AfterCommit(Arc::new(move || {
-                let seen = observer.lock().unwrap().batch_rows(&format!("SELECT COUNT(*) FROM carts WHERE cart_id IN ({list})")).unwrap();
-                seen == vec![vec![Value::Int(carts.len() as i64)]]
-            }))
-        };
-        let carts_named = |a: &mut ServerStorage, cart: i64| a.dump("carts").unwrap().iter().filter(|r| r[0] == Value::Int(cart)).count();
+        let committed = |carts: Vec<i64>| cut_once_carts_committed(&observer, carts);
         let local = |globals_seen, local_writes| Position::Local { instance: InstanceId(0), globals_seen, local_writes, wrote: true };
         let cases = [
             (true, ExecRole::Local, local(0, 1)),
@@ -653,18 +661,14 @@ fn a_lost_commit_is_asked_about_again_when_the_question_is_lost_too() {
         for (i, role) in [ExecRole::Local, ExecRole::Global].into_iter().enumerate() {
             let cart = 60 + i as i64;
             let case = format!("{name}, {role:?}");
-            let observer = Arc::clone(&observer);
-            cutter.arm(Cut::AfterCommit(Arc::new(move || {
-                observer.lock().unwrap().batch_rows(&format!("SELECT COUNT(*) FROM carts WHERE cart_id = {cart}")).unwrap() == vec![vec![Value::Int(1)]]
-            })));
+            cutter.arm(cut_once_carts_committed(&observer, vec![cart]));
             cutter.arm_at(question, Cut::BeforeCommit);
             let r = a.run(&StorageJob::Execute { request: request(i as u64 + 1, "create_cart", vec![Value::Int(cart)]), role });
             assert_eq!(cutter.cuts(), 2 * (i + 1), "{case}: the COMMIT's answer and then the question were cut");
             let (o, _, _, retries) = executed(r);
             assert!(o.committed(), "{case}: {o:?}");
             assert_eq!(retries, 0, "{case}: the server had committed it: not run again");
-            let named = a.dump("carts").unwrap().iter().filter(|r| r[0] == Value::Int(cart)).count();
-            assert_eq!(named, 1, "{case}: committed once");
+            assert_eq!(carts_named(&mut a, cart), 1, "{case}: committed once");
         }
         assert_eq!(a.counters().unwrap(), (1, 1), "{name}: each counted once");
     }
