@@ -319,17 +319,9 @@ impl Conn {
                     let n = after_unsent(client, unsent, &mut self.started, |c| c.execute(&stmt, &refs))?;
                     return Ok((Vec::new(), n));
                 }
-                let rows = after_unsent(client, unsent, &mut self.started, |c| c.query(&stmt, &refs))?;
-                let mut out = Vec::with_capacity(rows.len());
-                for row in &rows {
-                    let mut r = Vec::with_capacity(row.len());
-                    for i in 0..row.len() {
-                        r.push(row.try_get::<_, PgValue>(i).map_err(|e| ConnError::Statement(e.to_string()))?.0);
-                    }
-                    out.push(r);
-                }
-                let n = out.len() as u64;
-                Ok((out, n))
+                let rows = rows_of(&after_unsent(client, unsent, &mut self.started, |c| c.query(&stmt, &refs))?)?;
+                let n = rows.len() as u64;
+                Ok((rows, n))
             }
             Session::Mariadb(c) => {
                 let params: Vec<mysql::Value> = args.iter().map(|v| my_value(v)).collect();
@@ -353,6 +345,30 @@ impl Conn {
                 Ok((out, n))
             }
         }
+    }
+
+    /// Runs the queries `reads` (each a statement and its positional arguments) on PostgreSQL
+    /// in one round trip, after whatever was held back (which fails the whole as it would fail
+    /// [`Conn::run`]); returns each query's rows or its error, in order. PostgreSQL runs them
+    /// one after another as sent, so each answer is what the query would have returned sent
+    /// alone at its place; but a query that failed aborts the transaction for those after it,
+    /// as it would have.
+    pub fn read_together(&mut self, reads: &[(&str, Vec<&Value>)]) -> Result<Vec<Result<Rows, ConnError>>, ConnError> {
+        self.commit_open_reader()?;
+        let statements = reads.iter().map(|(sql, args)| self.prepared(sql, args)).collect::<Result<Vec<_>, _>>()?;
+        let Session::Postgres { client, .. } = &self.session else { unreachable!("only PostgreSQL reads together") };
+        let params: Vec<Vec<PgArg<'_>>> = reads.iter().map(|(_, args)| args.iter().map(|v| PgArg(v)).collect()).collect();
+        let refs: Vec<Vec<&(dyn ToSql + Sync)>> = params.iter().map(|p| p.iter().map(|a| a as &(dyn ToSql + Sync)).collect()).collect();
+        let unsent = std::mem::take(&mut self.unsent);
+        let answers = after_unsent(client, unsent, &mut self.started, |c| {
+            let requests = statements
+                .iter()
+                .zip(&refs)
+                .map(|(s, r)| -> std::pin::Pin<Box<dyn std::future::Future<Output = _> + '_>> { Box::pin(c.query(s, r)) })
+                .collect();
+            async move { Ok(crate::pg::in_order(requests).await) }
+        })?;
+        Ok(answers.into_iter().map(|a| a.map_err(|e| pg_error(&e)).and_then(|rows| rows_of(&rows))).collect())
     }
 
     /// `sql` prepared on PostgreSQL with each parameter's type taken from its value, once per
@@ -491,6 +507,19 @@ where
         Some(e) => Err(e),
         None => result.map_err(|e| pg_error(&e)),
     }
+}
+
+/// A query's rows as values.
+fn rows_of(rows: &[tokio_postgres::Row]) -> Result<Rows, ConnError> {
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let mut r = Vec::with_capacity(row.len());
+        for i in 0..row.len() {
+            r.push(row.try_get::<_, PgValue>(i).map_err(|e| ConnError::Statement(e.to_string()))?.0);
+        }
+        out.push(r);
+    }
+    Ok(out)
 }
 
 /// A simple-query answer's rows: those of the last statement that returned rows, integers and

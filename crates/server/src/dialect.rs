@@ -59,6 +59,10 @@ pub struct ServerStatement {
     /// How the two-phase-commit baseline makes the statement hold its locks to commit on
     /// PostgreSQL (`crate::twopc`); `None` on MariaDB, where InnoDB's SERIALIZABLE does.
     pub lock: Option<TwoPhaseLock>,
+    /// A query that takes no row lock (no `FOR UPDATE`/`FOR SHARE`): running it changes
+    /// nothing, so a storage may run it before the body asks for it ([`crate::storage`]'s reads
+    /// ahead) and throw its answer away if the body asks something else.
+    pub reads_ahead: bool,
 }
 
 /// How a statement of the two-phase-commit baseline holds, until its transaction ends, a lock on
@@ -437,7 +441,8 @@ fn statement(app: &Application, sql: &str, engine: Engine) -> Result<ServerState
         Engine::Postgres => Some(two_phase_lock(app, &plain, &capture)?),
         Engine::Mariadb => None,
     };
-    Ok(ServerStatement { sql: plain.to_string(), binds: positional, arity, capture, lock })
+    let reads_ahead = matches!(&plain, Sql::Query(q) if q.locks.is_empty());
+    Ok(ServerStatement { sql: plain.to_string(), binds: positional, arity, capture, lock, reads_ahead })
 }
 
 /// How `stmt` (already in the engine's dialect) holds its read locks in the two-phase-commit

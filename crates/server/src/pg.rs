@@ -91,6 +91,28 @@ impl PgSession {
     }
 }
 
+/// Awaits every one of `requests`, polling them in their order each time, so that each goes on
+/// the wire at its first poll in that order, before any answer is read: one round trip for all.
+pub(crate) async fn in_order<'a, T>(mut requests: Vec<Pin<Box<dyn Future<Output = T> + 'a>>>) -> Vec<T> {
+    let mut answers: Vec<Option<T>> = requests.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        for (request, slot) in requests.iter_mut().zip(answers.iter_mut()) {
+            if slot.is_none() {
+                if let Poll::Ready(a) = request.as_mut().poll(cx) {
+                    *slot = Some(a);
+                }
+            }
+        }
+        if answers.iter().all(Option::is_some) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    answers.into_iter().map(|a| a.expect("every answer is in")).collect()
+}
+
 /// A request sent ahead, waiting for its answer.
 type Sent<'a> = Pin<Box<dyn Future<Output = Result<Answer, Error>> + 'a>>;
 

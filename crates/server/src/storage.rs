@@ -8,7 +8,7 @@ use ensemble_app::{
     TxnError, TxnType,
 };
 use ensemble_core::{Outcome, Request, RequestError, Rows, Storage, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -84,9 +84,13 @@ pub struct ServerStorage {
     /// PostgreSQL: locals run side by side under SSI, placed by the checker's search
     /// ([`Self::set_writers_side_by_side`]), with the instance's writers in flight.
     side_by_side: Option<Arc<WritersInFlight>>,
-    /// The job running now met a write sent ahead that failed ([`ConnError::SentAhead`]): its
-    /// attempts from then on wait for every write's answer.
+    /// The job running now met a write sent ahead that failed, or a read ahead that failed
+    /// unasked ([`ConnError::SentAhead`]): its attempts from then on wait for every statement's
+    /// answer, and read nothing ahead.
     writes_waited: bool,
+    /// PostgreSQL: for each transaction type, the reads its body made last time before its
+    /// first write, with the parameters they took ([`ReadPlan`]).
+    read_plans: HashMap<&'static str, ReadPlan>,
     /// PostgreSQL: the writing transaction open, as its start named it
     /// ([`Bookkeeping::ReadCountersAndId`]), so that a COMMIT whose answer the connection lost
     /// can be asked about ([`Self::commit`]).
@@ -144,8 +148,9 @@ pub enum DirectTxn {
     /// (`postgres`' `Client::transaction`, `mysql`'s `start_transaction`), then the statements
     /// and COMMIT, under the server's SERIALIZABLE.
     Application,
-    /// The same with BEGIN sent with the first statement and each write whose count the body
-    /// does not use sent with the statement after it or the COMMIT ([`Db::write`]), as
+    /// The same with BEGIN sent with the first statement, the reads the body made last time
+    /// sent with the first of them (`ReadPlan`), and each write whose count the body does not
+    /// use sent with the statement after it or the COMMIT ([`Db::write`]), as
     /// Ensemble's own transactions run on PostgreSQL: what an application could save with a
     /// client that pipelines.
     Pipelined,
@@ -232,7 +237,7 @@ enum Kind {
 impl ServerStorage {
     pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
-        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, deadlocks_early: false, side_by_side: None, writes_waited: false, open_writer: None, marks: CommitMarks::default() };
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, deadlocks_early: false, side_by_side: None, writes_waited: false, read_plans: HashMap::new(), open_writer: None, marks: CommitMarks::default() };
         {
             use std::hash::{BuildHasher, Hasher};
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -837,13 +842,17 @@ impl ServerStorage {
         send_ahead: bool,
     ) -> (Outcome, Option<ConnError>, u64) {
         let locks = two_phase_locks.then(|| TableLocks { written: self.sql.written(txn.name), held: BTreeSet::new() });
+        // A read's lock, taken ahead, would be held whatever the body asked; MariaDB's client
+        // cannot send a statement before the last one's answer is in.
+        let reads = (send_ahead && locks.is_none() && self.sql.engine == Engine::Postgres).then(|| ReadsAhead::following(self.read_plans.get(txn.name).cloned().unwrap_or_default()));
         let send_ahead = send_ahead && capture.is_none() && locks.is_none();
-        let mut db = ServerDb { conn: &mut self.conn, sql: &self.sql, app: &self.app, txn, capture, failure: None, changed: 0, locks, send_ahead };
+        let mut db = ServerDb { conn: &mut self.conn, sql: &self.sql, app: &self.app, txn, params, capture, failure: None, changed: 0, locks, send_ahead, reads };
         if two_phase_locks && db.lock_tables("(locks taken first)", &self.sql.locked_up_front(txn.name)).is_err() {
             let failure = db.failure.take().unwrap_or_else(|| ConnError::Statement("locking the tables it reads whole failed".into()));
             return (Outcome::body_abort(failure.to_string()), Some(failure), 0);
         }
         let result = (txn.body)(&mut db, params);
+        db.drop_reads_ahead();
         if result.is_err() && db.failure.is_none() {
             // A body that gave up after sending writes ahead: their answers must be in before
             // anything undoes it. A rollback to a savepoint would clear a failed write's error
@@ -854,7 +863,12 @@ impl ServerStorage {
                 db.failure = Some(e);
             }
         }
-        let (failure, changed) = (db.failure.take(), db.changed);
+        let (failure, changed, reads) = (db.failure.take(), db.changed, db.reads.take());
+        if let (None, Some(reads)) = (&failure, reads) {
+            let sql = &self.sql;
+            let plan = ReadPlan::learn(&reads.asked, params, |stmt| sql.statement(txn.name, stmt).is_some_and(|s| s.reads_ahead));
+            self.read_plans.insert(txn.name, plan);
+        }
         (outcome_of(result), failure, changed)
     }
 
@@ -1551,6 +1565,83 @@ struct ServerDb<'a> {
     locks: Option<TableLocks>,
     /// Writes whose counts the body does not use go with the next statement ([`Db::write`]).
     send_ahead: bool,
+    /// The transaction's parameters, which a [`ReadPlan`] binds.
+    params: &'a [Value],
+    /// PostgreSQL, where statements can go before their answers: the reads the body asks for,
+    /// and those sent ahead of its asking ([`ReadPlan`]).
+    reads: Option<ReadsAhead>,
+}
+
+/// The reads a transaction type's body made, last time it ran on this storage, before its first
+/// write: each statement with, for each of its arguments, the parameter it equalled. A body
+/// tends to ask the same reads of the same parameters each time (shop's `add_item` reads its
+/// cart, its item and its cart's line for the item, each keyed by the request's parameters), so
+/// when a body asks the plan's read at its place with the arguments the plan binds, the plan's
+/// later reads go with it, in its round trip, and their answers wait for the body to ask.
+///
+/// Why it is exact: PostgreSQL runs what one session sends in the order sent, so a read sent
+/// ahead runs where the body would have sent it, in the same transaction, after the same
+/// statements; the body writes nothing before it asks (a write drops what was read ahead, and
+/// the plan holds only reads made before the first write), so its answer is the one the body
+/// would have got. A read's answer is used only if the body asks exactly that statement with
+/// exactly those arguments next; otherwise every answer read ahead is thrown away, which is
+/// harmless for a query that takes no row lock ([`crate::dialect::ServerStatement::reads_ahead`])
+/// unless it failed: a failure aborts the transaction, so one the body did not ask for runs it
+/// again reading nothing ahead, as a write sent ahead that failed does ([`ConnError::SentAhead`]).
+/// The plan only decides what is sent early, never what the body sees.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct ReadPlan(Vec<PlannedRead>);
+
+#[derive(Clone, Debug, PartialEq)]
+struct PlannedRead {
+    stmt: String,
+    /// For each argument, the index of the parameter it equalled.
+    params: Vec<usize>,
+}
+
+impl ReadPlan {
+    /// The plan of `asked` (reads made before any write, with their arguments) for a
+    /// transaction of `params`: the longest prefix of reads that may be read ahead and whose
+    /// every argument equalled a parameter.
+    fn learn(asked: &[(String, Vec<Value>)], params: &[Value], reads_ahead: impl Fn(&str) -> bool) -> ReadPlan {
+        ReadPlan(
+            asked
+                .iter()
+                .map_while(|(stmt, args)| {
+                    let params = args.iter().map(|a| params.iter().position(|p| p == a)).collect::<Option<Vec<usize>>>()?;
+                    reads_ahead(stmt).then(|| PlannedRead { stmt: stmt.clone(), params })
+                })
+                .collect(),
+        )
+    }
+
+    /// If the body's read number `at` (from 0) is the plan's, `stmt` with `args` as the plan
+    /// binds them of `params`: the reads the plan expects after it, bound.
+    fn after(&self, at: usize, stmt: &str, args: &[Value], params: &[Value]) -> Vec<(String, Vec<Value>)> {
+        let bind = |p: &PlannedRead| p.params.iter().map(|i| params.get(*i).cloned()).collect::<Option<Vec<Value>>>();
+        match self.0.get(at) {
+            Some(p) if p.stmt == stmt && bind(p).as_deref() == Some(args) => {}
+            _ => return Vec::new(),
+        }
+        self.0[at + 1..].iter().map_while(|p| Some((p.stmt.clone(), bind(p)?))).collect()
+    }
+}
+
+/// A body's reads while it runs ([`ReadPlan`]).
+struct ReadsAhead {
+    plan: ReadPlan,
+    /// The reads the body asked for before it wrote, with their arguments.
+    asked: Vec<(String, Vec<Value>)>,
+    /// The body has written: nothing is read ahead or recorded any more.
+    wrote: bool,
+    /// Answers of reads sent ahead, in the order the plan expects the body to ask for them.
+    ahead: VecDeque<(String, Vec<Value>, Result<Rows, ConnError>)>,
+}
+
+impl ReadsAhead {
+    fn following(plan: ReadPlan) -> ReadsAhead {
+        ReadsAhead { plan, asked: Vec::new(), wrote: false, ahead: VecDeque::new() }
+    }
 }
 
 /// The table locks of one transaction of the two-phase-commit baseline on PostgreSQL.
@@ -1642,7 +1733,7 @@ impl Db for ServerDb<'_> {
     fn query(&mut self, stmt: &str, args: &[Value]) -> Result<Rows, DbError> {
         let s = self.statement(stmt, args)?.clone();
         let (Some(_), Some(lock)) = (&self.locks, &s.lock) else {
-            return Ok(self.run(stmt, &s.sql, &s.binds, args)?.0);
+            return self.read(stmt, &s, args);
         };
         match lock {
             TwoPhaseLock::Key { table, sql } => {
@@ -1660,6 +1751,7 @@ impl Db for ServerDb<'_> {
     }
 
     fn execute(&mut self, stmt: &str, args: &[Value]) -> Result<usize, DbError> {
+        self.writes();
         let s = self.statement(stmt, args)?.clone();
         if let (Some(_), Some(lock)) = (&self.locks, &s.lock) {
             match lock {
@@ -1697,6 +1789,7 @@ impl Db for ServerDb<'_> {
         if !self.send_ahead {
             return self.execute(stmt, args).map(|_| ());
         }
+        self.writes();
         let s = self.statement(stmt, args)?;
         let bound: Vec<Value> = s.binds.iter().map(|i| args[*i].clone()).collect();
         let sql = s.sql.clone();
@@ -1708,6 +1801,71 @@ impl Db for ServerDb<'_> {
 }
 
 impl ServerDb<'_> {
+    /// A read without locks held to commit: answered from what was read ahead if the body asks
+    /// what the plan expected, else run, with the plan's next reads if it is the plan's
+    /// ([`ReadPlan`]).
+    fn read(&mut self, stmt: &str, s: &crate::dialect::ServerStatement, args: &[Value]) -> Result<Rows, DbError> {
+        let Some(reads) = self.reads.as_mut().filter(|r| !r.wrote) else {
+            return Ok(self.run(stmt, &s.sql, &s.binds, args)?.0);
+        };
+        if let Some((next, next_args, _)) = reads.ahead.front() {
+            if next == stmt && next_args == args {
+                let (next, next_args, answer) = reads.ahead.pop_front().expect("an answer read ahead");
+                reads.asked.push((next, next_args));
+                self.not_failed(stmt)?;
+                return answer.map_err(|e| self.error(stmt, e));
+            }
+            self.drop_reads_ahead();
+        }
+        let reads = self.reads.as_mut().expect("reading ahead");
+        let later = if s.reads_ahead { reads.plan.after(reads.asked.len(), stmt, args, self.params) } else { Vec::new() };
+        reads.asked.push((stmt.to_string(), args.to_vec()));
+        let sql = self.sql;
+        let txn = self.txn.name;
+        let later: Vec<(String, Vec<Value>, &crate::dialect::ServerStatement)> = later
+            .into_iter()
+            .map_while(|(name, bound)| {
+                let t = sql.statement(txn, &name).filter(|t| t.reads_ahead && t.arity == bound.len())?;
+                Some((name, bound, t))
+            })
+            .collect();
+        if later.is_empty() {
+            return Ok(self.run(stmt, &s.sql, &s.binds, args)?.0);
+        }
+        self.not_failed(stmt)?;
+        let bind = |t: &crate::dialect::ServerStatement, args: &[Value]| t.binds.iter().map(|i| args[*i].clone()).collect::<Vec<Value>>();
+        let values: Vec<(&str, Vec<Value>)> =
+            std::iter::once((s.sql.as_str(), bind(s, args))).chain(later.iter().map(|(_, bound, t)| (t.sql.as_str(), bind(t, bound)))).collect();
+        let together: Vec<(&str, Vec<&Value>)> = values.iter().map(|(sql, vs)| (*sql, vs.iter().collect())).collect();
+        let mut answers = self.conn.read_together(&together).map_err(|e| self.error(stmt, e))?.into_iter();
+        let first = answers.next().expect("an answer for each read");
+        let reads = self.reads.as_mut().expect("reading ahead");
+        reads.ahead = later.into_iter().zip(answers).map(|((name, bound, _), answer)| (name, bound, answer)).collect();
+        first.map_err(|e| self.error(stmt, e))
+    }
+
+    /// The body writes: what was read ahead is thrown away, and nothing is read ahead after.
+    fn writes(&mut self) {
+        self.drop_reads_ahead();
+        if let Some(reads) = &mut self.reads {
+            reads.wrote = true;
+        }
+    }
+
+    /// Throws away the answers read ahead that the body has not asked for. One that failed
+    /// aborted the transaction at a read the body did not make: it runs again, reading nothing
+    /// ahead ([`ConnError::SentAhead`]).
+    fn drop_reads_ahead(&mut self) {
+        let Some(reads) = &mut self.reads else { return };
+        let failed = reads.ahead.drain(..).find_map(|(name, _, answer)| answer.err().map(|e| (name, e)));
+        if let (Some((name, e)), None) = (failed, &self.failure) {
+            self.failure = Some(match e {
+                ConnError::Statement(m) => ConnError::SentAhead(format!("statement `{name}`, read ahead: {m}")),
+                other => other,
+            });
+        }
+    }
+
     fn execute_once(&mut self, stmt: &str, s: &crate::dialect::ServerStatement, args: &[Value]) -> Result<usize, DbError> {
         let writes = !matches!(s.capture, Capture::Read);
         if self.capture.is_none() {
@@ -1747,5 +1905,38 @@ impl ServerDb<'_> {
             self.changed += n;
         }
         Ok(n as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(stmt: &str, args: &[i64]) -> (String, Vec<Value>) {
+        (stmt.to_string(), args.iter().map(|a| Value::Int(*a)).collect())
+    }
+
+    #[test]
+    fn a_plan_holds_the_reads_whose_arguments_were_parameters_up_to_the_first_that_was_not() {
+        let params = [Value::Int(7), Value::Int(9)];
+        let reads = [asked("cart", &[7]), asked("line", &[7, 9]), asked("price", &[40]), asked("item", &[9])];
+        let plan = ReadPlan::learn(&reads, &params, |_| true);
+        let expected = |stmt: &str, params: Vec<usize>| PlannedRead { stmt: stmt.into(), params };
+        assert_eq!(plan, ReadPlan(vec![expected("cart", vec![0]), expected("line", vec![0, 1])]));
+        // A read that must not run early ends the plan too.
+        assert_eq!(ReadPlan::learn(&reads, &params, |s| s != "line"), ReadPlan(vec![expected("cart", vec![0])]));
+    }
+
+    #[test]
+    fn a_plan_reads_ahead_only_behind_its_own_read_asked_with_the_arguments_it_binds() {
+        let plan = ReadPlan::learn(&[asked("cart", &[7]), asked("item", &[9]), asked("line", &[7, 9])], &[Value::Int(7), Value::Int(9)], |_| true);
+        let next = [Value::Int(3), Value::Int(5)];
+        let bound = |stmt: &str, args: &[i64]| asked(stmt, args);
+        assert_eq!(plan.after(0, "cart", &[Value::Int(3)], &next), vec![bound("item", &[5]), bound("line", &[3, 5])]);
+        assert_eq!(plan.after(1, "item", &[Value::Int(5)], &next), vec![bound("line", &[3, 5])]);
+        assert!(plan.after(0, "cart", &[Value::Int(5)], &next).is_empty(), "another argument");
+        assert!(plan.after(0, "item", &[Value::Int(5)], &next).is_empty(), "another statement at that place");
+        assert!(plan.after(2, "line", &[Value::Int(3), Value::Int(5)], &next).is_empty(), "nothing after the last");
+        assert!(plan.after(0, "cart", &[Value::Int(3)], &[Value::Int(3)]).is_empty(), "a parameter the request lacks");
     }
 }
