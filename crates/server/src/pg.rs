@@ -54,39 +54,26 @@ impl PgSession {
     {
         let client = &self.client;
         self.runtime.block_on(async move {
-            let mut sent: Vec<Sent<'_>> = ahead
+            let mut requests: Vec<Pin<Box<dyn Future<Output = Step<T>> + '_>>> = ahead
                 .iter()
-                .map(|a| -> Sent<'_> {
+                .map(|a| -> Pin<Box<dyn Future<Output = Step<T>> + '_>> {
                     match a {
-                        Ahead::Batch(sql) => Box::pin(async move { client.simple_query(sql).await.map(Answer::Batch) }),
-                        Ahead::Execute(stmt, params) => Box::pin(async move { client.execute(*stmt, params).await.map(|_| Answer::Written) }),
+                        Ahead::Batch(sql) => Box::pin(async move { Step::Ahead(client.simple_query(sql).await.map(Answer::Batch)) }),
+                        Ahead::Execute(stmt, params) => Box::pin(async move { Step::Ahead(client.execute(*stmt, params).await.map(|_| Answer::Written)) }),
                     }
                 })
                 .collect();
-            let mut last = std::pin::pin!(then(client));
-            let mut answers: Vec<Option<Result<Answer, Error>>> = sent.iter().map(|_| None).collect();
-            let mut answer = None;
-            std::future::poll_fn(|cx| {
-                for (future, slot) in sent.iter_mut().zip(answers.iter_mut()) {
-                    if slot.is_none() {
-                        if let Poll::Ready(r) = future.as_mut().poll(cx) {
-                            *slot = Some(r);
-                        }
-                    }
-                }
-                if answer.is_none() {
-                    if let Poll::Ready(r) = last.as_mut().poll(cx) {
-                        answer = Some(r);
-                    }
-                }
-                if answer.is_some() && answers.iter().all(Option::is_some) {
-                    Poll::Ready(())
-                } else {
-                    Poll::Pending
-                }
-            })
-            .await;
-            (answers.into_iter().map(|a| a.expect("every answer is in")).collect(), answer.expect("the last answer is in"))
+            requests.push(Box::pin(async move { Step::Last(then(client).await) }));
+            let mut steps = in_order(requests).await;
+            let Some(Step::Last(answer)) = steps.pop() else { unreachable!("the last request is `then`'s") };
+            let answers = steps
+                .into_iter()
+                .map(|s| match s {
+                    Step::Ahead(a) => a,
+                    Step::Last(_) => unreachable!("only the last request is `then`'s"),
+                })
+                .collect();
+            (answers, answer)
         })
     }
 }
@@ -113,8 +100,11 @@ pub(crate) async fn in_order<'a, T>(mut requests: Vec<Pin<Box<dyn Future<Output 
     answers.into_iter().map(|a| a.expect("every answer is in")).collect()
 }
 
-/// A request sent ahead, waiting for its answer.
-type Sent<'a> = Pin<Box<dyn Future<Output = Result<Answer, Error>> + 'a>>;
+/// What one of [`PgSession::pipelined`]'s requests returned: one sent ahead, or `then`'s.
+enum Step<T> {
+    Ahead(Result<Answer, Error>),
+    Last(Result<T, Error>),
+}
 
 /// A request sent ahead of the next one ([`PgSession::pipelined`]).
 pub(crate) enum Ahead<'a> {
