@@ -38,6 +38,8 @@ struct Measured {
     /// Runs again after the server made a transaction a victim (serialization failure,
     /// deadlock), over every operation.
     retries: u64,
+    /// What became of the reads sent ahead (the paths that read ahead, on PostgreSQL).
+    reads_ahead: ensemble_server::ReadsAheadCount,
     /// Where the machine's CPU time went in the window.
     cpu: CpuUse,
 }
@@ -179,10 +181,15 @@ fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -
     let mut hist = ensemble_bench::metrics::new_histogram();
     let mut retries = 0;
     let mut connections = Vec::new();
+    let mut reads_ahead = ensemble_server::ReadsAheadCount::default();
     for h in handles {
         let (h, r, db) = h.join().expect("a client thread panicked")?;
         hist.add(h)?;
         retries += r;
+        if let Direct::Server(db) = &db {
+            reads_ahead.answered += db.reads_ahead().answered;
+            reads_ahead.thrown_away += db.reads_ahead().thrown_away;
+        }
         connections.push(db);
     }
     let window_end = Snapshot::take();
@@ -191,7 +198,7 @@ fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -
     if let (Some(a), Some(b)) = (&window_start, &window_end) {
         cpu.add(a, b, hist.len());
     }
-    Ok(Measured { ops: hist.len(), secs: start.elapsed().as_secs_f64().min(measure_s + 1.0), hist, retries, cpu })
+    Ok(Measured { ops: hist.len(), secs: start.elapsed().as_secs_f64().min(measure_s + 1.0), hist, retries, reads_ahead, cpu })
 }
 
 /// What this machine charges for the two things the hop through a node is made of, timed here
@@ -276,11 +283,12 @@ struct Path {
     /// with them (a node's counters cover its drain too).
     retries: u64,
     counted: u64,
+    reads_ahead: ensemble_server::ReadsAheadCount,
 }
 
 impl Path {
     fn new(name: impl Into<String>) -> Path {
-        Path { name: name.into(), rounds: Vec::new(), cpu: CpuUse::default(), retries: 0, counted: 0 }
+        Path { name: name.into(), rounds: Vec::new(), cpu: CpuUse::default(), retries: 0, counted: 0, reads_ahead: Default::default() }
     }
 
     fn push(&mut self, m: &Measured) {
@@ -288,6 +296,8 @@ impl Path {
         self.cpu.merge(&m.cpu);
         self.retries += m.retries;
         self.counted += m.hist.len();
+        self.reads_ahead.answered += m.reads_ahead.answered;
+        self.reads_ahead.thrown_away += m.reads_ahead.thrown_away;
     }
 
     /// Victims run again per 1000 operations.
@@ -453,6 +463,13 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
             r.mean_ms() / dp.mean_ms(),
             (r.mean_ms() / dp.mean_ms() - 1.0) * 100.0,
             ratio_spread(&r, &dp)
+        );
+        // The node's storages read ahead by the same plans, over the same mix.
+        let per_op = |n: u64| n as f64 / dp.counted.max(1) as f64;
+        against_pipelined += &format!(
+            "  its reads sent ahead of the body's asking, per operation: {:.3} answered what the body asked next, {:.3} thrown away (the body wrote, asked another read, or ended first)\n",
+            per_op(dp.reads_ahead.answered),
+            per_op(dp.reads_ahead.thrown_away)
         );
     }
     rows.push(row(&b));

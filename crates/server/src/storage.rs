@@ -91,6 +91,8 @@ pub struct ServerStorage {
     /// PostgreSQL: for each transaction type, the reads its body made last time before its
     /// first write, with the parameters they took ([`ReadPlan`]).
     read_plans: HashMap<&'static str, ReadPlan>,
+    /// What became of the reads this storage sent ahead.
+    reads_ahead: ReadsAheadCount,
     /// PostgreSQL: the writing transaction open, as its start named it
     /// ([`Bookkeeping::ReadCountersAndId`]), so that a COMMIT whose answer the connection lost
     /// can be asked about ([`Self::commit`]).
@@ -237,7 +239,7 @@ enum Kind {
 impl ServerStorage {
     pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
-        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, deadlocks_early: false, side_by_side: None, writes_waited: false, read_plans: HashMap::new(), open_writer: None, marks: CommitMarks::default() };
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, deadlocks_early: false, side_by_side: None, writes_waited: false, read_plans: HashMap::new(), reads_ahead: ReadsAheadCount::default(), open_writer: None, marks: CommitMarks::default() };
         {
             use std::hash::{BuildHasher, Hasher};
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -327,6 +329,12 @@ impl ServerStorage {
             Engine::Mariadb => "SELECT CONNECTION_ID()",
         };
         Ok(session_of(&self.conn.batch_rows(sql)?)?.0)
+    }
+
+    /// What became of the reads this storage has sent ahead of its bodies' asking
+    /// ([`ReadPlan`]): how well the plans foresaw what the bodies asked.
+    pub fn reads_ahead(&self) -> ReadsAheadCount {
+        self.reads_ahead
     }
 
     pub fn application(&self) -> &Arc<Application> {
@@ -864,6 +872,10 @@ impl ServerStorage {
             }
         }
         let (failure, changed, reads) = (db.failure.take(), db.changed, db.reads.take());
+        if let Some(reads) = &reads {
+            self.reads_ahead.answered += reads.count.answered;
+            self.reads_ahead.thrown_away += reads.count.thrown_away;
+        }
         if let (None, Some(reads)) = (&failure, reads) {
             let sql = &self.sql;
             let plan = ReadPlan::learn(&reads.asked, params, |stmt| sql.statement(txn.name, stmt).is_some_and(|s| s.reads_ahead));
@@ -1636,11 +1648,21 @@ struct ReadsAhead {
     wrote: bool,
     /// Answers of reads sent ahead, in the order the plan expects the body to ask for them.
     ahead: VecDeque<(String, Vec<Value>, Result<Rows, ConnError>)>,
+    count: ReadsAheadCount,
+}
+
+/// Reads sent ahead of a body's asking ([`ReadPlan`]), by what became of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadsAheadCount {
+    /// The body asked for it next: a round trip saved.
+    pub answered: u64,
+    /// The body wrote, asked for another read, or ended first: work the server did for nothing.
+    pub thrown_away: u64,
 }
 
 impl ReadsAhead {
     fn following(plan: ReadPlan) -> ReadsAhead {
-        ReadsAhead { plan, asked: Vec::new(), wrote: false, ahead: VecDeque::new() }
+        ReadsAhead { plan, asked: Vec::new(), wrote: false, ahead: VecDeque::new(), count: ReadsAheadCount::default() }
     }
 }
 
@@ -1812,6 +1834,7 @@ impl ServerDb<'_> {
             if next == stmt && next_args == args {
                 let (next, next_args, answer) = reads.ahead.pop_front().expect("an answer read ahead");
                 reads.asked.push((next, next_args));
+                reads.count.answered += 1;
                 self.not_failed(stmt)?;
                 return answer.map_err(|e| self.error(stmt, e));
             }
@@ -1857,6 +1880,7 @@ impl ServerDb<'_> {
     /// ahead ([`ConnError::SentAhead`]).
     fn drop_reads_ahead(&mut self) {
         let Some(reads) = &mut self.reads else { return };
+        reads.count.thrown_away += reads.ahead.len() as u64;
         let failed = reads.ahead.drain(..).find_map(|(name, _, answer)| answer.err().map(|e| (name, e)));
         if let (Some((name, e)), None) = (failed, &self.failure) {
             self.failure = Some(match e {

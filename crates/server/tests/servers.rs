@@ -974,11 +974,14 @@ fn reads_sent_ahead_of_the_bodys_asking_change_nothing_it_sees() {
         // share ahead and is answered from it.
         assert_eq!(probe(&mut a, 1, 5), (Outcome::Committed(vec![vec![Value::Int(20)]]), 0), "{name}");
         assert_eq!(probe(&mut a, 1, 4), (Outcome::Committed(vec![vec![Value::Int(25)]]), 0), "{name}");
+        let count = |answered, thrown_away| ensemble_server::ReadsAheadCount { answered, thrown_away };
+        assert_eq!(a.reads_ahead(), count(1, 0), "{name}: the share read ahead answered the body");
         // A missing probe: the share read ahead failed, and the body, which never asked for it,
         // writes. It runs again and inserts the probe once.
         assert_eq!(probe(&mut a, 2, 0), (Outcome::Committed(Vec::new()), 1), "{name}: run again once, reading nothing ahead");
         let rows = a.dump("probes").unwrap();
         assert_eq!(rows.iter().filter(|r| r[0] == Value::Int(2)).count(), 1, "{name}: {rows:?}");
+        assert_eq!(a.reads_ahead(), count(1, 1), "{name}: the failed share was thrown away");
         // Asked for, the failed share is the body's own error, at the read that asked.
         match probe(&mut a, 2, 0) {
             (Outcome::Aborted { reason, .. }, 0) => assert!(reason.contains("share") && reason.contains("division by zero"), "{name}: {reason}"),
@@ -988,6 +991,7 @@ fn reads_sent_ahead_of_the_bodys_asking_change_nothing_it_sees() {
         assert_eq!(probe(&mut a, 3, 0), (Outcome::Committed(Vec::new()), 1), "{name}: run again once, reading nothing ahead");
         // And the plan still serves a probe whose share is fine.
         assert_eq!(probe(&mut a, 1, 10), (Outcome::Committed(vec![vec![Value::Int(10)]]), 0), "{name}");
+        assert_eq!(a.reads_ahead(), count(3, 2), "{name}: the failed share asked for answered the body (with its error)");
     }
 }
 
