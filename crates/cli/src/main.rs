@@ -315,7 +315,7 @@ struct FigureArgs {
     /// gyro-fig3, gyro-fig4, gyro-fig5 (Ensemble against 2PC, real, --backend mariadb|postgres), table3, wan-scaling, overhead, xcast-latency; P-Store (G-DUR engine): pstore-fig2, pstore-fig3a, pstore-fig3b, pstore-fig4, pstore-table1
     #[arg(value_parser = FIGURES)]
     name: String,
-    /// Application, for table3, wan-scaling and gyro-fig5.
+    /// Application, for table3, wan-scaling, gyro-fig5 and overhead.
     #[arg(long, default_value = "shop")]
     app: String,
     #[arg(long, default_value_t = 1)]
@@ -905,7 +905,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     if a.name == "gyro-fig5" && !a.real {
         bail!("gyro-fig5 compares real processes over real servers: add --real");
     }
-    if matches!(a.name.as_str(), "table3" | "wan-scaling" | "gyro-fig5") {
+    if matches!(a.name.as_str(), "table3" | "wan-scaling" | "gyro-fig5" | "overhead") {
         ensemble_app::application(&a.app).map_err(|e| anyhow::anyhow!("--app: {e}"))?;
     }
     if a.name != "overhead" {
@@ -929,7 +929,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
             if !a.storage_workers.is_empty() && o.backend.kind != BackendKind::Postgres {
                 bail!("--storage-workers prices the node's pool with its locals side by side, which runs on PostgreSQL only: add --backend postgres");
             }
-            let text = overhead::run(a.threads, &a.storage_workers, a.measure, a.rounds, a.seed, !a.output.quiet, o.backend.clone())?;
+            let text = overhead::run(&a.app, a.threads, &a.storage_workers, a.measure, a.rounds, a.seed, !a.output.quiet, o.backend.clone())?;
             println!("{text}");
             return Ok(());
         }

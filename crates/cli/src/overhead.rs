@@ -1,4 +1,4 @@
-//! Middleware overhead: the same shop operations, in the same run, through one Ensemble instance
+//! Middleware overhead: the same operations of an application (shop unless `--app` says), in the same run, through one Ensemble instance
 //! (a node process, clients over loopback TCP) and directly on the backend's database (client
 //! threads, one connection each, no middleware: SQLite embedded, or the PostgreSQL or MariaDB
 //! server through the same client library), both on this machine; and the Ensemble run again on
@@ -15,7 +15,7 @@
 //! on a machine whose cores the clients, the node and the server all share, that is what the
 //! added latency is made of.
 
-use ensemble_app::{apps::shop, ClientCtx, DataConfig, Workload};
+use ensemble_app::{ClientCtx, DataConfig};
 use ensemble_bench::report::render;
 use ensemble_bench::{Experiment, System};
 use ensemble_core::topology::Topology;
@@ -109,10 +109,10 @@ impl Direct {
     }
 }
 
-/// Runs the shop workload directly on one database of the experiment's backend with `threads`
+/// Runs the experiment's workload directly on one database of the experiment's backend with `threads`
 /// closed-loop threads, each running `txns` on its own connection.
 fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -> anyhow::Result<Measured> {
-    let app = shop::application();
+    let app = ensemble_app::application(e.workload.app()).map_err(anyhow::Error::msg)?;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("direct.db");
     let data = (app.generate)(DataConfig { scale: 1, seed });
@@ -144,8 +144,8 @@ fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -
     };
     let open = move || -> anyhow::Result<Direct> {
         Ok(match &server {
-            Some((url, sql)) => Direct::Server(Box::new(ensemble_server::ServerStorage::open(url, shop::application(), sql.clone(), InstanceId(0))?)),
-            None => Direct::Sqlite(SqliteStorage::open_file(&path, shop::application(), InstanceId(0))?),
+            Some((url, sql)) => Direct::Server(Box::new(ensemble_server::ServerStorage::open(url, app.clone(), sql.clone(), InstanceId(0))?)),
+            None => Direct::Sqlite(SqliteStorage::open_file(&path, app.clone(), InstanceId(0))?),
         })
     };
     let connections = (0..threads).map(|_| open()).collect::<anyhow::Result<Vec<_>>>()?;
@@ -156,8 +156,9 @@ fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -
         .into_iter()
         .enumerate()
         .map(|(t, mut db)| {
+            let workload = e.workload.clone();
             std::thread::spawn(move || -> anyhow::Result<(Histogram, u64, Direct)> {
-                let mut w = shop::ShopWorkload::new(1, 0.5, 4);
+                let mut w = workload.client(1);
                 let ctx = ClientCtx { client_index: t as u64, home: InstanceId(0), instances: 1 };
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ t as u64);
                 let mut hist = ensemble_bench::metrics::new_histogram();
@@ -199,6 +200,17 @@ fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -
         cpu.add(a, b, hist.len());
     }
     Ok(Measured { ops: hist.len(), secs: start.elapsed().as_secs_f64().min(measure_s + 1.0), hist, retries, reads_ahead, cpu })
+}
+
+/// The workload as the figure's title names it.
+fn workload_name(w: &ensemble_bench::WorkloadSpec) -> String {
+    use ensemble_bench::WorkloadSpec;
+    match w {
+        WorkloadSpec::Shop { browse_fraction, .. } => format!("shop ({:.0}% browse)", browse_fraction * 100.0),
+        WorkloadSpec::Tpcw { write_share: None } => "tpcw (the reference mix)".into(),
+        WorkloadSpec::Rubis { write_share: None, .. } => "rubis (the bidding mix)".into(),
+        other => other.app().into(),
+    }
 }
 
 /// What this machine charges for the two things the hop through a node is made of, timed here
@@ -340,9 +352,9 @@ fn ratio_spread(a: &Path, b: &Path) -> String {
     a.rounds.iter().zip(&b.rounds).map(|(x, y)| format!("{:.2}", x.mean_ms / y.mean_ms)).collect::<Vec<_>>().join(", ")
 }
 
-pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, progress: bool, backend: ensemble_bench::Backend) -> anyhow::Result<String> {
+pub fn run(app: &str, threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, progress: bool, backend: ensemble_bench::Backend) -> anyhow::Result<String> {
     let round_s = measure_s / rounds as f64;
-    let mut e = Experiment::new("shop", System::Centralized, 1, Topology::lan()).map_err(anyhow::Error::msg)?;
+    let mut e = Experiment::new(app, System::Centralized, 1, Topology::lan()).map_err(anyhow::Error::msg)?;
     // Loopback as it is: no emulated delay.
     e.topology.one_way_ms = vec![vec![0.0]];
     e.clients = threads;
@@ -539,7 +551,8 @@ pub fn run(threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, 
         ""
     };
     Ok(format!(
-        "Middleware overhead: shop (50% browse) on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; round by round {})\n{against_pipelined}{as_run}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms{hop_below_zero}\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
+        "Middleware overhead: {} on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; round by round {})\n{against_pipelined}{as_run}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms{hop_below_zero}\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
+        workload_name(&e.workload),
         render(&rows),
         r.ops_per_s() / d.ops_per_s(),
         r.mean_ms() / d.mean_ms(),
