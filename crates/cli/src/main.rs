@@ -929,7 +929,11 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
             if !a.storage_workers.is_empty() && o.backend.kind != BackendKind::Postgres {
                 bail!("--storage-workers prices the node's pool with its locals side by side, which runs on PostgreSQL only: add --backend postgres");
             }
-            let text = overhead::run(&a.app, a.threads, &a.storage_workers, a.measure, a.rounds, a.seed, !a.output.quiet, o.backend.clone())?;
+            let text = overhead::run(
+                &overhead::Settings { app: &a.app, threads: a.threads, pools: &a.storage_workers, measure_s: a.measure, rounds: a.rounds, seed: a.seed },
+                !a.output.quiet,
+                o.backend.clone(),
+            )?;
             println!("{text}");
             return Ok(());
         }

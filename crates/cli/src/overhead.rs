@@ -352,7 +352,20 @@ fn ratio_spread(a: &Path, b: &Path) -> String {
     a.rounds.iter().zip(&b.rounds).map(|(x, y)| format!("{:.2}", x.mean_ms / y.mean_ms)).collect::<Vec<_>>().join(", ")
 }
 
-pub fn run(app: &str, threads: u32, pools: &[u32], measure_s: f64, rounds: u32, seed: u64, progress: bool, backend: ensemble_bench::Backend) -> anyhow::Result<String> {
+/// What the figure runs: the application, its closed-loop clients, the node's pools to price
+/// side by side (`--storage-workers`; none: its default), each path's time in all and in how
+/// many rounds.
+pub struct Settings<'a> {
+    pub app: &'a str,
+    pub threads: u32,
+    pub pools: &'a [u32],
+    pub measure_s: f64,
+    pub rounds: u32,
+    pub seed: u64,
+}
+
+pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Backend) -> anyhow::Result<String> {
+    let &Settings { app, threads, pools, measure_s, rounds, seed } = settings;
     let round_s = measure_s / rounds as f64;
     let mut e = Experiment::new(app, System::Centralized, 1, Topology::lan()).map_err(anyhow::Error::msg)?;
     // Loopback as it is: no emulated delay.
