@@ -104,6 +104,7 @@ fn every_bad_input_is_refused_up_front_naming_flag_or_file_and_value() {
         ),
         (vec!["figure", "pstore-fig2", "--writers-side-by-side"], vec!["--writers-side-by-side is for real runs"]),
         (vec!["figure", "table3", "--app", "nope"], vec!["--app: unknown application `nope`"]),
+        (vec!["figure", "overhead", "--app", "nope"], vec!["--app: unknown application `nope`"]),
         (vec!["figure", "gyro-fig6"], vec!["invalid value 'gyro-fig6'", "gyro-fig5"]),
         (vec!["figure", "gyro-fig5"], vec!["gyro-fig5", "runs on a server: add --backend mariadb|postgres"]),
         (vec!["figure", "gyro-fig5", "--backend", "mariadb"], vec!["gyro-fig5 compares real processes", "add --real"]),
