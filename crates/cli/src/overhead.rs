@@ -1,7 +1,8 @@
-//! Middleware overhead: the same operations of an application (shop unless `--app` says), in the same run, through one Ensemble instance
-//! (a node process, clients over loopback TCP) and directly on the backend's database (client
-//! threads, one connection each, no middleware: SQLite embedded, or the PostgreSQL or MariaDB
-//! server through the same client library), both on this machine; and the Ensemble run again on
+//! Middleware overhead: the same operations of an application (shop unless `--app` says), in
+//! the same run, through one Ensemble instance (a node process, clients over loopback TCP) and
+//! directly on the backend's database (client threads, one connection each, no middleware:
+//! SQLite embedded, or the PostgreSQL or MariaDB server through the same client library), both
+//! on this machine; and the Ensemble run again on
 //! the plain wire, without a cluster secret, for what authentication costs, and with the node's
 //! own pool of connections, as `ensemble bench` runs it (`Experiment::storage_workers`; the
 //! first node row has a connection per client, as the direct path); on PostgreSQL, also
@@ -109,7 +110,7 @@ impl Direct {
     }
 }
 
-/// Runs the experiment's workload directly on one database of the experiment's backend with `threads`
+/// Runs the experiment's workload directly on one database of its backend with `threads`
 /// closed-loop threads, each running `txns` on its own connection.
 fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -> anyhow::Result<Measured> {
     let app = ensemble_app::application(e.workload.app()).map_err(anyhow::Error::msg)?;
