@@ -827,6 +827,15 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 r.experiment.backend.kind.name()
             );
         }
+        // PostgreSQL's storages: how well the plans of reads sent ahead foresaw the bodies.
+        if count("reads_ahead_answered") + count("reads_ahead_thrown_away") > 0 {
+            println!(
+                "{}: {} read(s) sent ahead of the body's asking answered what it asked next, {} thrown away (reads_ahead_answered, reads_ahead_thrown_away)",
+                r.experiment.label,
+                count("reads_ahead_answered"),
+                count("reads_ahead_thrown_away")
+            );
+        }
         // 2pc: a prepared branch asked for its decision only when a vote or a decision was
         // lost, or a node restarted; quiet when none was.
         if count("inquiries") > 0 {

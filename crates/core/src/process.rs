@@ -120,6 +120,13 @@ pub trait Storage {
     /// [`STORAGE_IDLE_AFTER`] without one; the simulator never does): a chance to finish what
     /// a storage deferred to ride on the next job, so that an idle storage holds nothing open.
     fn idle(&mut self) {}
+
+    /// What the storage counted of its own work, by name (reads a PostgreSQL storage sent ahead
+    /// of its bodies' asking, say): the drivers add them to its process's counters in the
+    /// report, summed over a pool's storages.
+    fn tally(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// Picks the storage jobs that the real runtime runs on a lane of their own: one worker, in the

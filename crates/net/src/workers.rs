@@ -10,11 +10,15 @@
 //! the order submitted, and whatever has queued there while that worker was busy is handed to
 //! [`Storage::run_batch`] at once (up to [`MAX_SERIAL_BATCH`]), so that jobs that would have
 //! run one at a time anyway share a commit.
+//!
+//! The storages never leave their threads, so what each counted ([`Storage::tally`]) is copied
+//! out after every job that changed it, before the job's completion is handed on: whoever has
+//! seen a job complete reads counts that include it ([`WorkerPool::tally`]).
 
 use crossbeam_channel::{Receiver, Sender};
 use ensemble_core::{SerialLane, Storage, WorkId};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// Makes worker `i`'s storage, on worker `i`'s own thread.
@@ -34,11 +38,15 @@ pub struct JobFailed(pub String);
 /// A queue of jobs for the workers that take from it.
 type Queue<J> = Sender<(WorkId, J)>;
 
+/// Each worker's storage's last [`Storage::tally`], by worker index.
+type Tallies = Arc<Mutex<Vec<Vec<(&'static str, u64)>>>>;
+
 pub struct WorkerPool<J> {
     jobs: Option<Queue<J>>,
     /// The lane's picker and its worker's queue.
     serial: Option<(SerialLane<J>, Queue<J>)>,
     threads: Vec<JoinHandle<()>>,
+    tallies: Tallies,
 }
 
 impl<J: Send + 'static> WorkerPool<J> {
@@ -51,14 +59,16 @@ impl<J: Send + 'static> WorkerPool<J> {
         D: Fn(WorkId, Result<R, JobFailed>) + Send + Clone + 'static,
     {
         let (tx, rx) = crossbeam_channel::unbounded::<(WorkId, J)>();
-        let mut pool = WorkerPool { jobs: Some(tx), serial: None, threads: Vec::new() };
         let workers = workers.max(1);
+        let tallies: Tallies = Arc::new(Mutex::new(vec![Vec::new(); workers + usize::from(serial.is_some())]));
+        let mut pool = WorkerPool { jobs: Some(tx), serial: None, threads: Vec::new(), tallies: tallies.clone() };
         for index in 0..workers {
             let rx = rx.clone();
             let make_storage = make_storage.clone();
             let done = done.clone();
+            let tallies = tallies.clone();
             let label = format!("{name}-{index}");
-            let handle = std::thread::Builder::new().name(label.clone()).spawn(move || worker(&label, index, &*make_storage, rx, 1, done))?;
+            let handle = std::thread::Builder::new().name(label.clone()).spawn(move || worker(&label, index, &*make_storage, rx, 1, &tallies, done))?;
             pool.threads.push(handle);
         }
         if let Some(pick) = serial {
@@ -67,7 +77,7 @@ impl<J: Send + 'static> WorkerPool<J> {
             let label = format!("{name}-serial");
             let handle = std::thread::Builder::new()
                 .name(label.clone())
-                .spawn(move || worker(&label, workers, &*make_storage, rx, MAX_SERIAL_BATCH, done))?;
+                .spawn(move || worker(&label, workers, &*make_storage, rx, MAX_SERIAL_BATCH, &tallies, done))?;
             pool.threads.push(handle);
         }
         Ok(pool)
@@ -84,6 +94,20 @@ impl<J> WorkerPool<J> {
             }
         }
         self.jobs.as_ref().is_some_and(|tx| tx.send((work, job)).is_ok())
+    }
+
+    /// What the pool's storages counted ([`Storage::tally`]), summed by name, in the order the
+    /// names first appear; it covers every job whose completion has been handed on.
+    pub fn tally(&self) -> Vec<(&'static str, u64)> {
+        let tallies = self.tallies.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut sum: Vec<(&'static str, u64)> = Vec::new();
+        for (name, n) in tallies.iter().flatten() {
+            match sum.iter_mut().find(|(k, _)| k == name) {
+                Some((_, total)) => *total += n,
+                None => sum.push((name, *n)),
+            }
+        }
+        sum
     }
 
     /// Lets the workers finish the jobs already queued, then joins them.
@@ -124,6 +148,7 @@ fn worker<J, R, D>(
     make_storage: &dyn Fn(usize) -> Box<dyn Storage<Job = J, Result = R>>,
     rx: Receiver<(WorkId, J)>,
     batch: usize,
+    tallies: &Mutex<Vec<Vec<(&'static str, u64)>>>,
     done: D,
 ) where
     D: Fn(WorkId, Result<R, JobFailed>),
@@ -172,6 +197,13 @@ fn worker<J, R, D>(
                 format!("storage worker {label}: {which} panicked: {why}")
             }),
         };
+        if let Some(tally) = storage.as_ref().and_then(|s| catch_unwind(AssertUnwindSafe(|| s.tally())).ok()) {
+            // Most storages count nothing: no lock taken for them.
+            if !tally.is_empty() {
+                let mut tallies = tallies.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                tallies[index] = tally;
+            }
+        }
         match results {
             Ok(results) if results.len() == works.len() => {
                 for (work, result) in works.into_iter().zip(results) {
@@ -233,6 +265,51 @@ mod tests {
         assert_eq!(got.iter().map(|(w, _)| w.0).collect::<Vec<_>>(), (0..50).collect::<Vec<_>>());
         assert!(matches!(&got[7].1, Err(JobFailed(m)) if m.contains("WorkId(7) panicked: boom")), "{:?}", got[7]);
         assert_eq!(got.iter().filter(|(_, r)| matches!(r, Ok(w) if *w < 3)).count(), 49);
+    }
+
+    #[test]
+    fn the_pools_tally_sums_its_storages_counts_of_every_completed_job() {
+        /// Counts its jobs; the serial lane's storage counts its batches too.
+        struct Tallying {
+            serial: bool,
+            jobs: u64,
+            batches: u64,
+        }
+        impl Storage for Tallying {
+            type Job = u32;
+            type Result = ();
+            fn run(&mut self, _: &u32) {
+                self.jobs += 1;
+            }
+            fn run_batch(&mut self, jobs: &[u32]) -> Vec<()> {
+                self.batches += 1;
+                jobs.iter().map(|j| self.run(j)).collect()
+            }
+            fn tally(&self) -> Vec<(&'static str, u64)> {
+                let mut t = vec![("jobs", self.jobs)];
+                if self.serial {
+                    t.push(("batches", self.batches));
+                }
+                t
+            }
+        }
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let make: StorageFactory<u32, ()> = Arc::new(|worker| Box::new(Tallying { serial: worker == 2, jobs: 0, batches: 0 }));
+        let odd: SerialLane<u32> = Arc::new(|j: &u32| j % 2 == 1);
+        let pool = WorkerPool::start("test", 2, make, Some(odd), move |w, r| tx.send((w, r)).unwrap()).unwrap();
+        assert_eq!(pool.tally(), vec![], "nothing run, nothing counted");
+        for i in 0..40 {
+            assert!(pool.submit(WorkId(i), i as u32));
+        }
+        for _ in 0..40 {
+            rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap().1.unwrap();
+        }
+        let tally = pool.tally();
+        assert_eq!(tally.iter().filter(|(k, _)| *k == "jobs").map(|(_, n)| n).sum::<u64>(), 40, "{tally:?}");
+        assert_eq!(tally.iter().filter(|(k, _)| *k == "jobs").count(), 1, "one entry per name: {tally:?}");
+        let batches = tally.iter().find(|(k, _)| *k == "batches").map(|(_, n)| *n);
+        assert!(batches.is_some_and(|b| (1..=20).contains(&b)), "the lane's 20 jobs in 1 to 20 batches: {tally:?}");
+        pool.shutdown();
     }
 
     #[test]

@@ -873,8 +873,7 @@ impl ServerStorage {
         }
         let (failure, changed, reads) = (db.failure.take(), db.changed, db.reads.take());
         if let Some(reads) = &reads {
-            self.reads_ahead.answered += reads.count.answered;
-            self.reads_ahead.thrown_away += reads.count.thrown_away;
+            self.reads_ahead += reads.count;
         }
         if let (None, Some(reads)) = (&failure, reads) {
             let sql = &self.sql;
@@ -1550,6 +1549,15 @@ impl Storage for ServerStorage {
     fn idle(&mut self) {
         let _ = self.conn.commit_open_reader();
     }
+
+    /// The reads sent ahead, once there have been any (a storage that does not read ahead, on
+    /// MariaDB, reports nothing rather than two zeros).
+    fn tally(&self) -> Vec<(&'static str, u64)> {
+        if self.reads_ahead == ReadsAheadCount::default() {
+            return Vec::new();
+        }
+        vec![("reads_ahead_answered", self.reads_ahead.answered), ("reads_ahead_thrown_away", self.reads_ahead.thrown_away)]
+    }
 }
 
 fn outcome_of(result: Result<Rows, TxnError>) -> Outcome {
@@ -1658,6 +1666,13 @@ pub struct ReadsAheadCount {
     pub answered: u64,
     /// The body wrote, asked for another read, or ended first: work the server did for nothing.
     pub thrown_away: u64,
+}
+
+impl std::ops::AddAssign for ReadsAheadCount {
+    fn add_assign(&mut self, other: ReadsAheadCount) {
+        self.answered += other.answered;
+        self.thrown_away += other.thrown_away;
+    }
 }
 
 impl ReadsAhead {

@@ -970,6 +970,7 @@ fn reads_sent_ahead_of_the_bodys_asking_change_nothing_it_sees() {
             let (o, _, _, retries) = local(a, seq, "probe", vec![Value::Int(id), Value::Int(d)]);
             (o, retries)
         };
+        assert_eq!(Storage::tally(&a), vec![], "{name}: nothing read ahead, nothing reported");
         // The first run learns the plan (the probe's row, then the share); the second reads the
         // share ahead and is answered from it.
         assert_eq!(probe(&mut a, 1, 5), (Outcome::Committed(vec![vec![Value::Int(20)]]), 0), "{name}");
@@ -992,6 +993,8 @@ fn reads_sent_ahead_of_the_bodys_asking_change_nothing_it_sees() {
         // And the plan still serves a probe whose share is fine.
         assert_eq!(probe(&mut a, 1, 10), (Outcome::Committed(vec![vec![Value::Int(10)]]), 0), "{name}");
         assert_eq!(a.reads_ahead(), count(3, 2), "{name}: the failed share asked for answered the body (with its error)");
+        // What a node adds to its counters.
+        assert_eq!(Storage::tally(&a), vec![("reads_ahead_answered", 3), ("reads_ahead_thrown_away", 2)], "{name}");
     }
 }
 

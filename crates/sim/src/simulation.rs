@@ -397,15 +397,19 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         self.procs.iter().enumerate().filter(|(_, n)| n.is_some()).map(|(i, _)| ProcessId(i as u32))
     }
 
-    /// Every added process's counters and failure, by ascending id (a process crashed without
-    /// recovery reports none).
+    /// Every added process's counters (its storage's [`Storage::tally`] after its own) and
+    /// failure, by ascending id (a process crashed without recovery reports none).
     pub fn process_reports(&self) -> Vec<ProcessReport> {
         self.procs
             .iter()
             .enumerate()
             .filter_map(|(i, p)| p.as_ref().map(|p| (ProcessId(i as u32), p)))
             .map(|(id, p)| match &p.process {
-                Some(process) => (id, process.counters(), process.failure()),
+                Some(process) => {
+                    let mut counters = process.counters();
+                    counters.extend(p.storage.as_ref().map(|s| s.tally()).unwrap_or_default());
+                    (id, counters, process.failure())
+                }
                 None => (id, Vec::new(), None),
             })
             .collect()

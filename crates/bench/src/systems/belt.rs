@@ -66,6 +66,12 @@ impl Storage for InstanceStorage {
             InstanceStorage::Server(s) => s.idle(),
         }
     }
+    fn tally(&self) -> Vec<(&'static str, u64)> {
+        match self {
+            InstanceStorage::Sqlite(s) => s.tally(),
+            InstanceStorage::Server(s) => s.tally(),
+        }
+    }
 }
 
 impl InstanceState for InstanceStorage {

@@ -190,7 +190,8 @@ impl HostReport {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessReport {
     pub id: ProcessId,
-    /// The process's own counters ([`Process::counters`]), in its order.
+    /// The process's own counters ([`Process::counters`]), in its order, then what its storages
+    /// counted ([`ensemble_core::Storage::tally`], summed over its pool).
     pub counters: Vec<(String, u64)>,
     /// Why it stopped serving: what [`Process::failure`] said, or what the host saw (a panic in
     /// its handler or its storage, storage work asked of a process without storage).

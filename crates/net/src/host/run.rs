@@ -450,7 +450,7 @@ impl<P: Protocol> HostLoop<P> {
         }
     }
 
-    /// The report, with each process's counters and failure.
+    /// The report, with each process's counters (its storages' tally after its own) and failure.
     fn finish(&mut self) -> HostReport {
         let mut report = self.report.clone();
         report.uptime = self.started.elapsed();
@@ -459,7 +459,8 @@ impl<P: Protocol> HostLoop<P> {
             .iter()
             .map(|s| {
                 // A halted process may be in any state; asking it must not lose the report.
-                let counters = catch_unwind(AssertUnwindSafe(|| s.process.counters())).unwrap_or_default();
+                let mut counters = catch_unwind(AssertUnwindSafe(|| s.process.counters())).unwrap_or_default();
+                counters.extend(s.pool.as_ref().map(|pool| pool.tally()).unwrap_or_default());
                 let said = catch_unwind(AssertUnwindSafe(|| s.process.failure())).unwrap_or_else(|p| Some(format!("failure() panicked: {}", panic_text(&*p))));
                 let failure = match (said, &s.trouble) {
                     (Some(a), Some(b)) => Some(format!("{a}; {b}")),
