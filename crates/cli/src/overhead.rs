@@ -189,8 +189,7 @@ fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -
         hist.add(h)?;
         retries += r;
         if let Direct::Server(db) = &db {
-            reads_ahead.answered += db.reads_ahead().answered;
-            reads_ahead.thrown_away += db.reads_ahead().thrown_away;
+            reads_ahead += db.reads_ahead();
         }
         connections.push(db);
     }
@@ -296,6 +295,8 @@ struct Path {
     /// with them (a node's counters cover its drain too).
     retries: u64,
     counted: u64,
+    /// What became of the reads its storages sent ahead (from the node's counters for a run
+    /// through one; zero where nothing reads ahead).
     reads_ahead: ensemble_server::ReadsAheadCount,
 }
 
@@ -309,8 +310,7 @@ impl Path {
         self.cpu.merge(&m.cpu);
         self.retries += m.retries;
         self.counted += m.hist.len();
-        self.reads_ahead.answered += m.reads_ahead.answered;
-        self.reads_ahead.thrown_away += m.reads_ahead.thrown_away;
+        self.reads_ahead += m.reads_ahead;
     }
 
     /// Victims run again per 1000 operations.
@@ -466,6 +466,10 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
             }
             path.retries += counter(&run, &["storage_retries"]);
             path.counted += counter(&run, &["locals_executed", "globals_executed"]);
+            path.reads_ahead += ensemble_server::ReadsAheadCount {
+                answered: counter(&run, &["reads_ahead_answered"]),
+                thrown_away: counter(&run, &["reads_ahead_thrown_away"]),
+            };
             checks.push(run.check.clone().unwrap_or_default());
             path.rounds.push(Round::of_run(&run));
         }
@@ -490,12 +494,17 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
             (r.mean_ms() / dp.mean_ms() - 1.0) * 100.0,
             ratio_spread(&r, &dp)
         );
-        // The node's storages read ahead by the same plans, over the same mix.
-        let per_op = |n: u64| n as f64 / dp.counted.max(1) as f64;
+        // The node's storages read ahead by the same plans, over the same mix, as Ensemble's
+        // transactions without the node do.
+        let per_op = |path: &Path| {
+            let n = path.counted.max(1) as f64;
+            format!("{:.3} and {:.3}", path.reads_ahead.answered as f64 / n, path.reads_ahead.thrown_away as f64 / n)
+        };
         against_pipelined += &format!(
-            "  its reads sent ahead of the body's asking, per operation: {:.3} answered what the body asked next, {:.3} thrown away (the body wrote, asked another read, or ended first)\n",
-            per_op(dp.reads_ahead.answered),
-            per_op(dp.reads_ahead.thrown_away)
+            "  reads sent ahead of the body's asking, per operation, answered what the body asked next and thrown away (the body wrote, asked another read, or ended first): this row {}; Ensemble's transactions without the node {}; through the node {}\n",
+            per_op(&dp),
+            per_op(&b),
+            per_op(&r)
         );
     }
     rows.push(row(&b));
