@@ -224,6 +224,9 @@ impl Storage for ToyStorage {
         self.executed += 1;
         self.executed
     }
+    fn tally(&self) -> Vec<(&'static str, u64)> {
+        vec![("storage_executed", self.executed)]
+    }
 }
 
 /// A closed-loop client: one request outstanding at a time, the next one `think` after a reply

@@ -260,6 +260,9 @@ fn a_request_costs_a_round_trip_plus_execution() {
     }
     assert_eq!(executed(&sim, p(0)), 2);
     assert_eq!(sim.stats().messages_sent, 4);
+    // The storage's tally comes with its process's counters.
+    let reports = sim.process_reports();
+    assert!(reports[0].1.contains(&("storage_executed", 2)), "{reports:?}");
 }
 
 #[test]
