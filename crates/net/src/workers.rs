@@ -12,8 +12,8 @@
 //! run one at a time anyway share a commit.
 //!
 //! The storages never leave their threads, so what each counted ([`Storage::tally`]) is copied
-//! out after every job that changed it, before the job's completion is handed on: whoever has
-//! seen a job complete reads counts that include it ([`WorkerPool::tally`]).
+//! out after every job once it has counted anything, before the job's completion is handed on:
+//! whoever has seen a job complete reads counts that include it ([`WorkerPool::tally`]).
 
 use crossbeam_channel::{Receiver, Sender};
 use ensemble_core::{SerialLane, Storage, WorkId};
@@ -161,6 +161,8 @@ fn worker<J, R, D>(
             None
         }
     };
+    // The storage has reported a tally: from then on every one is copied out, empty or not.
+    let mut tallied = false;
     loop {
         let first = match rx.recv_timeout(ensemble_core::STORAGE_IDLE_AFTER) {
             Ok(next) => next,
@@ -198,8 +200,9 @@ fn worker<J, R, D>(
             }),
         };
         if let Some(tally) = storage.as_ref().and_then(|s| catch_unwind(AssertUnwindSafe(|| s.tally())).ok()) {
-            // Most storages count nothing: no lock taken for them.
-            if !tally.is_empty() {
+            // Most storages never count anything: no lock taken for them.
+            if !tally.is_empty() || tallied {
+                tallied = true;
                 let mut tallies = tallies.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 tallies[index] = tally;
             }
