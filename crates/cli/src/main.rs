@@ -16,6 +16,7 @@ use ensemble_bench::figures::{self, FigureOpts};
 use ensemble_bench::{print_table, Backend, BackendKind, write_json, Experiment, Harness, Runtime, System, WorkloadSpec};
 use systems::WithHarness;
 use ensemble_belt::GlobalExecution;
+use ensemble_server::ReadsAheadCount;
 use ensemble_bench::experiment::{MAX_SCALE, MAX_THINK_MS, MAX_WINDOW_S};
 use ensemble_core::topology::{Topology, MAX_CORES, MAX_MS};
 use std::path::{Path, PathBuf};
@@ -828,12 +829,13 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
             );
         }
         // PostgreSQL's storages: how well the plans of reads sent ahead foresaw the bodies.
-        if count("reads_ahead_answered") + count("reads_ahead_thrown_away") > 0 {
+        let (answered, thrown_away) = (count(ReadsAheadCount::ANSWERED), count(ReadsAheadCount::THROWN_AWAY));
+        if answered + thrown_away > 0 {
             println!(
-                "{}: {} read(s) sent ahead of the body's asking answered what it asked next, {} thrown away (reads_ahead_answered, reads_ahead_thrown_away)",
+                "{}: {answered} read(s) sent ahead of the body's asking answered what it asked next, {thrown_away} thrown away ({}, {})",
                 r.experiment.label,
-                count("reads_ahead_answered"),
-                count("reads_ahead_thrown_away")
+                ReadsAheadCount::ANSWERED,
+                ReadsAheadCount::THROWN_AWAY
             );
         }
         // 2pc: a prepared branch asked for its decision only when a vote or a decision was

@@ -466,9 +466,10 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
             }
             path.retries += counter(&run, &["storage_retries"]);
             path.counted += counter(&run, &["locals_executed", "globals_executed"]);
-            path.reads_ahead += ensemble_server::ReadsAheadCount {
-                answered: counter(&run, &["reads_ahead_answered"]),
-                thrown_away: counter(&run, &["reads_ahead_thrown_away"]),
+            use ensemble_server::ReadsAheadCount;
+            path.reads_ahead += ReadsAheadCount {
+                answered: counter(&run, &[ReadsAheadCount::ANSWERED]),
+                thrown_away: counter(&run, &[ReadsAheadCount::THROWN_AWAY]),
             };
             checks.push(run.check.clone().unwrap_or_default());
             path.rounds.push(Round::of_run(&run));

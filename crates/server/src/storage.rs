@@ -1556,7 +1556,7 @@ impl Storage for ServerStorage {
         if self.reads_ahead == ReadsAheadCount::default() {
             return Vec::new();
         }
-        vec![("reads_ahead_answered", self.reads_ahead.answered), ("reads_ahead_thrown_away", self.reads_ahead.thrown_away)]
+        vec![(ReadsAheadCount::ANSWERED, self.reads_ahead.answered), (ReadsAheadCount::THROWN_AWAY, self.reads_ahead.thrown_away)]
     }
 }
 
@@ -1666,6 +1666,12 @@ pub struct ReadsAheadCount {
     pub answered: u64,
     /// The body wrote, asked for another read, or ended first: work the server did for nothing.
     pub thrown_away: u64,
+}
+
+impl ReadsAheadCount {
+    /// The names its two counts go by in a storage's tally, and so among its node's counters.
+    pub const ANSWERED: &'static str = "reads_ahead_answered";
+    pub const THROWN_AWAY: &'static str = "reads_ahead_thrown_away";
 }
 
 impl std::ops::AddAssign for ReadsAheadCount {
