@@ -3,7 +3,9 @@
 //! With every core of the machine busy (four closed-loop clients, their server and a node on two
 //! cores), a closed loop runs as fast as the CPU time an operation costs, so the CPU time per
 //! operation of each component, and how often its threads were switched out, is what a path's
-//! added latency is made of.
+//! added latency is made of. What of it the kernel spent for the component's threads (their system
+//! time) is kept apart: a hop over loopback TCP costs mostly there, in the system calls and in
+//! the delivery to the receiving socket that a send runs on the sender's account.
 //!
 //! The components are told apart by process: the server's processes (PostgreSQL's backends and
 //! its background processes; MariaDB's one process), this process (the direct path's client
@@ -46,6 +48,9 @@ impl Component {
 struct Counters {
     /// User and system time, in clock ticks.
     ticks: u64,
+    /// System time alone: the kernel working for the task (its system calls, the network stack
+    /// they run, its page faults).
+    kernel_ticks: u64,
     voluntary: u64,
     involuntary: u64,
 }
@@ -84,10 +89,11 @@ fn stat_fields(text: &str) -> Option<(String, Vec<&str>)> {
     Some((comm, text[close + 1..].split_whitespace().collect()))
 }
 
-/// User plus system ticks from a `stat` file's fields after the comm (fields 14 and 15 of
-/// proc(5), counted from 1 with the pid and comm as 1 and 2).
-fn ticks_of(fields: &[&str]) -> Option<u64> {
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+/// User plus system ticks, and system ticks alone, from a `stat` file's fields after the comm
+/// (fields 14 and 15 of proc(5), counted from 1 with the pid and comm as 1 and 2).
+fn ticks_of(fields: &[&str]) -> Option<(u64, u64)> {
+    let system = fields.get(12)?.parse::<u64>().ok()?;
+    Some((fields.get(11)?.parse::<u64>().ok()? + system, system))
 }
 
 fn switches_of(status: &str) -> (u64, u64) {
@@ -113,9 +119,9 @@ impl Snapshot {
             let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
             if pid == me {
                 let Some(text) = read("/proc/self/stat") else { continue };
-                let Some(ticks) = stat_fields(&text).and_then(|(_, fields)| ticks_of(&fields)) else { continue };
+                let Some((ticks, kernel_ticks)) = stat_fields(&text).and_then(|(_, fields)| ticks_of(&fields)) else { continue };
                 let (voluntary, involuntary) = own_switches();
-                tasks.insert((pid, 0), (Component::Clients, Counters { ticks, voluntary, involuntary }));
+                tasks.insert((pid, 0), (Component::Clients, Counters { ticks, kernel_ticks, voluntary, involuntary }));
                 continue;
             }
             let Some(process_comm) = read(&format!("/proc/{pid}/comm")) else { continue };
@@ -128,7 +134,7 @@ impl Snapshot {
                 let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
                 let Some(text) = read(&format!("/proc/{pid}/task/{tid}/stat")) else { continue };
                 let Some((comm, fields)) = stat_fields(&text) else { continue };
-                let Some(ticks) = ticks_of(&fields) else { continue };
+                let Some((ticks, kernel_ticks)) = ticks_of(&fields) else { continue };
                 let (voluntary, involuntary) = read(&format!("/proc/{pid}/task/{tid}/status")).map(|s| switches_of(&s)).unwrap_or_default();
                 let component = match process_comm {
                     _ if node && comm.starts_with("ensemble-storag") => Component::NodeStorage,
@@ -136,7 +142,7 @@ impl Snapshot {
                     "postgres" | "mariadbd" | "mysqld" => Component::Server,
                     _ => Component::Other,
                 };
-                tasks.insert((pid, tid), (component, Counters { ticks, voluntary, involuntary }));
+                tasks.insert((pid, tid), (component, Counters { ticks, kernel_ticks, voluntary, involuntary }));
             }
         }
         Some(Snapshot { taken: Instant::now(), tasks, machine_ticks, idle_ticks })
@@ -162,6 +168,7 @@ impl CpuUse {
             let before = start.tasks.get(key).map(|(_, c)| *c).unwrap_or_default();
             let spent = self.spent.entry(*component).or_default();
             spent.ticks += after.ticks.saturating_sub(before.ticks);
+            spent.kernel_ticks += after.kernel_ticks.saturating_sub(before.kernel_ticks);
             spent.voluntary += after.voluntary.saturating_sub(before.voluntary);
             spent.involuntary += after.involuntary.saturating_sub(before.involuntary);
         }
@@ -184,6 +191,11 @@ impl CpuUse {
         self.us_per_op(self.spent.get(&c).map_or(0, |s| s.ticks))
     }
 
+    /// What of [`Self::us`] the kernel spent working for `c`'s threads (their system time).
+    pub fn kernel_us(&self, c: Component) -> f64 {
+        self.us_per_op(self.spent.get(&c).map_or(0, |s| s.kernel_ticks))
+    }
+
     pub fn idle_us(&self) -> f64 {
         self.us_per_op(self.idle_ticks)
     }
@@ -201,6 +213,7 @@ impl CpuUse {
         for (c, o) in &other.spent {
             let s = self.spent.entry(*c).or_default();
             s.ticks += o.ticks;
+            s.kernel_ticks += o.kernel_ticks;
             s.voluntary += o.voluntary;
             s.involuntary += o.involuntary;
         }
@@ -223,7 +236,7 @@ mod tests {
         let line = "4242 (ensemble (x) 1) S 1 2 3 4 5 6 7 8 9 10 17 25 0 0 20 0 4 0 100";
         let (comm, fields) = stat_fields(line).unwrap();
         assert_eq!(comm, "ensemble (x) 1");
-        assert_eq!(ticks_of(&fields), Some(42));
+        assert_eq!(ticks_of(&fields), Some((42, 25)));
     }
 
     /// This process's user time, from `getrusage` (not from `/proc`, which the snapshot reads).
@@ -258,11 +271,11 @@ mod tests {
     #[test]
     fn time_per_operation_is_the_share_of_the_machines_ticks_over_the_windows_wall_time() {
         let mut tasks = BTreeMap::new();
-        tasks.insert((1, 1), (Component::Server, Counters { ticks: 10, voluntary: 0, involuntary: 0 }));
+        tasks.insert((1, 1), (Component::Server, Counters { ticks: 10, kernel_ticks: 4, voluntary: 0, involuntary: 0 }));
         let t0 = Instant::now();
         let start = Snapshot { taken: t0, tasks: tasks.clone(), machine_ticks: 1000, idle_ticks: 500 };
-        tasks.insert((1, 1), (Component::Server, Counters { ticks: 60, voluntary: 40, involuntary: 4 }));
-        tasks.insert((2, 2), (Component::NodeLoop, Counters { ticks: 25, voluntary: 20, involuntary: 0 }));
+        tasks.insert((1, 1), (Component::Server, Counters { ticks: 60, kernel_ticks: 24, voluntary: 40, involuntary: 4 }));
+        tasks.insert((2, 2), (Component::NodeLoop, Counters { ticks: 25, kernel_ticks: 15, voluntary: 20, involuntary: 0 }));
         let end = Snapshot { taken: t0 + std::time::Duration::from_secs(1), tasks, machine_ticks: 1200, idle_ticks: 525 };
         let mut u = CpuUse::default();
         u.add(&start, &end, 20);
@@ -272,6 +285,9 @@ mod tests {
         // A thread born in the window counts from zero.
         assert!((u.us(Component::NodeLoop) - core_us * 0.125 / 20.0).abs() < 1e-6);
         assert!((u.idle_us() - core_us * 0.125 / 20.0).abs() < 1e-6);
+        // Of which in the kernel: the server 20 of its 50 ticks, the new thread 15 of its 25.
+        assert!((u.kernel_us(Component::Server) - core_us * 0.1 / 20.0).abs() < 1e-6);
+        assert!((u.kernel_us(Component::NodeLoop) - core_us * 0.075 / 20.0).abs() < 1e-6);
         assert_eq!(u.switches(Component::Server), (2.0, 0.2));
         assert_eq!(u.us(Component::Other), 0.0);
     }

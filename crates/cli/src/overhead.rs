@@ -620,8 +620,20 @@ fn cpu_table(paths: &[&Path]) -> String {
     if rows.len() == 1 {
         return String::new();
     }
+    let mut header = vec!["path".to_string()];
+    header.extend(Component::ALL.iter().map(|c| c.name().to_string()));
+    header.push("busy".to_string());
+    let mut kernel = vec![header];
+    for (name, cpu) in paths.iter().map(|p| (&p.name, &p.cpu)).filter(|(_, c)| c.measured()) {
+        let mut row = vec![name.clone()];
+        row.extend(Component::ALL.iter().map(|&c| format!("{:.0}", cpu.kernel_us(c))));
+        row.push(format!("{:.0}", Component::ALL.iter().map(|&c| cpu.kernel_us(c)).sum::<f64>()));
+        kernel.push(row);
+    }
     format!(
-        "where the CPU time goes, in microseconds per operation over every round's window (all the machine's cores; from /proc): the server's processes, this process (the\n  clients: on the direct paths with their database client library, through the node its client driver), the node's storage workers and the rest of its threads\n  (its loop with all its socket i/o), anything else, and idle; then each one's threads' switches per operation, voluntary+involuntary:\n{}\n",
-        render(&rows)
+        "where the CPU time goes, in microseconds per operation over every round's window (all the machine's cores; from /proc): the server's processes, this process (the\n  clients: on the direct paths with their database client library, through the node its client driver), the node's storage workers and the rest of its threads\n  (its loop with all its socket i/o), anything else, and idle; then each one's threads' switches per operation, voluntary+involuntary:\n{}\n\
+         of which in the kernel, working for each one's threads (their system time: system calls, with the loopback's delivery to the receiving socket that a send runs,\n  and page faults), in microseconds per operation:\n{}\n",
+        render(&rows),
+        render(&kernel)
     )
 }
