@@ -12,13 +12,19 @@
 # Run nothing else against the server meanwhile: every session on it commits without waiting for
 # its flush until the reset.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bin=target/release/ensemble
+bin=""
 if [ $# -gt 0 ] && [[ "$1" != -* ]]; then
-  bin=$1
+  # Named from the caller's directory, before the script moves to the repository's.
+  bin=$(realpath "$1")
   shift
 fi
-[ -x "$bin" ] || { scripts/setup.sh; cargo build --release --locked -p ensemble; }
+cd "$(dirname "$0")/.."
+bin=${bin:-target/release/ensemble}
+if [ ! -x "$bin" ]; then
+  [ "$bin" = target/release/ensemble ] || { echo "overhead-without-commit-flush: no executable at $bin" >&2; exit 2; }
+  scripts/setup.sh
+  cargo build --release --locked -p ensemble
+fi
 scripts/start-databases.sh >/dev/null
 pg() { psql -h 127.0.0.1 -U postgres -d test -Atqc "$1"; }
 reset() {
