@@ -200,6 +200,11 @@ impl CpuUse {
         self.us_per_op(self.idle_ticks)
     }
 
+    /// The machine's time per operation, busy (every component's) and idle.
+    pub fn machine_us(&self) -> f64 {
+        Component::ALL.iter().map(|&c| self.us(c)).sum::<f64>() + self.idle_us()
+    }
+
     /// Voluntary and involuntary switches of `c`'s threads per operation.
     pub fn switches(&self, c: Component) -> (f64, f64) {
         let s = self.spent.get(&c).copied().unwrap_or_default();
@@ -288,6 +293,8 @@ mod tests {
         // Of which in the kernel: the server 20 of its 50 ticks, the new thread 15 of its 25.
         assert!((u.kernel_us(Component::Server) - core_us * 0.1 / 20.0).abs() < 1e-6);
         assert!((u.kernel_us(Component::NodeLoop) - core_us * 0.075 / 20.0).abs() < 1e-6);
+        // Busy (50 + 25 ticks) and idle (25): half the cores' second.
+        assert!((u.machine_us() - core_us * 0.5 / 20.0).abs() < 1e-6);
         assert_eq!(u.switches(Component::Server), (2.0, 0.2));
         assert_eq!(u.us(Component::Other), 0.0);
     }

@@ -563,7 +563,9 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
     }
     let mut measured = vec![&d, &dp, &b, &strict, &ssi, &r, &p, &own_pool_path, &side_path];
     measured.extend(&pooled_paths);
-    let where_cpu = cpu_table(&measured);
+    let mut where_cpu = cpu_table(&measured);
+    let default_node = if own_pool_path.rounds.is_empty() { &r } else { &own_pool_path };
+    where_cpu += &machine_time_line(default_node, &d);
     // The split takes Ensemble's transactions without the node for the node's work in the
     // database; where writers queue on PostgreSQL (more than one client), the node does less
     // there than they do: its writers wait in its serial lane and share a COMMIT
@@ -594,6 +596,30 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
         r.mean_ms() / p.mean_ms(),
         checks.join("; ")
     ))
+}
+
+/// The default node's machine time per operation (busy + idle) against the direct path's: where
+/// the direct path keeps every core busy (four clients on two cores), a closed loop's latency is
+/// the machine time its operations take, so their ratio is what the node adds; then what of it
+/// the hop's CPU takes (the client driver and the node's loop, their kernel time apart), beside
+/// the 20 % the goal allows. Empty where either was not measured.
+fn machine_time_line(node: &Path, direct: &Path) -> String {
+    let (n, d) = (&node.cpu, &direct.cpu);
+    if !n.measured() || !d.measured() {
+        return String::new();
+    }
+    let hop = n.us(Component::Clients) + n.us(Component::NodeLoop);
+    let hop_kernel = n.kernel_us(Component::Clients) + n.kernel_us(Component::NodeLoop);
+    format!(
+        "the node as `ensemble bench` runs it ({}), per operation: machine time (busy + idle) {:.0} us against the direct path's {:.0} ({:.2} times);\n  the hop, the client driver and the node's loop, {:.0} us of CPU, {:.0} of it in the kernel; 20 % of the direct path's machine time is {:.0} us\n",
+        node.name.trim_start_matches("... "),
+        n.machine_us(),
+        d.machine_us(),
+        n.machine_us() / d.machine_us(),
+        hop,
+        hop_kernel,
+        0.2 * d.machine_us(),
+    )
 }
 
 /// Where each path's CPU time went, per operation, and how often each component's threads were
