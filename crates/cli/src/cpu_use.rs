@@ -200,9 +200,19 @@ impl CpuUse {
         self.us_per_op(self.idle_ticks)
     }
 
-    /// The machine's time per operation, busy (every component's) and idle.
+    /// Every component's time per operation: the machine busy.
+    pub fn busy_us(&self) -> f64 {
+        Component::ALL.iter().map(|&c| self.us(c)).sum()
+    }
+
+    /// What of [`Self::busy_us`] the kernel spent.
+    pub fn kernel_busy_us(&self) -> f64 {
+        Component::ALL.iter().map(|&c| self.kernel_us(c)).sum()
+    }
+
+    /// The machine's time per operation, busy and idle.
     pub fn machine_us(&self) -> f64 {
-        Component::ALL.iter().map(|&c| self.us(c)).sum::<f64>() + self.idle_us()
+        self.busy_us() + self.idle_us()
     }
 
     /// Voluntary and involuntary switches of `c`'s threads per operation.
@@ -293,7 +303,9 @@ mod tests {
         // Of which in the kernel: the server 20 of its 50 ticks, the new thread 15 of its 25.
         assert!((u.kernel_us(Component::Server) - core_us * 0.1 / 20.0).abs() < 1e-6);
         assert!((u.kernel_us(Component::NodeLoop) - core_us * 0.075 / 20.0).abs() < 1e-6);
-        // Busy (50 + 25 ticks) and idle (25): half the cores' second.
+        // Busy (50 + 25 ticks, 35 of them in the kernel) and idle (25): half the cores' second.
+        assert!((u.busy_us() - core_us * 0.375 / 20.0).abs() < 1e-6);
+        assert!((u.kernel_busy_us() - core_us * 0.175 / 20.0).abs() < 1e-6);
         assert!((u.machine_us() - core_us * 0.5 / 20.0).abs() < 1e-6);
         assert_eq!(u.switches(Component::Server), (2.0, 0.2));
         assert_eq!(u.us(Component::Other), 0.0);

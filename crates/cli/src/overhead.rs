@@ -632,10 +632,9 @@ fn cpu_table(paths: &[&Path]) -> String {
     header.extend(SWITCHED.iter().map(|c| format!("switches: {}", c.name())));
     let mut rows = vec![header];
     for (name, cpu) in paths.iter().map(|p| (&p.name, &p.cpu)).filter(|(_, c)| c.measured()) {
-        let busy: f64 = Component::ALL.iter().map(|&c| cpu.us(c)).sum();
         let mut row = vec![name.clone()];
         row.extend(Component::ALL.iter().map(|&c| format!("{:.0}", cpu.us(c))));
-        row.push(format!("{busy:.0}"));
+        row.push(format!("{:.0}", cpu.busy_us()));
         row.push(format!("{:.0}", cpu.idle_us()));
         for c in SWITCHED {
             let (v, i) = cpu.switches(c);
@@ -653,7 +652,7 @@ fn cpu_table(paths: &[&Path]) -> String {
     for (name, cpu) in paths.iter().map(|p| (&p.name, &p.cpu)).filter(|(_, c)| c.measured()) {
         let mut row = vec![name.clone()];
         row.extend(Component::ALL.iter().map(|&c| format!("{:.0}", cpu.kernel_us(c))));
-        row.push(format!("{:.0}", Component::ALL.iter().map(|&c| cpu.kernel_us(c)).sum::<f64>()));
+        row.push(format!("{:.0}", cpu.kernel_busy_us()));
         kernel.push(row);
     }
     format!(
