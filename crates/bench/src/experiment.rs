@@ -247,12 +247,6 @@ pub struct Experiment {
     /// serial lane keeps globals and state-update applications only.
     #[serde(default)]
     pub writers_side_by_side: bool,
-    /// Real runs of the belt on PostgreSQL with writer groups: the lane's writers release the
-    /// writer lock before their commits are durable, and replies wait for the flush instead
-    /// (`ServerStorage::release_locks_before_flush`). False: each group holds the lock until
-    /// its COMMIT has flushed the log.
-    #[serde(default = "yes")]
-    pub early_lock_release: bool,
 }
 
 fn yes() -> bool {
@@ -404,7 +398,6 @@ impl Experiment {
             storage_workers: default_storage_workers(),
             writer_groups: true,
             writers_side_by_side: false,
-            early_lock_release: true,
         })
     }
 

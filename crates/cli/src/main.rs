@@ -163,12 +163,6 @@ struct BenchArgs {
     /// writers take the writer lock last and run side by side, never in groups.
     #[arg(long)]
     no_writer_groups: bool,
-    /// Real runs of the Conveyor Belt on PostgreSQL: hold the writer lock of each group of
-    /// writers until its COMMIT has flushed the log, instead of releasing it before the flush
-    /// and holding the group's replies, and readers' that saw it, until a flush covers them
-    /// (the default).
-    #[arg(long)]
-    no_early_lock_release: bool,
     /// Real runs of the Conveyor Belt on PostgreSQL: run an instance's locals side by side
     /// under SSI (each writer takes the writer lock in a mode the others share, each local reads
     /// its snapshot as it commits), and have the checker's search order them, instead of one
@@ -617,13 +611,6 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                     "--no-writer-groups is for real runs of the Conveyor Belt on PostgreSQL (add --real and --backend postgres): on MariaDB local writers take the writer lock last and run side by side, never in groups"
                 );
                 e.writer_groups = false;
-            }
-            if a.no_early_lock_release {
-                anyhow::ensure!(
-                    a.real && belt.is_some() && a.backend.backend()?.kind == BackendKind::Postgres,
-                    "--no-early-lock-release is for real runs of the Conveyor Belt on PostgreSQL (add --real and --backend postgres): only its serial lane releases the writer lock early"
-                );
-                e.early_lock_release = false;
             }
             if a.writers_side_by_side {
                 anyhow::ensure!(

@@ -127,22 +127,6 @@ pub trait Storage {
     fn tally(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
-
-    /// Whether the batches this storage runs on a [`SerialLane`] commit before their commits are
-    /// durable (early lock release: the lane's next batch need not wait for this one's flush).
-    /// If so, the real runtime hands a lane batch's results on only once another storage of the
-    /// same data has returned from [`Storage::make_durable`] after the batch ended; the
-    /// storage's other readers must themselves wait for what they read to be durable.
-    fn commits_before_durable(&self) -> bool {
-        false
-    }
-
-    /// Makes durable every commit of this storage's data that had returned when it was called
-    /// (the real runtime calls it on a storage of its own, beside the lane's). `Err` says what
-    /// could not be made durable, or was lost: the results waiting on it fail loudly.
-    fn make_durable(&mut self) -> Result<(), String> {
-        Ok(())
-    }
 }
 
 /// Picks the storage jobs that the real runtime runs on a lane of their own: one worker, in the

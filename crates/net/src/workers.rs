@@ -145,114 +145,22 @@ pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 fn worker<J, R, D>(
     label: &str,
     index: usize,
-    make_storage: &(dyn Fn(usize) -> Box<dyn Storage<Job = J, Result = R>> + Send + Sync),
+    make_storage: &dyn Fn(usize) -> Box<dyn Storage<Job = J, Result = R>>,
     rx: Receiver<(WorkId, J)>,
     batch: usize,
     tallies: &Mutex<Vec<Vec<(&'static str, u64)>>>,
     done: D,
 ) where
-    R: Send,
-    D: Fn(WorkId, Result<R, JobFailed>) + Send + Clone,
+    D: Fn(WorkId, Result<R, JobFailed>),
 {
-    let storage = open_storage(label, index, make_storage);
-    // A lane whose storage commits before its commits are durable hands each batch's results to
-    // a thread of its own that makes them durable first, while the lane runs the next batch.
-    if batch > 1 && storage.as_ref().is_some_and(|s| s.commits_before_durable()) {
-        let (held_tx, held_rx) = crossbeam_channel::unbounded::<Vec<(WorkId, Result<R, JobFailed>)>>();
-        let flusher_label = format!("{label}-durable");
-        let flusher_done = done.clone();
-        std::thread::scope(|scope| {
-            let flusher = std::thread::Builder::new()
-                .name(flusher_label.clone())
-                .spawn_scoped(scope, move || {
-                    let storage = open_storage(&flusher_label, index + 1, make_storage);
-                    hand_on_once_durable(&flusher_label, storage, held_rx, flusher_done);
-                });
-            match flusher {
-                Ok(_) => run_jobs(label, index, storage, rx, batch, tallies, |held| {
-                    // The flusher ends only once this sender is gone.
-                    let _ = held_tx.send(held);
-                }),
-                Err(e) => {
-                    let why = format!("storage worker {label}: its durability thread did not start: {e}");
-                    eprintln!("[ensemble-net] {why}");
-                    run_jobs(label, index, None::<Box<dyn Storage<Job = J, Result = R>>>, rx, batch, tallies, |held| {
-                        for (work, _) in held {
-                            done(work, Err(JobFailed(why.clone())));
-                        }
-                    });
-                }
-            }
-            drop(held_tx);
-        });
-        return;
-    }
-    run_jobs(label, index, storage, rx, batch, tallies, |held| {
-        for (work, result) in held {
-            done(work, result);
-        }
-    });
-}
-
-/// Makes worker `index`'s storage; a panic leaves it without one (each of its jobs then fails).
-fn open_storage<J, R>(
-    label: &str,
-    index: usize,
-    make_storage: &(dyn Fn(usize) -> Box<dyn Storage<Job = J, Result = R>> + Send + Sync),
-) -> Option<Box<dyn Storage<Job = J, Result = R>>> {
-    match catch_unwind(AssertUnwindSafe(|| make_storage(index))) {
+    let mut storage = match catch_unwind(AssertUnwindSafe(|| make_storage(index))) {
         Ok(s) => Some(s),
         Err(p) => {
             let why = panic_text(&*p);
             eprintln!("[ensemble-net] storage worker {label}: opening storage panicked: {why}");
             None
         }
-    }
-}
-
-/// A durability thread's loop: takes every batch of results the lane has handed it, makes the
-/// commits behind them durable at once ([`Storage::make_durable`], which covers every commit
-/// that returned before it), then hands them on in the order the lane ran them. Once a flush
-/// has failed, every later result fails too: its batch may have read what was lost.
-fn hand_on_once_durable<J, R, D>(label: &str, mut storage: Option<Box<dyn Storage<Job = J, Result = R>>>, held: Receiver<Vec<(WorkId, Result<R, JobFailed>)>>, done: D)
-where
-    D: Fn(WorkId, Result<R, JobFailed>),
-{
-    let mut lost: Option<String> = None;
-    while let Ok(mut waiting) = held.recv() {
-        while let Ok(more) = held.try_recv() {
-            waiting.extend(more);
-        }
-        if lost.is_none() {
-            let flushed = match storage.as_mut() {
-                None => Err("it has no storage: opening it panicked".to_string()),
-                Some(s) => catch_unwind(AssertUnwindSafe(|| s.make_durable())).unwrap_or_else(|p| Err(format!("make_durable panicked: {}", panic_text(&*p)))),
-            };
-            if let Err(why) = flushed {
-                eprintln!("[ensemble-net] storage worker {label}: {why}");
-                lost = Some(format!("storage worker {label}: the lane's commits were not made durable: {why}"));
-            }
-        }
-        for (work, result) in waiting {
-            match &lost {
-                None => done(work, result),
-                Some(why) => done(work, Err(JobFailed(why.clone()))),
-            }
-        }
-    }
-}
-
-/// The loop of [`worker`]: runs the jobs of `rx` on `storage` and gives each batch's results,
-/// in order, to `hand_on`.
-fn run_jobs<J, R>(
-    label: &str,
-    index: usize,
-    mut storage: Option<Box<dyn Storage<Job = J, Result = R>>>,
-    rx: Receiver<(WorkId, J)>,
-    batch: usize,
-    tallies: &Mutex<Vec<Vec<(&'static str, u64)>>>,
-    hand_on: impl Fn(Vec<(WorkId, Result<R, JobFailed>)>),
-) {
+    };
     // The storage has reported a tally: from then on every one is copied out, empty or not.
     let mut tallied = false;
     loop {
@@ -299,15 +207,24 @@ fn run_jobs<J, R>(
                 tallies[index] = tally;
             }
         }
-        let held: Vec<(WorkId, Result<R, JobFailed>)> = match results {
-            Ok(results) if results.len() == works.len() => works.into_iter().zip(results.into_iter().map(Ok)).collect(),
+        match results {
+            Ok(results) if results.len() == works.len() => {
+                for (work, result) in works.into_iter().zip(results) {
+                    done(work, Ok(result));
+                }
+            }
             Ok(results) => {
                 let why = format!("storage worker {label}: a batch of {} job(s) {works:?} returned {} result(s)", works.len(), results.len());
-                works.into_iter().map(|w| (w, Err(JobFailed(why.clone())))).collect()
+                for work in works {
+                    done(work, Err(JobFailed(why.clone())));
+                }
             }
-            Err(why) => works.into_iter().map(|w| (w, Err(JobFailed(why.clone())))).collect(),
-        };
-        hand_on(held);
+            Err(why) => {
+                for work in works {
+                    done(work, Err(JobFailed(why.clone())));
+                }
+            }
+        }
     }
 }
 

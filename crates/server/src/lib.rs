@@ -53,5 +53,5 @@ pub mod twopc;
 
 pub use conn::{ConnError, OpenError};
 pub use dialect::{translate, Engine, Translated};
-pub use storage::{DirectTxn, Durability, ReadsAheadCount, ServerError, ServerStorage, WritersInFlight, COMMITS_TABLE, FLUSHES_TABLE, META_TABLE};
+pub use storage::{DirectTxn, ReadsAheadCount, ServerError, ServerStorage, WritersInFlight, COMMITS_TABLE, META_TABLE};
 pub use twopc::{TwoPcShared, TwoPcStorage};

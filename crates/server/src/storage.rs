@@ -10,14 +10,10 @@ use ensemble_app::{
 use ensemble_core::{Outcome, Request, RequestError, Rows, Storage, Value};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 
 /// The counters that place each transaction in the serial order, as in SQLite's backend.
 pub const META_TABLE: &str = "_ensemble_meta";
-/// PostgreSQL: the one row a storage updates to make the instance's earlier commits durable
-/// ([`ServerStorage::make_durable`]): a transaction commits synchronously only if it wrote to
-/// the log, and this write conflicts with no writer's lock.
-pub const FLUSHES_TABLE: &str = "_ensemble_flushes";
 
 /// MariaDB: one row per storage, the mark of the last transaction it committed (and, from the
 /// last writer that took the lock last, the counters as it left them), written inside the
@@ -88,9 +84,6 @@ pub struct ServerStorage {
     /// PostgreSQL: locals run side by side under SSI, placed by the checker's search
     /// ([`Self::set_writers_side_by_side`]), with the instance's writers in flight.
     side_by_side: Option<Arc<WritersInFlight>>,
-    /// PostgreSQL: the instance's lane releases its writers' locks before their commits are
-    /// durable ([`Self::release_locks_before_flush`]); with whether this storage is the lane's.
-    early_release: Option<(Arc<Durability>, bool)>,
     /// The job running now met a write sent ahead that failed, or a read ahead that failed
     /// unasked ([`ConnError::SentAhead`]): its attempts from then on wait for every statement's
     /// answer, and read nothing ahead.
@@ -246,7 +239,7 @@ enum Kind {
 impl ServerStorage {
     pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
-        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, deadlocks_early: false, side_by_side: None, early_release: None, writes_waited: false, read_plans: HashMap::new(), reads_ahead: ReadsAheadCount::default(), open_writer: None, marks: CommitMarks::default() };
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, deadlocks_early: false, side_by_side: None, writes_waited: false, read_plans: HashMap::new(), reads_ahead: ReadsAheadCount::default(), open_writer: None, marks: CommitMarks::default() };
         {
             use std::hash::{BuildHasher, Hasher};
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -307,29 +300,6 @@ impl ServerStorage {
         Ok(())
     }
 
-    /// On PostgreSQL, lets the instance's serial lane release its writers' locks before their
-    /// commits are durable (early lock release): the lane's storage (`lane`) commits its writers
-    /// with `synchronous_commit = off`, so that the next group takes the writer lock while this
-    /// one's commit record is still being flushed, and says so
-    /// ([`Storage::commits_before_durable`]): the real runtime hands a group's results on only
-    /// after another storage's [`Storage::make_durable`]. Every other storage of the instance
-    /// (`durability` is shared by all of them) makes a reader wait, before it answers, until the
-    /// counters it read are durable: what it saw may be a lane's commit that a crash of the
-    /// server would undo. ARCHITECTURE.md, "Early lock release on PostgreSQL", has the argument.
-    /// Refused on MariaDB (no lane) and beside [`Self::set_writers_side_by_side`]. The storage
-    /// makes everything committed so far durable first, so a reader never waits on a commit
-    /// from before it opened.
-    pub fn release_locks_before_flush(&mut self, durability: Arc<Durability>, lane: bool) -> Result<(), ServerError> {
-        if self.sql.engine != Engine::Postgres {
-            return Err(ServerError::Invalid(format!("early lock release is for PostgreSQL's serial lane; {} has none", self.sql.engine.name())));
-        }
-        if self.side_by_side.is_some() {
-            return Err(ServerError::Invalid("early lock release is for the lane's writers one at a time, not for writers side by side".into()));
-        }
-        self.early_release = Some((durability, lane));
-        self.make_durable().map_err(ServerError::Invalid)
-    }
-
     /// Opens a new connection after the server dropped the old one. A server that ends
     /// sessions (a restart, an administrator) may end the new one while it is being set up: it
     /// is opened again, up to [`SETUP_LOSSES`] times.
@@ -380,9 +350,6 @@ impl ServerStorage {
             "CREATE TABLE {META_TABLE} (id BIGINT PRIMARY KEY, globals BIGINT NOT NULL, local_writes BIGINT NOT NULL)"
         ))?;
         self.conn.batch(&format!("INSERT INTO {META_TABLE} (id, globals, local_writes) VALUES (0, 0, 0)"))?;
-        if self.sql.engine == Engine::Postgres {
-            self.conn.batch(&format!("CREATE TABLE {FLUSHES_TABLE} (id BIGINT PRIMARY KEY, flushes BIGINT NOT NULL); INSERT INTO {FLUSHES_TABLE} VALUES (0, 0)"))?;
-        }
         if self.sql.engine == Engine::Mariadb {
             self.conn.batch(&format!(
                 "CREATE TABLE {COMMITS_TABLE} (storage BIGINT PRIMARY KEY, mark BIGINT NOT NULL, globals BIGINT NOT NULL, local_writes BIGINT NOT NULL)"
@@ -487,9 +454,7 @@ impl ServerStorage {
             (Engine::Postgres, Kind::Writer) => self.bookkeeping(Bookkeeping::ReadCountersAndId),
             _ => self.bookkeeping(Bookkeeping::ReadCounters),
         };
-        // Set inside the transaction, so that it is never left on for a transaction of another kind.
-        let early = if kind == Kind::Writer && matches!(self.early_release, Some((_, true))) { "; SET LOCAL synchronous_commit = off" } else { "" };
-        self.conn.start(&format!("{start}{early}; {read}{lock}{save}"))
+        self.conn.start(&format!("{start}; {read}{lock}{save}"))
     }
 
     /// Asks PostgreSQL to look for a deadlock after a lock wait of
@@ -973,9 +938,6 @@ impl ServerStorage {
             // goes with the next transaction's start (or before anything else sent), one round
             // trip fewer per read-only operation.
             self.conn.end_read_only();
-            if let Some((durability, _)) = &self.early_release {
-                durability.wait_until_durable((globals, local_writes)).map_err(Attempt::Fatal)?;
-            }
             local_writes
         } else {
             // Nothing to keep: a writer whose body wrote nothing, or one that aborted.
@@ -1505,83 +1467,6 @@ impl WritersInFlight {
     }
 }
 
-/// What of an instance's writes is durable, shared by its storages under early lock release
-/// ([`ServerStorage::release_locks_before_flush`]). Counters are compared component by
-/// component: the lane's writers commit one at a time, so each commit leaves both counters at
-/// least where every earlier commit left them.
-#[derive(Debug, Default)]
-pub struct Durability {
-    state: Mutex<DurableState>,
-    flushed: Condvar,
-}
-
-#[derive(Debug, Default)]
-struct DurableState {
-    /// The counters as the lane's commits so far left them.
-    committed: (u64, u64),
-    /// Every commit that left the counters at or below these is durable.
-    durable: (u64, u64),
-    /// Why commits could not be made durable: every reader waiting, and every later one, fails.
-    lost: Option<String>,
-    /// Readers waiting now.
-    waiting: usize,
-}
-
-fn covers(durable: (u64, u64), seen: (u64, u64)) -> bool {
-    durable.0 >= seen.0 && durable.1 >= seen.1
-}
-
-impl Durability {
-    fn state(&self) -> std::sync::MutexGuard<'_, DurableState> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn commit(&self, counters: (u64, u64)) {
-        let mut s = self.state();
-        s.committed = (s.committed.0.max(counters.0), s.committed.1.max(counters.1));
-    }
-
-    fn committed(&self) -> (u64, u64) {
-        self.state().committed
-    }
-
-    fn advance(&self, durable: (u64, u64)) {
-        let mut s = self.state();
-        s.durable = (s.durable.0.max(durable.0), s.durable.1.max(durable.1));
-        drop(s);
-        self.flushed.notify_all();
-    }
-
-    fn fail(&self, why: &str) {
-        self.state().lost.get_or_insert_with(|| why.to_string());
-        self.flushed.notify_all();
-    }
-
-    /// Waits until every commit a reader that read `seen` could have seen is durable.
-    fn wait_until_durable(&self, seen: (u64, u64)) -> Result<(), String> {
-        let mut s = self.state();
-        s.waiting += 1;
-        while !covers(s.durable, seen) && s.lost.is_none() {
-            s = self.flushed.wait(s).unwrap_or_else(|poisoned| poisoned.into_inner());
-        }
-        s.waiting -= 1;
-        match &s.lost {
-            Some(why) if !covers(s.durable, seen) => Err(format!("what it read was not made durable: {why}")),
-            _ => Ok(()),
-        }
-    }
-
-    /// How many readers wait for a flush now.
-    pub fn readers_waiting(&self) -> usize {
-        self.state().waiting
-    }
-
-    /// The counters known durable.
-    pub fn durable(&self) -> (u64, u64) {
-        self.state().durable
-    }
-}
-
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0 .0.fetch_sub(IN_FLIGHT, Ordering::SeqCst);
@@ -1592,96 +1477,6 @@ impl Storage for ServerStorage {
     type Job = StorageJob;
     type Result = StorageResult;
     fn run(&mut self, job: &StorageJob) -> StorageResult {
-        let result = self.run_one(job);
-        self.committed(std::slice::from_ref(&result));
-        result
-    }
-
-    /// Runs a serial lane's writers as one transaction ([`Self::attempt_group`]).
-    fn run_batch(&mut self, jobs: &[StorageJob]) -> Vec<StorageResult> {
-        let results = self.run_group(jobs);
-        self.committed(&results);
-        results
-    }
-
-    /// Commits a read-only transaction left open for the next job to end. A failure is left
-    /// for the next job to meet (a lost connection is reopened there).
-    fn idle(&mut self) {
-        let _ = self.conn.commit_open_reader();
-    }
-
-    /// The reads sent ahead, once there have been any (a storage that does not read ahead, on
-    /// MariaDB, reports nothing rather than two zeros).
-    fn tally(&self) -> Vec<(&'static str, u64)> {
-        if self.reads_ahead == ReadsAheadCount::default() {
-            return Vec::new();
-        }
-        vec![(ReadsAheadCount::ANSWERED, self.reads_ahead.answered), (ReadsAheadCount::THROWN_AWAY, self.reads_ahead.thrown_away)]
-    }
-
-    /// The lane's storage under early lock release ([`Self::release_locks_before_flush`]).
-    fn commits_before_durable(&self) -> bool {
-        matches!(self.early_release, Some((_, true)))
-    }
-
-    /// Commits a transaction that writes one row of [`FLUSHES_TABLE`] and reads the counters,
-    /// synchronously: its commit record follows, in the log, that of every transaction whose
-    /// changes its read saw, and PostgreSQL returns from COMMIT only once the log is flushed
-    /// up to its record, so every commit visible to it is durable. Its session may have been
-    /// ended (the server is the same, and holds what its log had): it is opened again and the
-    /// flush runs again. If the counters it reads are behind what the lane had committed when it
-    /// was called, the server lost commits (it restarted): that is the error, and the instance
-    /// cannot go on.
-    fn make_durable(&mut self) -> Result<(), String> {
-        let Some((durability, _)) = self.early_release.clone() else { return Ok(()) };
-        let wanted = durability.committed();
-        let flush = format!("BEGIN; UPDATE {FLUSHES_TABLE} SET flushes = flushes + 1 WHERE id = 0; SELECT globals, local_writes FROM {META_TABLE} WHERE id = 0; COMMIT");
-        let mut lost = 0;
-        let outcome = loop {
-            match self.conn.batch_rows(&flush) {
-                Ok(rows) => break counters_of(&rows).map_err(|e| format!("the flush's counters: {e}")),
-                Err(ConnError::Lost(why)) if lost < MAX_RETRIES => {
-                    lost += 1;
-                    if let Err(e) = self.reconnect() {
-                        break Err(format!("the connection was lost while flushing ({why}) and could not be opened again: {e}"));
-                    }
-                }
-                Err(e) => break Err(format!("flushing the log: {e}")),
-            }
-        };
-        let result = outcome.and_then(|durable| {
-            if durable.0 < wanted.0 || durable.1 < wanted.1 {
-                return Err(format!(
-                    "instance {}: the server holds counters (globals {}, local writes {}) behind the lane's commits (globals {}, local writes {}): it lost commits that were not yet durable",
-                    self.instance, durable.0, durable.1, wanted.0, wanted.1
-                ));
-            }
-            durability.advance(durable);
-            Ok(())
-        });
-        if let Err(why) = &result {
-            durability.fail(why);
-        }
-        result
-    }
-}
-
-impl ServerStorage {
-    /// Under early lock release, the lane records what its results committed, so that a flush
-    /// can tell a server that lost some ([`Storage::make_durable`]).
-    fn committed(&self, results: &[StorageResult]) {
-        let Some((durability, true)) = &self.early_release else { return };
-        for r in results {
-            match r {
-                StorageResult::Executed { position: Position::Global { seq }, .. } => durability.commit((*seq, 0)),
-                StorageResult::Executed { position: Position::Local { globals_seen, local_writes, .. }, .. } => durability.commit((*globals_seen, *local_writes)),
-                StorageResult::Applied { globals_seen, .. } => durability.commit((*globals_seen, 0)),
-                _ => {}
-            }
-        }
-    }
-
-    fn run_one(&mut self, job: &StorageJob) -> StorageResult {
         let _writing = self.writing(std::slice::from_ref(job));
         match job {
             StorageJob::Execute { request, role } => {
@@ -1720,10 +1515,10 @@ impl ServerStorage {
     /// all back, and its jobs run again one by one, each with a single job's retries and
     /// errors; a group whose COMMIT was cut off is asked about as a single job is
     /// ([`Self::commit`]), and where the server cannot say, fails every member loudly.
-    fn run_group(&mut self, jobs: &[StorageJob]) -> Vec<StorageResult> {
+    fn run_batch(&mut self, jobs: &[StorageJob]) -> Vec<StorageResult> {
         let _writing = self.writing(jobs);
         if jobs.len() < 2 || !jobs.iter().all(|j| self.groupable(j)) {
-            return jobs.iter().map(|j| self.run_one(j)).collect();
+            return jobs.iter().map(|j| self.run(j)).collect();
         }
         match self.attempt_group(jobs) {
             Ok(results) => results,
@@ -1738,7 +1533,7 @@ impl ServerStorage {
                     );
                     return jobs.iter().map(|_| StorageResult::Failed(why.clone())).collect();
                 }
-                let mut results: Vec<StorageResult> = jobs.iter().map(|j| self.run_one(j)).collect();
+                let mut results: Vec<StorageResult> = jobs.iter().map(|j| self.run(j)).collect();
                 for r in &mut results {
                     if let StorageResult::Executed { retries, .. } | StorageResult::Applied { retries, .. } = r {
                         *retries += 1;
@@ -1747,6 +1542,21 @@ impl ServerStorage {
                 results
             }
         }
+    }
+
+    /// Commits a read-only transaction left open for the next job to end. A failure is left
+    /// for the next job to meet (a lost connection is reopened there).
+    fn idle(&mut self) {
+        let _ = self.conn.commit_open_reader();
+    }
+
+    /// The reads sent ahead, once there have been any (a storage that does not read ahead, on
+    /// MariaDB, reports nothing rather than two zeros).
+    fn tally(&self) -> Vec<(&'static str, u64)> {
+        if self.reads_ahead == ReadsAheadCount::default() {
+            return Vec::new();
+        }
+        vec![(ReadsAheadCount::ANSWERED, self.reads_ahead.answered), (ReadsAheadCount::THROWN_AWAY, self.reads_ahead.thrown_away)]
     }
 }
 

@@ -72,18 +72,6 @@ impl Storage for InstanceStorage {
             InstanceStorage::Server(s) => s.tally(),
         }
     }
-    fn commits_before_durable(&self) -> bool {
-        match self {
-            InstanceStorage::Sqlite(s) => s.commits_before_durable(),
-            InstanceStorage::Server(s) => s.commits_before_durable(),
-        }
-    }
-    fn make_durable(&mut self) -> Result<(), String> {
-        match self {
-            InstanceStorage::Sqlite(s) => s.make_durable(),
-            InstanceStorage::Server(s) => s.make_durable(),
-        }
-    }
 }
 
 impl InstanceState for InstanceStorage {
@@ -178,12 +166,6 @@ impl BeltHarness {
         storage.load(&data, |table, cols, row| plan.holds_row(table, i, n, |c| cols.iter().position(|x| x == c).map(|p| &row[p])))?;
         Ok(storage)
     }
-}
-
-/// Whether the lane's writers release the writer lock before their commits are durable: on
-/// PostgreSQL with writer groups, one at a time (`ServerStorage::release_locks_before_flush`).
-fn releases_locks_early(exp: &Experiment) -> bool {
-    exp.backend.kind == BackendKind::Postgres && exp.writer_groups && !exp.writers_side_by_side && exp.early_lock_release
 }
 
 /// Whether the databases record row accesses: only when asked to, the records will be used, and
@@ -307,19 +289,12 @@ impl Harness for BeltHarness {
             let url = admin::instance_url(engine, &exp.backend.server_urls(), &exp.backend.run, id.0).map_err(anyhow::Error::msg)?;
             // Shared by every worker's storage: all of the instance's writers.
             let side_by_side = exp.writers_side_by_side.then(|| Arc::new(ensemble_server::WritersInFlight::default()));
-            // Shared likewise: what of the lane's commits is durable. The pool gives the lane
-            // the worker index after the others' (`WorkerPool::start`).
-            let lane = self.storage_workers(exp);
-            let early_release = releases_locks_early(exp).then(|| Arc::new(ensemble_server::Durability::default()));
-            let open = move |worker: usize| {
+            let open = move |_worker: usize| {
                 // A node cannot serve without its database: failing to reach it is fatal.
                 let mut s = ServerStorage::open(&url, app.clone(), translated.clone(), InstanceId::of(id))
                     .unwrap_or_else(|e| panic!("instance {}: {e}", id.0));
                 if let Some(writers) = &side_by_side {
                     s.set_writers_side_by_side(Arc::clone(writers)).unwrap_or_else(|e| panic!("instance {}: {e}", id.0));
-                }
-                if let Some(durability) = &early_release {
-                    s.release_locks_before_flush(Arc::clone(durability), worker == lane).unwrap_or_else(|e| panic!("instance {}: {e}", id.0));
                 }
                 InstanceStorage::Server(Box::new(s))
             };
