@@ -19,6 +19,19 @@ bin="${1:-target/release/ensemble}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 
+# What the runs leave on the servers: their databases, and prepared transactions or XA branches.
+# A name per line, sorted. What was there before the suite started (a run killed with its
+# machine, say, or another user's) is not this suite's doing: it is named, and only what the
+# suite's own runs leave fails it.
+leftovers() {
+  psql -h 127.0.0.1 -U postgres -d test -Atc "SELECT 'PostgreSQL database ' || datname FROM pg_database WHERE datname LIKE 'ensemble\_%'"
+  psql -h 127.0.0.1 -U postgres -d test -Atc "SELECT 'PostgreSQL prepared transaction ' || gid || ' in ' || database FROM pg_prepared_xacts"
+  mariadb -h 127.0.0.1 -u root -N -e "SELECT CONCAT('MariaDB database ', schema_name) FROM information_schema.schemata WHERE schema_name LIKE 'ensemble\\_%'"
+  mariadb -h 127.0.0.1 -u root -N -e "XA RECOVER" | awk '{ print "MariaDB prepared XA branch " $4 }'
+}
+before="$(leftovers | sort)"
+[ -z "$before" ] || { echo "server-suites: on the servers before the suite started (not counted against it):" >&2; sed 's/^/  /' <<<"$before" >&2; }
+
 cargo test --locked -p ensemble-server --test servers -- --ignored
 
 for backend in postgres mariadb; do
@@ -82,12 +95,6 @@ fi
 grep -q "has max_prepared_transactions = 0" <<<"$msg" || { echo "server-suites: unexpected message: $msg" >&2; exit 1; }
 made="$(psql "$noprep" -Atc "SELECT count(*) FROM pg_database WHERE datname LIKE 'ensemble\_%'")"
 [ "$made" = 0 ] || { echo "server-suites: the refused run made $made database(s)" >&2; exit 1; }
-left="$(psql -h 127.0.0.1 -U postgres -d test -Atc "SELECT count(*) FROM pg_database WHERE datname LIKE 'ensemble\_%'")"
-[ "$left" = 0 ] || { echo "server-suites: $left PostgreSQL database(s) of runs left behind" >&2; exit 1; }
-left="$(mariadb -h 127.0.0.1 -u root -N -e "SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE 'ensemble\\_%'")"
-[ "$left" = 0 ] || { echo "server-suites: $left MariaDB database(s) of runs left behind" >&2; exit 1; }
-left="$(mariadb -h 127.0.0.1 -u root -N -e "XA RECOVER" | wc -l)"
-[ "$left" = 0 ] || { echo "server-suites: $left prepared XA branch(es) left on MariaDB" >&2; exit 1; }
-left="$(psql -h 127.0.0.1 -U postgres -d test -Atc "SELECT count(*) FROM pg_prepared_xacts")"
-[ "$left" = 0 ] || { echo "server-suites: $left prepared transaction(s) left on PostgreSQL" >&2; exit 1; }
+left="$(comm -13 <(echo "$before") <(leftovers | sort) | sed '/^$/d')"
+[ -z "$left" ] || { echo "server-suites: the suite's runs left behind on the servers:" >&2; sed 's/^/  /' <<<"$left" >&2; exit 1; }
 echo "server-suites: all passed" >&2
