@@ -89,6 +89,12 @@ run_once() {
     echo "sessions-ended: $mode, run $pass: FAILED, requests refused" >&2
     return 1
   fi
+  # The run drops its databases as it ends, trying again after a lost session; what it could
+  # not drop it warns of, and would leave on the server.
+  if grep "^warning:" "$log" >&2; then
+    echo "sessions-ended: $mode, run $pass: FAILED, the run left something on the server" >&2
+    return 1
+  fi
   retries="$(sed -n "s/.* \([0-9][0-9]*\) transaction(s) run again after the $backend server.*/\1/p" "$log")"
   if ! { [ "$ended" -gt 0 ] && [ "${retries:-0}" -gt 0 ]; }; then
     cat "$log" >&2
