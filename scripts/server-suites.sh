@@ -10,7 +10,9 @@
 #  3. a server that cannot serve is refused before any run starts, with a message naming it
 #     (one that is not there; SQLite and, on a second PostgreSQL cluster on port 5433 that
 #     scripts/postgres-without-prepared-transactions.sh makes, a server without prepared
-#     transactions, for 2pc).
+#     transactions, for 2pc);
+#  4. the runs left nothing on the servers: no database, prepared transaction or XA branch of
+#     theirs (what was there before the suite started is named, and not counted against it).
 # Usage: scripts/server-suites.sh [path to a built ensemble binary]
 set -euo pipefail
 cd "$(dirname "$0")/.."
