@@ -468,11 +468,13 @@ fn place_side_by_side(db: &SqliteStorage, at: &str, ops: &[(Op, &SnapshotStamp)]
             // operation not yet placed did not see: it may have to follow that operation. One
             // did not see writer `t` if `t` was running when its snapshot was taken or began
             // after (PostgreSQL's `xip` and `xmax`).
-            let pending = || (cursor..n).filter(|&i| !done[i]).map(|i| ops[i].1);
+            let window = placed.len() - SEARCH_WINDOW;
+            // One whose snapshot's `xmin` is above every writer that could be settled saw them all.
+            let newest = placed[base..window].iter().filter_map(|&p| ops[p].1.txid).max();
+            let pending = || (cursor..n).filter(|&i| !done[i]).map(|i| ops[i].1).filter(|s| newest.is_some_and(|t| s.xmin <= t));
             let oldest_xmax = pending().map(|s| s.xmax).min();
             let running: HashSet<u64> = pending().flat_map(|s| s.xip.iter().copied()).collect();
             let unseen_by_pending = |p: usize| ops[p].1.txid.is_some_and(|t| oldest_xmax.is_some_and(|x| t >= x) || running.contains(&t));
-            let window = placed.len() - SEARCH_WINDOW;
             let keep = placed[base..window].iter().position(|&p| unseen_by_pending(p)).map_or(window, |q| base + q);
             if keep > base {
                 // Replay the rest again behind a new savepoint.
