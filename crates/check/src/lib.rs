@@ -465,9 +465,9 @@ fn place_side_by_side(db: &SqliteStorage, at: &str, ops: &[(Op, &SnapshotStamp)]
         }
         if placed.len() - base > 2 * SEARCH_WINDOW && placed.len() >= settle_at {
             // Settle all but the last window, and nothing from the first writer on that an
-            // operation not yet placed did not see: it may have to follow that operation. One
-            // did not see writer `t` if `t` was running when its snapshot was taken or began
-            // after (PostgreSQL's `xip` and `xmax`).
+            // operation not yet placed did not see: that writer may have to follow it. An
+            // operation did not see writer `t` if `t` was running when its snapshot was taken
+            // or began after (PostgreSQL's `xip` and `xmax`).
             let window = placed.len() - SEARCH_WINDOW;
             // One whose snapshot's `xmin` is above every writer that could be settled saw them all.
             let newest = placed[base..window].iter().filter_map(|&p| ops[p].1.txid).max();
