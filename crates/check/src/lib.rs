@@ -28,7 +28,7 @@ use ensemble_belt::BeltEvidence;
 use ensemble_core::{Completion, CompletionResult, Outcome, Request, Rows};
 use ensemble_sqlite::{digest_of, SqliteStorage, StorageError};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -465,16 +465,14 @@ fn place_side_by_side(db: &SqliteStorage, at: &str, ops: &[(Op, &SnapshotStamp)]
         }
         if placed.len() - base > 2 * SEARCH_WINDOW && placed.len() >= settle_at {
             // Settle all but the last window, and nothing from the first writer on that an
-            // operation not yet placed did not see: that writer may have to follow it. An
-            // operation did not see writer `t` if `t` was running when its snapshot was taken
-            // or began after (PostgreSQL's `xip` and `xmax`).
+            // operation not yet placed did not see: that writer may have to follow it.
             let window = placed.len() - SEARCH_WINDOW;
-            // One whose snapshot's `xmin` is above every writer that could be settled saw them all.
+            // Only those whose snapshot's `xmin` is not above every writer that could be
+            // settled can have missed one (below `xmin`, every transaction had ended).
             let newest = placed[base..window].iter().filter_map(|&p| ops[p].1.txid).max();
-            let pending = || (cursor..n).filter(|&i| !done[i]).map(|i| ops[i].1).filter(|s| newest.is_some_and(|t| s.xmin <= t));
-            let oldest_xmax = pending().map(|s| s.xmax).min();
-            let running: HashSet<u64> = pending().flat_map(|s| s.xip.iter().copied()).collect();
-            let unseen_by_pending = |p: usize| ops[p].1.txid.is_some_and(|t| oldest_xmax.is_some_and(|x| t >= x) || running.contains(&t));
+            let pending: Vec<&SnapshotStamp> =
+                (cursor..n).filter(|&i| !done[i]).map(|i| ops[i].1).filter(|s| newest.is_some_and(|t| s.xmin <= t)).collect();
+            let unseen_by_pending = |p: usize| ops[p].1.txid.is_some_and(|t| pending.iter().any(|s| !s.saw(t)));
             let keep = placed[base..window].iter().position(|&p| unseen_by_pending(p)).map_or(window, |q| base + q);
             if keep > base {
                 // Replay the rest again behind a new savepoint.
