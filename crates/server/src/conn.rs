@@ -60,9 +60,41 @@ pub(crate) fn target_of(engine: Engine, url: &str) -> String {
     })
 }
 
+/// A URL the client library would not take: what it said, what a URL for `engine` looks like
+/// (one for the other engine most likely means the other `--backend`), and the URL with its
+/// password hidden.
+fn bad_url(engine: Engine, url: &str, detail: String) -> OpenError {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    let detail = match (engine, scheme.as_deref()) {
+        (Engine::Postgres, Some(s @ ("mysql" | "mariadb"))) => {
+            format!("{detail}: a {s}:// URL is for MariaDB (--backend mariadb); PostgreSQL's look like postgres://user@host:port/database")
+        }
+        (Engine::Mariadb, Some(s @ ("postgres" | "postgresql"))) => {
+            format!("{detail}: a {s}:// URL is for PostgreSQL (--backend postgres); MariaDB's look like mysql://user:password@host:port/database")
+        }
+        (Engine::Postgres, _) => format!("{detail} (expected postgres://user@host:port/database)"),
+        (Engine::Mariadb, _) => format!("{detail} (expected mysql://user:password@host:port/database)"),
+    };
+    OpenError::BadUrl { engine: engine.name(), url: without_password(url), detail }
+}
+
+/// `url` with the password of its `user:password@`, if it has one, replaced by `***`.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
 /// Replaces the database a URL names. Parsed by each client library's own URL parser.
 pub fn with_database(engine: Engine, url: &str, database: &str) -> Result<String, OpenError> {
-    let bad = |detail: String| OpenError::BadUrl { engine: engine.name(), url: url.to_string(), detail };
+    let bad = |detail: String| bad_url(engine, url, detail);
     match engine {
         Engine::Postgres => {
             url.parse::<tokio_postgres::Config>().map_err(|e| bad(e.to_string()))?;
@@ -128,7 +160,7 @@ impl Conn {
             Engine::Postgres => {
                 let mut config: tokio_postgres::Config = url
                     .parse()
-                    .map_err(|e: tokio_postgres::Error| OpenError::BadUrl { engine: engine.name(), url: url.into(), detail: e.to_string() })?;
+                    .map_err(|e: tokio_postgres::Error| bad_url(engine, url, e.to_string()))?;
                 config.connect_timeout(CONNECT_TIMEOUT);
                 let client = PgSession::connect(&config).map_err(|e| match e {
                     crate::pg::ConnectError::Postgres(e) => pg_open_error(&e, target, url),
@@ -138,7 +170,7 @@ impl Conn {
             }
             Engine::Mariadb => {
                 let opts = mysql::Opts::from_url(url)
-                    .map_err(|e| OpenError::BadUrl { engine: engine.name(), url: url.into(), detail: e.to_string() })?;
+                    .map_err(|e| bad_url(engine, url, e.to_string()))?;
                 let builder = mysql::OptsBuilder::from_opts(opts)
                     .tcp_connect_timeout(Some(CONNECT_TIMEOUT))
                     .prefer_socket(false)
@@ -561,12 +593,12 @@ fn pg_open_error(e: &tokio_postgres::Error, target: String, url: &str) -> OpenEr
     let engine = Engine::Postgres.name();
     match e.code() {
         Some(c) if *c == SqlState::INVALID_PASSWORD || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION => {
-            OpenError::Credentials { engine, target, detail: e.to_string() }
+            OpenError::Credentials { engine, target, detail: pg_message(e) }
         }
         Some(c) if *c == SqlState::INVALID_CATALOG_NAME => {
             OpenError::MissingDatabase { engine, target, database: database_of(url).unwrap_or_default() }
         }
-        Some(_) => OpenError::Other { engine, target, detail: e.to_string() },
+        Some(_) => OpenError::Other { engine, target, detail: pg_message(e) },
         None => OpenError::Unreachable { engine, target, detail: source_text(e) },
     }
 }
@@ -581,6 +613,12 @@ fn my_open_error(e: &mysql::Error, target: String, url: &str) -> OpenError {
         mysql::Error::MySqlError(m) => OpenError::Other { engine, target, detail: m.message.clone() },
         other => OpenError::Unreachable { engine, target, detail: other.to_string() },
     }
+}
+
+/// What the server said (`role "x" does not exist`), where the library's own text of a server's
+/// error is only `db error`.
+fn pg_message(e: &tokio_postgres::Error) -> String {
+    e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string())
 }
 
 /// The innermost cause of an error, where the client library wraps an I/O error.
@@ -841,5 +879,20 @@ mod tests {
         assert_eq!(with_database(Engine::Mariadb, "mysql://root@127.0.0.1:3306", "e_1").unwrap(), "mysql://root@127.0.0.1:3306/e_1");
         assert_eq!(target_of(Engine::Mariadb, "mysql://root:secret@db.example:3306/test"), "mysql://db.example:3306/test");
         assert!(matches!(with_database(Engine::Mariadb, "http//nope", "x"), Err(OpenError::BadUrl { .. })));
+    }
+
+    #[test]
+    fn a_url_for_the_other_engine_is_named_as_such_and_never_shows_its_password() {
+        let e = with_database(Engine::Postgres, "mysql://root:secret@127.0.0.1:3306/test", "x").unwrap_err().to_string();
+        assert!(e.starts_with("bad PostgreSQL URL `mysql://root:***@127.0.0.1:3306/test`"), "{e}");
+        assert!(e.contains("is for MariaDB (--backend mariadb)"), "{e}");
+        assert!(!e.contains("secret"), "{e}");
+        let e = with_database(Engine::Mariadb, "postgres://postgres@127.0.0.1:5432/test", "x").unwrap_err().to_string();
+        assert!(e.contains("is for PostgreSQL (--backend postgres)"), "{e}");
+        let e = with_database(Engine::Postgres, "garbage", "x").unwrap_err().to_string();
+        assert!(e.contains("(expected postgres://user@host:port/database)"), "{e}");
+        assert_eq!(without_password("mysql://u:p@h:1/db?x=1"), "mysql://u:***@h:1/db?x=1");
+        assert_eq!(without_password("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(without_password("garbage"), "garbage");
     }
 }

@@ -1070,6 +1070,7 @@ fn servers_that_cannot_serve_are_named_with_what_is_wrong() {
 
     let who = admin::preflight(Engine::Postgres, &["postgres://no_such_role_ensemble@127.0.0.1:5432/test".into()]).unwrap_err();
     assert!(who.starts_with("the PostgreSQL server at postgres://127.0.0.1:5432/test refused the credentials"), "{who}");
+    assert!(who.contains("no_such_role_ensemble"), "the server's own words name the role: {who}");
     let who = admin::preflight(Engine::Mariadb, &["mysql://root:wrong-password@127.0.0.1:3306/test".into()]).unwrap_err();
     assert!(who.starts_with("the MariaDB server at mysql://127.0.0.1:3306/test refused the credentials"), "{who}");
     assert!(!who.contains("wrong-password"), "a message never shows the password: {who}");
