@@ -6,7 +6,9 @@
 # without a read of a one-row counters table before the body's read, as the node's readers do,
 # the two alternated, and prints each run's mean latency (RESULTS.md, "A slower machine again,
 # and what a reader's counters cost the server"). Its tables live in a database of its own,
-# made and dropped here.
+# made and dropped here. A model, not the node's own statements: the node sends BEGIN and the
+# counters' read as one simple-protocol string (`EXECUTE` of a statement it prepared), this the
+# read as a prepared statement of the extended protocol.
 # Usage: scripts/counters-read-cost.sh [ROUNDS] [SECONDS]   (defaults 3 and 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
