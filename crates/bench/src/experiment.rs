@@ -247,12 +247,6 @@ pub struct Experiment {
     /// serial lane keeps globals and state-update applications only.
     #[serde(default)]
     pub writers_side_by_side: bool,
-    /// Real runs: each node serves its clients from its protocol loop, handing every storage job
-    /// to a worker, even where it could serve them inline (each client connection on a thread
-    /// of its own that runs its requests' storage work: `ensemble_net::HostConfig::clients_inline`).
-    /// For measuring what serving inline saves (`ensemble figure overhead`).
-    #[serde(default)]
-    pub clients_on_loop: bool,
 }
 
 fn yes() -> bool {
@@ -404,7 +398,6 @@ impl Experiment {
             storage_workers: default_storage_workers(),
             writer_groups: true,
             writers_side_by_side: false,
-            clients_on_loop: false,
         })
     }
 

@@ -63,14 +63,6 @@ pub trait Harness: Sync {
     /// Builds process `id` (of the deployment).
     fn process(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<Box<dyn Process<Self::P>>>;
 
-    /// Process `id` as one that a real node may also run on a client connection's thread, so
-    /// that the node can serve clients inline (`ensemble_net::HostConfig::clients_inline`):
-    /// `None` (the default) for a protocol whose processes must stay on one thread, or whose
-    /// replies mostly come from messages rather than from the storage work a request asks for.
-    fn sendable_process(&self, _exp: &Experiment, _id: ProcessId) -> anyhow::Result<Option<Box<dyn Process<Self::P> + Send>>> {
-        Ok(None)
-    }
-
     /// Process `id`'s storage in the simulator, loaded with its initial data (`None`: it keeps
     /// its data in memory).
     fn sim_storage(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<Option<Self::S>>;

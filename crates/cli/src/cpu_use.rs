@@ -26,14 +26,11 @@ pub enum Component {
     Clients,
     NodeLoop,
     NodeStorage,
-    /// A node's client connections' own threads, when it serves clients inline: each reads its
-    /// client's requests, runs the protocol's steps and their storage work, writes the replies.
-    NodeConnections,
     Other,
 }
 
 impl Component {
-    pub const ALL: [Component; 6] = [Component::Server, Component::Clients, Component::NodeLoop, Component::NodeStorage, Component::NodeConnections, Component::Other];
+    pub const ALL: [Component; 5] = [Component::Server, Component::Clients, Component::NodeLoop, Component::NodeStorage, Component::Other];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -41,7 +38,6 @@ impl Component {
             Component::Clients => "clients",
             Component::NodeLoop => "node loop",
             Component::NodeStorage => "node storage",
-            Component::NodeConnections => "node connections",
             Component::Other => "other",
         }
     }
@@ -142,7 +138,6 @@ impl Snapshot {
                 let (voluntary, involuntary) = read(&format!("/proc/{pid}/task/{tid}/status")).map(|s| switches_of(&s)).unwrap_or_default();
                 let component = match process_comm {
                     _ if node && comm.starts_with("ensemble-storag") => Component::NodeStorage,
-                    _ if node && comm.starts_with("ensemble-conn-") => Component::NodeConnections,
                     _ if node => Component::NodeLoop,
                     "postgres" | "mariadbd" | "mysqld" => Component::Server,
                     _ => Component::Other,

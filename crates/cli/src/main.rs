@@ -169,12 +169,6 @@ struct BenchArgs {
     /// local writer at a time.
     #[arg(long)]
     writers_side_by_side: bool,
-    /// Real runs: each node serves its clients from its protocol loop, handing every storage
-    /// job to a worker and back, instead of inline (each client connection on a thread of its
-    /// own that runs its requests' storage work, where the node can: the Conveyor Belt's
-    /// systems, on a topology without delays). For comparing the two.
-    #[arg(long)]
-    clients_on_loop: bool,
     #[command(flatten)]
     dur: DurArgs,
     #[command(flatten)]
@@ -624,10 +618,6 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                     "--writers-side-by-side is for real runs of the Conveyor Belt on PostgreSQL (add --real and --backend postgres): on MariaDB local writers take the writer lock last and run side by side already"
                 );
                 e.writers_side_by_side = true;
-            }
-            if a.clients_on_loop {
-                anyhow::ensure!(a.real, "--clients-on-loop is for real runs (add --real): the simulator has no threads");
-                e.clients_on_loop = true;
             }
             if let Some(sites) = &a.client_sites {
                 e.client_sites = sites.clone();

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use ensemble_bench::{BackendKind, Experiment, Harness};
 use ensemble_net::cluster::ready_line;
-use ensemble_net::{ClusterSpec, HostId, HostProcess, HostedProcess, ShutdownHandle};
+use ensemble_net::{ClusterSpec, HostId, HostedProcess, ShutdownHandle};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -103,13 +103,7 @@ impl WithHarness for Serve {
                 f
             });
             let serial_lane = h.serial_lane(&exp, id)?;
-            // A process that may run on a client connection's thread when the cluster file asks
-            // for clients inline; otherwise one for the loop only.
-            let process = match h.sendable_process(&exp, id)?.filter(|_| spec.clients_inline) {
-                Some(p) => HostProcess::Send(p),
-                None => HostProcess::Loop(h.process(&exp, id)?),
-            };
-            processes.push(HostedProcess { process, storage, serial_lane });
+            processes.push(HostedProcess { process: h.process(&exp, id)?, storage, serial_lane });
         }
         let listener = std::net::TcpListener::bind(cfg.listen).with_context(|| format!("binding {}", cfg.listen))?;
         let bound = listener.local_addr().with_context(|| format!("the address bound for {}", cfg.listen))?;

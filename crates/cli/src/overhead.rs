@@ -387,11 +387,6 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
     // The node exactly as `ensemble bench` runs it: its own pool, its locals as by default.
     let mut own_pool = e.clone();
     own_pool.label = format!("overhead-ensemble-pool{default_pool}");
-    // The same node serving its clients from its loop, every job handed to a worker and back:
-    // what serving them inline saves, measured beside it.
-    let mut on_loop = own_pool.clone();
-    on_loop.clients_on_loop = true;
-    on_loop.label = format!("overhead-ensemble-pool{default_pool}-on-loop");
     // A connection per client, as on the direct path: fewer would queue requests at the node.
     e.storage_workers = threads;
     let mut plain = e.clone();
@@ -433,7 +428,6 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
     let mut r = Path::new("through one Ensemble instance");
     let mut p = Path::new("... on the plain wire (no secret)");
     let mut own_pool_path = Path::new(format!("... the node's own pool of {default_pool}"));
-    let mut on_loop_path = Path::new("... the same, clients served from its loop");
     let mut side_path = Path::new("... locals side by side under SSI");
     let mut pooled_paths: Vec<Path> = pooled.iter().map(|x| Path::new(format!("... side by side, a pool of {}", x.storage_workers))).collect();
     let mut checks = Vec::new();
@@ -459,7 +453,6 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
         if default_pool != threads {
             paths.push((&own_pool, &mut own_pool_path));
         }
-        paths.push((&on_loop, &mut on_loop_path));
         if e.backend.kind == ensemble_bench::BackendKind::Postgres {
             paths.push((&side, &mut side_path));
             paths.extend(pooled.iter().zip(pooled_paths.iter_mut()));
@@ -544,16 +537,6 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
             own_pool_path.retries_per_1000(),
         );
     }
-    if !on_loop_path.rounds.is_empty() {
-        rows.push(row(&on_loop_path));
-        let node = if own_pool_path.rounds.is_empty() { &r } else { &own_pool_path };
-        as_run += &format!(
-            "the same node serving its clients from its loop (--clients-on-loop: each request read there and its job handed to a storage worker and back, as before clients were served inline): it adds {}; served inline, against it: mean latency ratio {:.2} (round by round {})\n",
-            adds_to(&on_loop_path, &d, MEAN),
-            node.mean_ms() / on_loop_path.mean_ms(),
-            ratio_spread(node, &on_loop_path),
-        );
-    }
     if !side_path.rounds.is_empty() {
         rows.push(row(&side_path));
         lifted += &format!(
@@ -578,7 +561,7 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
             pooled_path.retries_per_1000(),
         );
     }
-    let mut measured = vec![&d, &dp, &b, &strict, &ssi, &r, &p, &own_pool_path, &on_loop_path, &side_path];
+    let mut measured = vec![&d, &dp, &b, &strict, &ssi, &r, &p, &own_pool_path, &side_path];
     measured.extend(&pooled_paths);
     let mut where_cpu = cpu_table(&measured);
     let default_node = if own_pool_path.rounds.is_empty() { &r } else { &own_pool_path };
@@ -627,17 +610,8 @@ fn machine_time_line(node: &Path, direct: &Path) -> String {
     }
     let hop = n.us(Component::Clients) + n.us(Component::NodeLoop);
     let hop_kernel = n.kernel_us(Component::Clients) + n.kernel_us(Component::NodeLoop);
-    let conns = n.us(Component::NodeConnections);
-    let conns = if conns > 0.0 {
-        format!(
-            ";\n  the node's connections' threads (serving inline: the hop's reading, steps and writing, and the storage work of the jobs they run) {conns:.0} us, {:.0} of it in the kernel",
-            n.kernel_us(Component::NodeConnections)
-        )
-    } else {
-        String::new()
-    };
     format!(
-        "the node as `ensemble bench` runs it ({}), per operation: machine time (busy + idle) {:.0} us against the direct path's {:.0} ({:.2} times);\n  the hop, the client driver and the node's loop, {:.0} us of CPU, {:.0} of it in the kernel{conns}; 20 % of the direct path's machine time is {:.0} us\n",
+        "the node as `ensemble bench` runs it ({}), per operation: machine time (busy + idle) {:.0} us against the direct path's {:.0} ({:.2} times);\n  the hop, the client driver and the node's loop, {:.0} us of CPU, {:.0} of it in the kernel; 20 % of the direct path's machine time is {:.0} us\n",
         node.name.trim_start_matches("... "),
         n.machine_us(),
         d.machine_us(),
@@ -651,7 +625,7 @@ fn machine_time_line(node: &Path, direct: &Path) -> String {
 /// Where each path's CPU time went, per operation, and how often each component's threads were
 /// switched out: the profile of the windows (`crate::cpu_use`). Empty where it was not measured.
 fn cpu_table(paths: &[&Path]) -> String {
-    const SWITCHED: [Component; 5] = [Component::Server, Component::Clients, Component::NodeLoop, Component::NodeStorage, Component::NodeConnections];
+    const SWITCHED: [Component; 4] = [Component::Server, Component::Clients, Component::NodeLoop, Component::NodeStorage];
     let mut header = vec!["path".to_string()];
     header.extend(Component::ALL.iter().map(|c| c.name().to_string()));
     header.extend(["busy".to_string(), "idle".to_string()]);
@@ -682,7 +656,7 @@ fn cpu_table(paths: &[&Path]) -> String {
         kernel.push(row);
     }
     format!(
-        "where the CPU time goes, in microseconds per operation over every round's window (all the machine's cores; from /proc): the server's processes, this process (the\n  clients: on the direct paths with their database client library, through the node its client driver), the node's loop (with the socket i/o it does),\n  its storage workers and its client connections' threads (serving inline), anything else, and idle; then each one's threads' switches per operation, voluntary+involuntary:\n{}\n\
+        "where the CPU time goes, in microseconds per operation over every round's window (all the machine's cores; from /proc): the server's processes, this process (the\n  clients: on the direct paths with their database client library, through the node its client driver), the node's storage workers and the rest of its threads\n  (its loop with all its socket i/o), anything else, and idle; then each one's threads' switches per operation, voluntary+involuntary:\n{}\n\
          of which in the kernel, working for each one's threads (their system time: system calls, with the loopback's delivery to the receiving socket that a send runs,\n  and page faults), in microseconds per operation:\n{}\n",
         render(&rows),
         render(&kernel)

@@ -131,7 +131,6 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
     let mut spec = ClusterSpec::loopback(deployment, TopologyRef::Inline(Box::new(exp.topology.clone())), true)?;
     spec.seed = exp.seed;
     spec.workers = h.storage_workers(exp);
-    spec.clients_inline = !exp.clients_on_loop;
     // Loopback is open to every user of the machine: only who holds a key may talk to the
     // hosts. The master stays in this process; each node's file has only its own keys, so a
     // node cannot pose as another. (The plain wire is for measuring what this costs; hosts

@@ -95,10 +95,6 @@ pub struct ClusterSpec {
     /// Storage worker threads per process that has storage.
     #[serde(default = "default_workers")]
     pub workers: usize,
-    /// Serve each client connection on a thread of its own that runs its requests' storage
-    /// work itself, where the host can ([`HostConfig::clients_inline`](crate::HostConfig)).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub clients_inline: bool,
     #[serde(default)]
     pub seed: u64,
     #[serde(default = "default_connect_timeout_ms")]
@@ -157,7 +153,6 @@ impl ClusterSpec {
             topology: topology.into(),
             emulate_wan,
             workers: default_workers(),
-            clients_inline: false,
             seed: 0,
             connect_timeout_ms: default_connect_timeout_ms(),
             secret: None,
@@ -282,7 +277,6 @@ impl ClusterSpec {
                 (None, None) => None,
             },
             limits: crate::host::Limits::default(),
-            clients_inline: self.clients_inline,
         })
     }
 

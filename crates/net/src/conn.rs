@@ -28,19 +28,8 @@ pub(crate) enum Outgoing {
     Seal(Sealer),
     /// Give answers' credit back to this (the listener's side, once the role is known).
     Credit(Arc<Credit>),
-    /// Flush, stop, and hand the write half, the channel and what was set on them to whoever
-    /// sent this (the listener's side, moving a client's connection to a thread of its own).
-    Handover(tokio::sync::oneshot::Sender<HandedWriter>),
     /// Flush, close the write side and stop.
     Close,
-}
-
-/// A connection's writing side as its writer task left it ([`Outgoing::Handover`]): the frames
-/// still queued stay in `rx`, in order, for the next writer.
-pub(crate) struct HandedWriter {
-    pub wr: OwnedWriteHalf,
-    pub rx: OutRx,
-    pub sealer: Option<Sealer>,
 }
 
 impl std::fmt::Debug for Outgoing {
@@ -49,7 +38,6 @@ impl std::fmt::Debug for Outgoing {
             Outgoing::Frame { due, bytes, answer } => write!(f, "Frame {{ due: {due:?}, {} bytes, answer: {answer} }}", bytes.len()),
             Outgoing::Seal(_) => f.write_str("Seal"),
             Outgoing::Credit(_) => f.write_str("Credit"),
-            Outgoing::Handover(_) => f.write_str("Handover"),
             Outgoing::Close => f.write_str("Close"),
         }
     }
@@ -106,37 +94,12 @@ pub(crate) type OutTx = UnboundedSender<Outgoing>;
 pub(crate) type OutRx = UnboundedReceiver<Outgoing>;
 
 /// How a writer loop ended without an i/o error.
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) enum WriteEnd {
     /// Every sender is gone and everything queued was written.
     Drained,
     /// `Outgoing::Close` was processed: the write side is shut down.
     Closed,
-    /// `Outgoing::Handover` was processed: everything before it is written, and the sealer it
-    /// had goes to the sender with the write half (the credit is the sender's already).
-    HandedOver { to: tokio::sync::oneshot::Sender<HandedWriter>, sealer: Option<Sealer> },
-}
-
-impl std::fmt::Debug for WriteEnd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            WriteEnd::Drained => "Drained",
-            WriteEnd::Closed => "Closed",
-            WriteEnd::HandedOver { .. } => "HandedOver",
-        })
-    }
-}
-
-/// By kind: what a handover carries is not compared.
-impl PartialEq for WriteEnd {
-    fn eq(&self, other: &WriteEnd) -> bool {
-        std::mem::discriminant(self) == std::mem::discriminant(other)
-    }
-}
-
-impl std::fmt::Debug for HandedWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("HandedWriter")
-    }
 }
 
 /// Writes queued frames in order, each no earlier than its due time, sealed once a sealer is
@@ -160,10 +123,6 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
                 Outgoing::Close => {
                     w.shutdown().await?;
                     return Ok(WriteEnd::Closed);
-                }
-                Outgoing::Handover(to) => {
-                    w.flush().await?;
-                    return Ok(WriteEnd::HandedOver { to, sealer });
                 }
                 Outgoing::Seal(s) => sealer = Some(s),
                 Outgoing::Credit(c) => credit = Some(c),

@@ -36,7 +36,7 @@
 //!     .map(|&p| {
 //!         let kind = &cfg.deployment.processes[p.0 as usize].kind;
 //!         let open_db = open_db.clone();
-//!         HostedProcess { process: build(p, kind).into(), storage: Some(std::sync::Arc::new(move |w| open_db(p, w))), serial_lane: None }
+//!         HostedProcess { process: build(p, kind), storage: Some(std::sync::Arc::new(move |w| open_db(p, w))), serial_lane: None }
 //!     })
 //!     .collect();
 //! let listener = bind_listener(cfg.listen)?;
@@ -70,6 +70,6 @@ pub use auth::{KeyRing, Secret};
 pub use cluster::{probe, ClusterSpec, HostStatus, TopologyRef};
 pub use error::NetError;
 pub use frame::{Frame, FrameError, FrameKind, Hello, HostId};
-pub use host::{run_host, run_host_on, HostConfig, HostProcess, HostReport, Limits, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
+pub use host::{run_host, run_host_on, HostConfig, HostReport, Limits, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
 pub use layout::HostSpec;
 pub use workers::StorageFactory;

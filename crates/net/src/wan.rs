@@ -29,14 +29,6 @@ impl WanEmulator {
 
     /// The delay of one frame of `bytes` bytes. Sites out of range (which configuration
     /// validation rules out) get no delay rather than a panic.
-    /// Every delay it draws is zero: replies need not wait for it.
-    pub fn never_delays(&self) -> bool {
-        let t = &self.topology;
-        t.one_way_ms.iter().flatten().all(|ms| *ms == 0.0)
-            && matches!(t.jitter, ensemble_core::topology::Jitter::None)
-            && (t.bandwidth_bps.is_none() || t.sites.len() <= 1)
-    }
-
     pub fn delay(&mut self, from_site: usize, to_site: usize, bytes: usize) -> Duration {
         let n = self.sites();
         if from_site >= n || to_site >= n {

@@ -96,16 +96,18 @@ impl<J> WorkerPool<J> {
         self.jobs.as_ref().is_some_and(|tx| tx.send((work, job)).is_ok())
     }
 
-    /// Whether `job` would go to the serial lane ([`WorkerPool::submit`]).
-    pub fn on_lane(&self, job: &J) -> bool {
-        self.serial.as_ref().is_some_and(|(pick, _)| pick(job))
-    }
-
     /// What the pool's storages counted ([`Storage::tally`]), summed by name, in the order the
     /// names first appear; it covers every job whose completion has been handed on.
     pub fn tally(&self) -> Vec<(&'static str, u64)> {
         let tallies = self.tallies.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        sum_tallies(tallies.iter())
+        let mut sum: Vec<(&'static str, u64)> = Vec::new();
+        for (name, n) in tallies.iter().flatten() {
+            match sum.iter_mut().find(|(k, _)| k == name) {
+                Some((_, total)) => *total += n,
+                None => sum.push((name, *n)),
+            }
+        }
+        sum
     }
 
     /// Lets the workers finish the jobs already queued, then joins them.
@@ -126,18 +128,6 @@ impl<J> Drop for WorkerPool<J> {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// Tallies summed by name, in the order the names first appear.
-pub(crate) fn sum_tallies<'a>(tallies: impl Iterator<Item = &'a Vec<(&'static str, u64)>>) -> Vec<(&'static str, u64)> {
-    let mut sum: Vec<(&'static str, u64)> = Vec::new();
-    for (name, n) in tallies.flatten() {
-        match sum.iter_mut().find(|(k, _)| k == name) {
-            Some((_, total)) => *total += n,
-            None => sum.push((name, *n)),
-        }
-    }
-    sum
 }
 
 pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {

@@ -75,9 +75,7 @@ fn processes_of_one_host_on_two_machines_get_the_emulated_wan_delay() {
 #[test]
 fn a_cancelled_timer_is_never_delivered_and_a_moved_one_fires_once() {
     let d = ensemble_core::Deployment::one_per_machine(&[0], 1, "probe");
-    // Sendable: the host serves its client inline, so the timers are set from the connection's
-    // thread, through the process's outbox.
-    let cluster = Cluster::start(d, Topology::lan(), false, 1, |p, _| HostedProcess::sendable(TimerProbe::new(p)));
+    let cluster = Cluster::start(d, Topology::lan(), false, 1, |p, _| HostedProcess::new(TimerProbe::new(p)));
     let rounds = 5;
     let done = cluster.run(slots([(ToyClient::boxed(1, 0, rounds), 0)]), rounds as usize);
     for c in &done {
@@ -153,69 +151,6 @@ fn a_process_whose_handler_or_storage_panics_is_reported_and_its_neighbours_go_o
     assert_eq!(f1, "p1 panicked and was halted: boom");
     assert_eq!((p1.traffic.requests, p1.traffic.events_dropped), (1, 1), "the request after the panic was dropped");
     assert_eq!(reports[0].failure().map(|(p, _)| p), Some(ProcessId(0)));
-}
-
-#[test]
-fn a_host_serving_clients_inline_runs_their_requests_storage_work_on_their_connections_threads() {
-    for inline in [true, false] {
-        // p0 with storage, p1 without, both in one host on one machine, no WAN emulation.
-        let d = deployment(machines(&[0]), vec![place(0, 0, Some(0)), place(1, 0, Some(0))]);
-        let build = ring_of(&d, &[1]);
-        let cluster = Cluster::start_spec(d, Topology::lan(), false, 2, Some(common::test_secret()), ensemble_net::Limits::default(), inline, build);
-        let (mut a, mut b) = (RawClient::connect(cluster.addr(0), 7), RawClient::connect(cluster.addr(0), 8));
-        let n = 20;
-        for seq in 0..n {
-            // A local request's job is its own: inline, a's connection's thread runs it. A ring
-            // request goes p0 → p1 → p0 through the loop (p0's first message from b's thread,
-            // through its outbox), and its job runs on the pool; its reply reaches b's thread
-            // from the loop.
-            a.send(0, seq, "local");
-            b.send(0, seq, "toy");
-            let (from, reply) = a.reply();
-            assert_eq!((from, reply.seq), (ProcessId(0), seq), "inline {inline}");
-            let (from, reply) = b.reply();
-            assert_eq!((from, reply.seq), (ProcessId(0), seq), "inline {inline}");
-        }
-        let (runs, on_threads) = (cluster.storages.runs(), cluster.storages.inline_runs());
-        let reports = cluster.stop_clean();
-        assert_eq!(runs[&ProcessId(0)], 2 * n, "inline {inline}");
-        assert_eq!(on_threads[&ProcessId(0)], if inline { n } else { 0 }, "jobs run on a connection's thread, inline {inline}");
-        let (p0, p1) = (&reports[0].processes[0].traffic, &reports[0].processes[1].traffic);
-        assert_eq!((p0.requests, p0.storage_jobs, p0.storage_done, p0.replies), (2 * n, 2 * n, 2 * n, 2 * n), "inline {inline}");
-        assert_eq!((p0.messages_out_local, p1.messages_out_local, p0.messages_in), (n, n, n), "inline {inline}");
-    }
-}
-
-#[test]
-fn inline_a_process_whose_handler_or_storage_panics_is_reported_and_its_neighbours_go_on() {
-    // As `a_process_whose_handler_or_storage_panics_is_reported_and_its_neighbours_go_on`, with
-    // the host serving its client inline: the panics happen on the connection's thread.
-    let d = deployment(machines(&[0]), vec![place(0, 0, Some(0)), place(1, 0, Some(0))]);
-    let cluster = Cluster::start(d, Topology::lan(), false, 1, |p, storages| {
-        HostedProcess::sendable_with_storage(RingProcess::new(p, vec![p], true), storages.factory(p))
-    });
-    let mut raw = RawClient::connect(cluster.addr(0), 77);
-    raw.send(0, 0, "local-boom");
-    raw.send(0, 1, "local");
-    let (from, reply) = raw.reply();
-    assert_eq!((from, reply.seq), (ProcessId(0), 1), "the failed job is not answered; the next is, on a storage opened again");
-    raw.send(1, 2, "panic");
-    raw.send(0, 3, "local");
-    assert_eq!(raw.reply().1.seq, 3);
-    raw.send(1, 4, "local");
-    raw.send(0, 5, "local");
-    let (from, reply) = raw.reply();
-    assert_eq!((from, reply.seq), (ProcessId(0), 5), "the halted p1 answers nothing");
-    let inline = cluster.storages.inline_runs();
-    let reports = cluster.stop();
-    assert_eq!(inline[&ProcessId(0)], 4, "every job of p0 ran on the connection's thread");
-    let (p0, p1) = (&reports[0].processes[0], &reports[0].processes[1]);
-    let f0 = p0.failure.as_deref().expect("p0's storage failed");
-    assert!(f0.contains("job WorkId(0) panicked: storage boom"), "{f0}");
-    assert_eq!((p0.traffic.storage_jobs, p0.traffic.storage_done, p0.traffic.storage_failed), (4, 3, 1));
-    let f1 = p1.failure.as_deref().expect("p1 panicked");
-    assert_eq!(f1, "p1 panicked and was halted: boom");
-    assert_eq!((p1.traffic.requests, p1.traffic.events_dropped), (1, 1), "the request after the panic was dropped");
 }
 
 #[test]

@@ -286,7 +286,7 @@ pub fn serve(a: &NodeArgs) -> anyhow::Result<()> {
     let mut processes: Vec<HostedProcess<XCast>> = Vec::new();
     for &id in cfg.processes() {
         let store = FileStore::open(&a.dir, id)?;
-        processes.push(HostedProcess { process: ensemble_net::HostProcess::Loop(Box::new(Node::new(run.setup(), id, store, run.plan(id)))), storage: None, serial_lane: None });
+        processes.push(HostedProcess { process: Box::new(Node::new(run.setup(), id, store, run.plan(id))), storage: None, serial_lane: None });
     }
     let listener = std::net::TcpListener::bind(cfg.listen).with_context(|| format!("binding {}", cfg.listen))?;
     let bound = listener.local_addr().context("the address bound")?;

@@ -108,18 +108,6 @@ impl InstanceStorage {
 }
 
 impl BeltHarness {
-    /// Instance `id` of the experiment's belt.
-    fn instance(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<ConveyorBelt> {
-        let (app, _) = self.loaded(exp)?;
-        let cfg = BeltConfig {
-            instances: exp.instances,
-            global_execution: exp.global_execution,
-            idle_pause: Duration::from_micros(exp.idle_pause_us),
-            costs: exp.topology.cpu.clone(),
-        };
-        Ok(ConveyorBelt::new(InstanceId::of(id), cfg, app, Arc::new(exp.plan.clone())))
-    }
-
     pub fn new() -> BeltHarness {
         BeltHarness::default()
     }
@@ -272,13 +260,14 @@ impl Harness for BeltHarness {
     }
 
     fn process(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<Box<dyn Process<Belt>>> {
-        Ok(Box::new(self.instance(exp, id)?))
-    }
-
-    /// A local operation's reply comes from the storage work its request asks for: served
-    /// inline, it crosses no thread in a real node.
-    fn sendable_process(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<Option<Box<dyn Process<Belt> + Send>>> {
-        Ok(Some(Box::new(self.instance(exp, id)?)))
+        let (app, _) = self.loaded(exp)?;
+        let cfg = BeltConfig {
+            instances: exp.instances,
+            global_execution: exp.global_execution,
+            idle_pause: Duration::from_micros(exp.idle_pause_us),
+            costs: exp.topology.cpu.clone(),
+        };
+        Ok(Box::new(ConveyorBelt::new(InstanceId::of(id), cfg, app, Arc::new(exp.plan.clone()))))
     }
 
     fn sim_storage(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<Option<InstanceStorage>> {

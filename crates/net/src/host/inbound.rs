@@ -11,7 +11,7 @@
 use super::run::{ConnId, Input};
 use super::Limits;
 use crate::auth::{self, KeyRing, Secret};
-use crate::conn::{connect_with_retry, dial_handshake, linger, write_loop, Credit, HandedWriter, OutRx, OutTx, Outgoing, WriteEnd};
+use crate::conn::{connect_with_retry, dial_handshake, linger, write_loop, Credit, OutRx, OutTx, Outgoing};
 use crate::frame::{encode_error, encode_frame, Frame, FrameCodec, FrameError, Hello, HostId, Never, MAX_FRAME_LEN, PRE_AUTH_MAX_FRAME};
 use crate::layout::{list, Directory};
 use tokio::sync::mpsc::UnboundedSender;
@@ -41,9 +41,6 @@ pub(super) struct Inbound<P: Protocol> {
     /// Which connection speaks for each client: a client id is one session, so a second
     /// connection claiming it is refused rather than handed the first one's replies.
     pub client_conns: Mutex<HashMap<ClientId, ConnId>>,
-    /// Set when the host serves clients inline: an authenticated client's connection moves to
-    /// a thread of its own ([`super::inline`]).
-    pub inline: Option<Arc<super::inline::InlineHost<P>>>,
 }
 
 pub(super) async fn accept_loop<P: Protocol>(listener: tokio::net::TcpListener, ctx: Arc<Inbound<P>>) {
@@ -84,7 +81,7 @@ async fn refuse(stream: TcpStream, why: String) {
 
 /// Who is at the other end of an inbound connection, as its handshake proved.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Who {
+enum Who {
     Unknown,
     Peer(HostId),
     Client(ClientId),
@@ -102,7 +99,7 @@ impl std::fmt::Display for Who {
     }
 }
 
-pub(super) type Frames<P> = FramedRead<tokio::net::tcp::OwnedReadHalf, FrameCodec<<P as Protocol>::Msg, Never>>;
+type Frames<P> = FramedRead<tokio::net::tcp::OwnedReadHalf, FrameCodec<<P as Protocol>::Msg, Never>>;
 
 /// Reads one inbound connection. Anything that breaks the protocol gets an Error frame naming
 /// the problem and the connection is closed; nothing else in the host is affected. A message for
@@ -115,12 +112,8 @@ async fn serve_inbound<P: Protocol>(stream: TcpStream, addr: SocketAddr, conn: C
     let (rd, mut wr) = stream.into_split();
     let (out, mut out_rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
-        match write_loop(&mut wr, &mut out_rx, None, None).await {
-            Err(e) => eprintln!("[ensemble-net {me}] writing to {addr} failed: {e}"),
-            Ok(WriteEnd::HandedOver { to, sealer }) => {
-                let _ = to.send(HandedWriter { wr, rx: out_rx, sealer });
-            }
-            Ok(_) => {}
+        if let Err(e) = write_loop(&mut wr, &mut out_rx, None, None).await {
+            eprintln!("[ensemble-net {me}] writing to {addr} failed: {e}");
         }
     });
     // Nothing inbound carries a reply: a Reply frame cannot decode here.
@@ -137,26 +130,7 @@ async fn serve_inbound<P: Protocol>(stream: TcpStream, addr: SocketAddr, conn: C
             };
             let credit = Arc::new(Credit::new(ctx.limits.in_flight_per_connection, host));
             let _ = out.send(Outgoing::Credit(credit.clone()));
-            match (who, &ctx.inline) {
-                (Who::Client(client), Some(inline)) => {
-                    let inline = inline.clone();
-                    match hand_over(frames, &out, credit, client, conn, addr, _permit).await {
-                        Ok(handed) => {
-                            if let Err(e) = super::inline::spawn(handed, ctx.clone(), inline) {
-                                // The thread never started: its connection is closed with it.
-                                eprintln!("[ensemble-net {me}] connection of client {client} from {addr}: cannot start its thread: {e}");
-                                super::inline::gone(&ctx, client, conn);
-                            }
-                        }
-                        Err(e) => {
-                            eprintln!("[ensemble-net {me}] connection of client {client} from {addr}: cannot move it to a thread of its own: {e}");
-                            super::inline::gone(&ctx, client, conn);
-                        }
-                    }
-                    return;
-                }
-                _ => (who, serve(&mut frames, who, &out, conn, &ctx, &credit).await),
-            }
+            (who, serve(&mut frames, who, &out, conn, &ctx, &credit).await)
         }
     };
     if let Some(problem) = problem {
@@ -176,47 +150,9 @@ async fn serve_inbound<P: Protocol>(stream: TcpStream, addr: SocketAddr, conn: C
     }
 }
 
-/// Takes an authenticated client's connection off this runtime: the writer task stops after
-/// what is queued and hands its half back, which rejoins the read half and leaves the runtime's
-/// reactor, with what was read but not yet decoded and the session's keys.
-async fn hand_over<P: Protocol>(
-    frames: Frames<P>,
-    out: &OutTx,
-    credit: Arc<Credit>,
-    client: ClientId,
-    conn: ConnId,
-    addr: SocketAddr,
-    permit: OwnedSemaphorePermit,
-) -> Result<super::inline::Handed<P>, String> {
-    let (back, writer) = tokio::sync::oneshot::channel();
-    out.send(Outgoing::Handover(back)).map_err(|_| "its writer has stopped".to_string())?;
-    let writer = writer.await.map_err(|_| "its writer has stopped".to_string())?;
-    let (wr, writer) = super::inline::HandedWriterParts::of(writer);
-    let mut parts = frames.into_parts();
-    // Frames the client sent right after its proof may be read already. A reader made anew
-    // reads the socket before it decodes what it was given, so they are decoded here: only a
-    // frame's beginning is left for it.
-    let mut first = Vec::new();
-    let mut broken = None;
-    loop {
-        match tokio_util::codec::Decoder::decode(&mut parts.codec, &mut parts.read_buf) {
-            Ok(Some(frame)) => first.push(frame),
-            Ok(None) => break,
-            Err(e) => {
-                broken = Some(e.to_string());
-                break;
-            }
-        }
-    }
-    let stream = parts.io.reunite(wr).map_err(|e| e.to_string())?;
-    let stream = stream.into_std().map_err(|e| e.to_string())?;
-    let read = super::inline::HandedReader { codec: parts.codec, read_buf: parts.read_buf, first, broken };
-    Ok(super::inline::Handed { stream, read, writer, out: out.clone(), credit, client, conn, addr, permit })
-}
-
 /// The next frame; a frame that has begun must end within the frame deadline, so a stranger
 /// cannot hold a half-sent frame forever. `Err(None)`: the connection ended or broke.
-pub(super) async fn next_frame<P: Protocol>(frames: &mut Frames<P>, limits: &Limits, who: Who) -> Result<Frame<P::Msg, Never>, Option<String>> {
+async fn next_frame<P: Protocol>(frames: &mut Frames<P>, limits: &Limits, who: Who) -> Result<Frame<P::Msg, Never>, Option<String>> {
     let next = if frames.read_buffer().is_empty() {
         frames.next().await
     } else {
@@ -295,7 +231,7 @@ async fn handshake<P: Protocol>(frames: &mut Frames<P>, out: &OutTx, conn: ConnI
             Hello::Client { site, .. } => site,
             _ => unreachable!("a client's Hello"),
         };
-        let _ = ctx.inputs.send(Input::ClientHello { conn, client, site, out: out.clone() });
+        let _ = ctx.inputs.send(Input::ClientHello { conn, site, out: out.clone() });
     }
     Ok(who)
 }

@@ -50,7 +50,6 @@
 //! panic as its failure, and the other processes go on.
 
 mod inbound;
-mod inline;
 mod run;
 
 use crate::error::{io_context, NetError};
@@ -88,11 +87,6 @@ pub struct HostConfig {
     /// holds the one its role needs. `None` (the plain wire) is allowed only on a loopback address.
     pub keys: Option<crate::auth::KeyRing>,
     pub limits: Limits,
-    /// Serve each client connection on a thread of its own that runs its requests' storage
-    /// work itself ([`inline`]), where the host can: if every process was handed over as
-    /// [`HostProcess::Send`], and no reply would be held back by an emulated delay (no WAN
-    /// emulation, or a topology without delays); otherwise the loop serves them.
-    pub clients_inline: bool,
 }
 
 /// What one host will hold for the connections it accepted, and for how long it waits for them.
@@ -144,31 +138,9 @@ impl HostConfig {
     }
 }
 
-/// A process as a host is handed it: one that may only run on the loop's thread, or one that
-/// may also run on a client connection's thread ([`HostConfig::clients_inline`]).
-pub enum HostProcess<P: Protocol> {
-    Loop(Box<dyn Process<P>>),
-    Send(Box<dyn Process<P> + Send>),
-}
-
-impl<P: Protocol> HostProcess<P> {
-    pub fn id(&self) -> ProcessId {
-        match self {
-            HostProcess::Loop(p) => p.id(),
-            HostProcess::Send(p) => p.id(),
-        }
-    }
-}
-
-impl<P: Protocol> From<Box<dyn Process<P>>> for HostProcess<P> {
-    fn from(process: Box<dyn Process<P>>) -> HostProcess<P> {
-        HostProcess::Loop(process)
-    }
-}
-
 /// One process for a host to run, with its storage if it has any.
 pub struct HostedProcess<P: Protocol> {
-    pub process: HostProcess<P>,
+    pub process: Box<dyn Process<P>>,
     /// Makes worker `i`'s storage, on that worker's thread; the process gets its own pool of
     /// [`HostConfig::workers`] workers. `None`: the process keeps its data in memory and must not
     /// ask for storage work.
@@ -180,25 +152,13 @@ pub struct HostedProcess<P: Protocol> {
 impl<P: Protocol> HostedProcess<P> {
     /// A process without storage.
     pub fn new(process: impl Process<P> + 'static) -> HostedProcess<P> {
-        HostedProcess { process: HostProcess::Loop(Box::new(process)), storage: None, serial_lane: None }
-    }
-
-    /// [`HostedProcess::new`] for a process that a client connection's thread may run too
-    /// ([`HostConfig::clients_inline`]).
-    pub fn sendable(process: impl Process<P> + Send + 'static) -> HostedProcess<P> {
-        HostedProcess { process: HostProcess::Send(Box::new(process)), storage: None, serial_lane: None }
+        HostedProcess { process: Box::new(process), storage: None, serial_lane: None }
     }
 
     /// A process whose storage jobs run on storages made by `make` (called once per worker, on
     /// the worker's own thread).
     pub fn with_storage(process: impl Process<P> + 'static, make: impl Fn(usize) -> DynStorage<P> + Send + Sync + 'static) -> HostedProcess<P> {
-        HostedProcess { process: HostProcess::Loop(Box::new(process)), storage: Some(Arc::new(make)), serial_lane: None }
-    }
-
-    /// [`HostedProcess::with_storage`] for a process that a client connection's thread may run
-    /// too, so that the host can serve clients inline ([`HostConfig::clients_inline`]).
-    pub fn sendable_with_storage(process: impl Process<P> + Send + 'static, make: impl Fn(usize) -> DynStorage<P> + Send + Sync + 'static) -> HostedProcess<P> {
-        HostedProcess { process: HostProcess::Send(Box::new(process)), storage: Some(Arc::new(make)), serial_lane: None }
+        HostedProcess { process: Box::new(process), storage: Some(Arc::new(make)), serial_lane: None }
     }
 }
 

@@ -1,8 +1,7 @@
 //! The protocol loop: the host's processes, their inputs in order, their effects applied.
 
 use super::inbound::{accept_loop, Inbound, PeerLink};
-use super::inline::{InlineHost, InlineSlot};
-use super::{HostConfig, HostProcess, HostReport, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
+use super::{HostConfig, HostReport, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
 use crate::agenda::Agenda;
 use crate::conn::{OutTx, Outlet};
 use crate::error::{io_context, NetError};
@@ -29,17 +28,14 @@ pub(super) enum Input<P: Protocol> {
     Peer { from: ProcessId, to: ProcessId, msg: P::Msg },
     /// A message between processes of this host (or from a process to itself).
     Local { from: ProcessId, to: ProcessId, msg: P::Msg },
-    /// `client` authenticated on connection `conn`; replies to it go to `out`.
-    ClientHello { conn: ConnId, client: ClientId, site: usize, out: OutTx },
+    /// A client authenticated on connection `conn`; replies to it go to `out`.
+    ClientHello { conn: ConnId, site: usize, out: OutTx },
     /// An admin tool asks how the host is; the Pong goes to `out`.
     Ping { nonce: u64, out: OutTx },
     ClientRequest { conn: ConnId, to: ProcessId, request: Request },
     ClientGone { conn: ConnId },
     /// Storage work of the process in `slot` finished.
     StorageDone { slot: usize, work: WorkId, result: Result<P::JobResult, JobFailed> },
-    /// A client connection's thread left effects of the process in `slot` in its outbox
-    /// ([`Core::outbox`]).
-    Outbox { slot: usize },
     BadConnection,
     /// The agenda's next item is due ([`Alarm`]).
     Alarm,
@@ -54,109 +50,17 @@ enum Due<P: Protocol> {
     Delivery { from: ProcessId, slot: usize, msg: P::Msg },
 }
 
-/// One hosted process and what the host knows of it, behind a lock: the protocol loop runs it,
-/// and so do the client connections' threads when the host serves clients inline
-/// ([`super::inline`]). Whoever holds the lock runs one handler and hands its storage jobs to
-/// the pool before letting go, so the process's events are handled one at a time and its jobs
-/// reach the pool in the order it asked for them.
-pub(super) struct Core<P: Protocol> {
-    pub id: ProcessId,
-    pub process: Runnable<P>,
-    pub pool: Option<WorkerPool<P::Job>>,
-    pub traffic: ProcessTraffic,
+/// One hosted process and what the host knows of it.
+struct Slot<P: Protocol> {
+    id: ProcessId,
+    place: Place,
+    process: Box<dyn Process<P>>,
+    pool: Option<WorkerPool<P::Job>>,
+    traffic: ProcessTraffic,
     /// The first thing that went wrong as the host saw it.
-    pub trouble: Option<String>,
+    trouble: Option<String>,
     /// Its handler panicked: it gets no more events.
-    pub halted: bool,
-    /// Effects a client connection's thread got from the process and leaves to the loop
-    /// (messages, timers, replies to other clients), in the order the handlers made them. The
-    /// loop applies them before the effects of the next handler it runs itself, so that what
-    /// the process sends leaves in the order it was sent.
-    pub outbox: Vec<Effect<P>>,
-}
-
-/// A hosted process, as the core keeps it.
-pub(super) struct Runnable<P: Protocol>(HostProcess<P>);
-
-// SAFETY: a `HostProcess::Loop` may hold what must stay on one thread (an `Rc`): its core is
-// made, used and dropped on the loop's thread only, because the only way a core reaches
-// another thread is the client connections' threads ([`InlineHost`]), and [`run`] makes those
-// only when every process of the host is a `HostProcess::Send`.
-unsafe impl<P: Protocol> Send for Runnable<P> {}
-
-impl<P: Protocol> std::ops::Deref for Runnable<P> {
-    type Target = dyn Process<P>;
-    fn deref(&self) -> &(dyn Process<P> + 'static) {
-        match &self.0 {
-            HostProcess::Loop(p) => &**p,
-            HostProcess::Send(p) => &**p,
-        }
-    }
-}
-
-impl<P: Protocol> std::ops::DerefMut for Runnable<P> {
-    fn deref_mut(&mut self) -> &mut (dyn Process<P> + 'static) {
-        match &mut self.0 {
-            HostProcess::Loop(p) => &mut **p,
-            HostProcess::Send(p) => &mut **p,
-        }
-    }
-}
-
-pub(super) type SharedCore<P> = Arc<std::sync::Mutex<Core<P>>>;
-
-pub(super) fn lock<P: Protocol>(core: &SharedCore<P>) -> std::sync::MutexGuard<'_, Core<P>> {
-    // A handler's panic is caught inside the lock (the process is halted), so a poisoned lock
-    // only means a panic outside one; the process's state is what it was.
-    core.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl<P: Protocol> Core<P> {
-    /// Runs the process on `event` (or starts it, for `None`), its effects appended to `out`.
-    pub fn step(&mut self, me: HostId, now: Time, event: Option<Event<P>>, out: &mut Vec<Effect<P>>) {
-        let t = &mut self.traffic;
-        if self.halted {
-            t.events_dropped += 1;
-            return;
-        }
-        match &event {
-            None => {}
-            Some(Event::Request(_)) => t.requests += 1,
-            Some(Event::Message { .. }) => t.messages_in += 1,
-            Some(Event::Timer(_)) => t.timers_fired += 1,
-            Some(Event::StorageDone { .. }) => t.storage_done += 1,
-        }
-        let before = out.len();
-        let process = &mut self.process;
-        let ran = catch_unwind(AssertUnwindSafe(|| match event {
-            None => process.start(now, out),
-            Some(event) => process.on_event(now, event, out),
-        }));
-        if let Err(payload) = ran {
-            out.truncate(before);
-            self.halted = true;
-            let what = format!("{} panicked and was halted: {}", self.id, panic_text(&*payload));
-            self.trouble(me, what);
-        }
-    }
-
-    /// Records what went wrong with the process, as the host saw it; the first such thing is
-    /// reported as its failure.
-    pub fn trouble(&mut self, me: HostId, what: String) {
-        eprintln!("[ensemble-net {me}] {what}");
-        self.trouble.get_or_insert(what);
-    }
-
-    /// Hands a storage job to the process's pool.
-    pub fn submit(&mut self, me: HostId, work: WorkId, job: P::Job) {
-        let what = match &self.pool {
-            None => format!("{} asked for storage work ({work:?}) but has no storage", self.id),
-            Some(pool) if pool.submit(work, job) => return,
-            Some(_) => format!("{}'s storage job {work:?} dropped: no workers left", self.id),
-        };
-        self.traffic.storage_failed += 1;
-        self.trouble(me, what);
-    }
+    halted: bool,
 }
 
 /// A client connection: its writer and its client's site.
@@ -184,6 +88,18 @@ pub(super) fn run<P: Protocol>(
         let _guard = runtime.enter();
         tokio::net::TcpListener::from_std(listener).map_err(io_context("register the listener"))?
     };
+    let inbound = Arc::new(Inbound {
+        me,
+        dir: dir.clone(),
+        inputs: tx.clone(),
+        next_conn: AtomicU64::new(0),
+        keys: cfg.keys.clone(),
+        limits: cfg.limits,
+        connections: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_connections)),
+        in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.limits.in_flight_per_host)),
+        client_conns: std::sync::Mutex::new(HashMap::new()),
+    });
+    runtime.spawn(accept_loop(listener, inbound));
 
     let mine = dir.host(me).expect("checked by the configuration").processes.clone();
     let mut peers = Vec::new();
@@ -206,18 +122,11 @@ pub(super) fn run<P: Protocol>(
         let _ = stop_tx.send(Input::Shutdown);
     });
 
-    // See `Runnable`'s safety argument.
-    let inline_allowed = cfg.clients_inline
-        && processes.iter().all(|h| matches!(h.process, HostProcess::Send(_)))
-        && (!cfg.emulate_wan || WanEmulator::new(cfg.topology.clone(), 0).never_delays());
     let mut local = vec![None; cfg.deployment.len()];
     let mut slots = Vec::new();
-    let mut places = Vec::new();
-    let mut inline_slots = Vec::new();
     for (index, hosted) in processes.into_iter().enumerate() {
         let id = hosted.process.id();
         local[id.0 as usize] = Some(index);
-        let storage = hosted.storage.clone();
         let pool = match hosted.storage {
             None => None,
             Some(make) => {
@@ -230,28 +139,8 @@ pub(super) fn run<P: Protocol>(
             }
         };
         let place = dir.place(id).expect("checked by the configuration");
-        let core = Arc::new(std::sync::Mutex::new(Core { id, process: Runnable(hosted.process), pool, traffic: ProcessTraffic::default(), trouble: None, halted: false, outbox: Vec::new() }));
-        inline_slots.push(InlineSlot::new(core.clone(), storage, cfg.workers));
-        slots.push(core);
-        places.push((id, place));
+        slots.push(Slot { id, place, process: hosted.process, pool, traffic: ProcessTraffic::default(), trouble: None, halted: false });
     }
-    // Stops the client connections' threads ([`super::inline`]) when the loop stops, however it
-    // was asked to.
-    let stopped = ShutdownHandle::new();
-    let inline = inline_allowed.then(|| Arc::new(InlineHost { me, started, slots: inline_slots, local: local.clone(), inputs: tx.clone(), stopped: stopped.clone() }));
-    let inbound = Arc::new(Inbound {
-        me,
-        dir: dir.clone(),
-        inputs: tx.clone(),
-        next_conn: AtomicU64::new(0),
-        keys: cfg.keys.clone(),
-        limits: cfg.limits,
-        connections: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_connections)),
-        in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.limits.in_flight_per_host)),
-        client_conns: std::sync::Mutex::new(HashMap::new()),
-        inline: inline.clone(),
-    });
-    runtime.spawn(accept_loop(listener, inbound));
 
     let alarm_tx = tx.clone();
     let alarm = Alarm::new(move || {
@@ -262,8 +151,6 @@ pub(super) fn run<P: Protocol>(
         started,
         dir,
         slots,
-        places,
-        inline,
         local,
         peers,
         conns: HashMap::new(),
@@ -284,15 +171,9 @@ pub(super) fn run<P: Protocol>(
         },
     };
     runtime.block_on(host.run(rx, &alarm));
-    stopped.trigger();
     drop(alarm);
     let report = host.finish();
-    // Joins the storage workers (after the jobs already queued). The pools are taken out of the
-    // processes' cores, which a client connection's thread may still hold for a moment.
-    for core in &host.slots {
-        let pool = lock(core).pool.take();
-        drop(pool);
-    }
+    // Dropping the loop joins the storage workers (after the jobs already queued).
     drop(host);
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(report)
@@ -303,11 +184,7 @@ struct HostLoop<P: Protocol> {
     me: HostId,
     started: Instant,
     dir: Arc<Directory>,
-    slots: Vec<SharedCore<P>>,
-    /// Each slot's process and where it runs (also in its core, here without the lock).
-    places: Vec<(ProcessId, Place)>,
-    /// What the client connections' threads share, when the host serves clients inline.
-    inline: Option<Arc<InlineHost<P>>>,
+    slots: Vec<Slot<P>>,
     /// Process id → its slot, for the processes of this host.
     local: Vec<Option<usize>>,
     /// Links to the other hosts, by host index.
@@ -352,10 +229,7 @@ impl<P: Protocol> HostLoop<P> {
                     let slot = self.slot_of(to).expect("local messages are only sent to local processes");
                     self.handle(slot, Some(Event::Message { from, msg }));
                 }
-                Input::ClientHello { conn, client, site, out } => {
-                    // One connection per client (the handshake claims the id), so its replies go
-                    // here from now on, also for requests the loop never sees (inline).
-                    self.clients.insert(client, conn);
+                Input::ClientHello { conn, site, out } => {
                     self.conns.insert(conn, ClientConn { outlet: Outlet::new(out), site });
                 }
                 Input::Ping { nonce, out } => self.pong(nonce, out),
@@ -372,17 +246,10 @@ impl<P: Protocol> HostLoop<P> {
                 Input::StorageDone { slot, work, result } => match result {
                     Ok(result) => self.handle(slot, Some(Event::StorageDone { work, result })),
                     Err(JobFailed(why)) => {
-                        let mut core = lock(&self.slots[slot]);
-                        core.traffic.storage_failed += 1;
-                        core.trouble(self.me, why);
+                        self.slots[slot].traffic.storage_failed += 1;
+                        self.trouble(slot, why);
                     }
                 },
-                Input::Outbox { slot } => {
-                    let mut out = std::mem::take(&mut self.effects);
-                    out.append(&mut lock(&self.slots[slot]).outbox);
-                    self.apply(slot, &mut out);
-                    self.effects = out;
-                }
                 Input::BadConnection => self.report.bad_connections += 1,
                 Input::Alarm => {}
                 Input::Shutdown => break,
@@ -410,9 +277,11 @@ impl<P: Protocol> HostLoop<P> {
         self.local.get(p.0 as usize).copied().flatten()
     }
 
-    /// The process in `slot`, locked.
-    fn core(&self, slot: usize) -> std::sync::MutexGuard<'_, Core<P>> {
-        lock(&self.slots[slot])
+    /// Records what went wrong with a process, as the host saw it; the first such thing is
+    /// reported as its failure.
+    fn trouble(&mut self, slot: usize, what: String) {
+        eprintln!("[ensemble-net {}] {what}", self.me);
+        self.slots[slot].trouble.get_or_insert(what);
     }
 
     fn misaddressed(&mut self, from: ProcessId, to: ProcessId) {
@@ -424,27 +293,32 @@ impl<P: Protocol> HostLoop<P> {
         }
     }
 
-    /// Runs the process in `slot` on `event` (or starts it, for `None`) and applies its effects,
-    /// after those a client connection's thread left in its outbox.
+    /// Runs the process in `slot` on `event` (or starts it, for `None`) and applies its effects.
     fn handle(&mut self, slot: usize, event: Option<Event<P>>) {
         let now = self.now();
+        let s = &mut self.slots[slot];
+        let t = &mut s.traffic;
+        if s.halted {
+            t.events_dropped += 1;
+            return;
+        }
+        match &event {
+            None => {}
+            Some(Event::Request(_)) => t.requests += 1,
+            Some(Event::Message { .. }) => t.messages_in += 1,
+            Some(Event::Timer(_)) => t.timers_fired += 1,
+            Some(Event::StorageDone { .. }) => t.storage_done += 1,
+        }
         let mut out = std::mem::take(&mut self.effects);
-        {
-            let mut core = lock(&self.slots[slot]);
-            out.append(&mut core.outbox);
-            let from = out.len();
-            core.step(self.me, now, event, &mut out);
-            // Its storage jobs go to the pool before the lock is let go ([`Core`]).
-            let mut rest = out.split_off(from);
-            for effect in rest.drain(..) {
-                match effect {
-                    Effect::Storage { work, job, cost: _ } => {
-                        core.traffic.storage_jobs += 1;
-                        core.submit(self.me, work, job);
-                    }
-                    other => out.push(other),
-                }
-            }
+        let ran = catch_unwind(AssertUnwindSafe(|| match event {
+            None => s.process.start(now, &mut out),
+            Some(event) => s.process.on_event(now, event, &mut out),
+        }));
+        if let Err(payload) = ran {
+            out.clear();
+            s.halted = true;
+            let what = format!("{} panicked and was halted: {}", s.id, panic_text(&*payload));
+            self.trouble(slot, what);
         }
         self.apply(slot, &mut out);
         self.effects = out;
@@ -456,30 +330,34 @@ impl<P: Protocol> HostLoop<P> {
                 Effect::Send { to, msg } => self.send(slot, to, msg),
                 Effect::Reply { to, reply } => self.reply(slot, to, reply),
                 Effect::Storage { work, job, cost: _ } => {
-                    // Only from an outbox that a thread without the pool's lane filled; handled
-                    // as [`Self::handle`] handles its own.
-                    let mut core = self.core(slot);
-                    core.traffic.storage_jobs += 1;
-                    core.submit(self.me, work, job);
+                    let s = &mut self.slots[slot];
+                    s.traffic.storage_jobs += 1;
+                    let what = match &s.pool {
+                        None => format!("{} asked for storage work ({work:?}) but has no storage", s.id),
+                        Some(pool) if pool.submit(work, job) => continue,
+                        Some(_) => format!("{}'s storage job {work:?} dropped: no workers left", s.id),
+                    };
+                    s.traffic.storage_failed += 1;
+                    self.trouble(slot, what);
                 }
                 Effect::SetTimer { id, after } => {
                     if self.agenda.schedule(Instant::now() + after, Some((slot, id)), Due::Timer { slot, id }) {
-                        self.core(slot).traffic.timers_cancelled += 1;
+                        self.slots[slot].traffic.timers_cancelled += 1;
                     }
                 }
                 Effect::CancelTimer { id } => {
                     if self.agenda.cancel(&(slot, id)) {
-                        self.core(slot).traffic.timers_cancelled += 1;
+                        self.slots[slot].traffic.timers_cancelled += 1;
                     }
                 }
                 Effect::Charge(_) => {}
                 Effect::Refuse { from, what } => {
-                    let mut core = self.core(slot);
-                    core.traffic.messages_refused += 1;
-                    let n = core.traffic.messages_refused;
+                    let s = &mut self.slots[slot];
+                    s.traffic.messages_refused += 1;
+                    let n = s.traffic.messages_refused;
                     // Logged at the 1st, 2nd, 4th, 8th…: a hostile peer cannot flood the log.
                     if n.is_power_of_two() {
-                        eprintln!("[ensemble-net {}] {} refused a message from {from} ({n} so far): {what}", self.me, core.id);
+                        eprintln!("[ensemble-net {}] {} refused a message from {from} ({n} so far): {what}", self.me, s.id);
                     }
                 }
             }
@@ -496,14 +374,14 @@ impl<P: Protocol> HostLoop<P> {
     }
 
     fn send(&mut self, slot: usize, to: ProcessId, msg: P::Msg) {
-        let (from, from_place) = self.places[slot];
+        let (from, from_place) = (self.slots[slot].id, self.slots[slot].place);
         let Some(to_place) = self.dir.place(to) else {
-            self.core(slot).traffic.messages_undeliverable += 1;
+            self.slots[slot].traffic.messages_undeliverable += 1;
             eprintln!("[ensemble-net {}] message from {from} to {to} dropped: {to} is not deployed", self.me);
             return;
         };
         if to_place.host == self.me {
-            self.core(slot).traffic.messages_out_local += 1;
+            self.slots[slot].traffic.messages_out_local += 1;
             if from_place.machine == to_place.machine || self.wan.is_none() {
                 let _ = self.inputs.send(Input::Local { from, to, msg });
                 return;
@@ -516,11 +394,11 @@ impl<P: Protocol> HostLoop<P> {
             self.agenda.schedule(due, None, Due::Delivery { from, slot: to_slot, msg });
             return;
         }
-        self.core(slot).traffic.messages_out_remote += 1;
+        self.slots[slot].traffic.messages_out_remote += 1;
         let bytes = match encode_frame::<P::Msg, Never>(&Frame::Message { from, to, msg }) {
             Ok(b) => b,
             Err(e) => {
-                self.core(slot).traffic.messages_undeliverable += 1;
+                self.slots[slot].traffic.messages_undeliverable += 1;
                 eprintln!("[ensemble-net {}] message from {from} to {to} dropped: {e}", self.me);
                 return;
             }
@@ -530,31 +408,32 @@ impl<P: Protocol> HostLoop<P> {
         if link.is_some_and(|l| l.send(bytes, delay)) {
             self.report.peer_messages_out += 1;
         } else {
-            self.core(slot).traffic.messages_undeliverable += 1;
+            self.slots[slot].traffic.messages_undeliverable += 1;
             eprintln!("[ensemble-net {}] message from {from} to {to} dropped: the link to {} gave up", self.me, to_place.host);
         }
     }
 
     fn reply(&mut self, slot: usize, to: ClientId, reply: Reply<P::Evidence>) {
-        let (id, place) = self.places[slot];
-        self.core(slot).traffic.replies += 1;
-        let bytes = match encode_frame::<Never, P::Evidence>(&Frame::Reply { from: id, reply }) {
+        let s = &mut self.slots[slot];
+        s.traffic.replies += 1;
+        let bytes = match encode_frame::<Never, P::Evidence>(&Frame::Reply { from: s.id, reply }) {
             Ok(b) => b,
             Err(e) => {
-                self.core(slot).traffic.replies_undeliverable += 1;
-                eprintln!("[ensemble-net {}] reply of {id} to {to} dropped: {e}", self.me);
+                s.traffic.replies_undeliverable += 1;
+                eprintln!("[ensemble-net {}] reply of {} to {to} dropped: {e}", self.me, s.id);
                 return;
             }
         };
-        let site = place.site;
+        let site = s.place.site;
         let conn = self.clients.get(&to).and_then(|c| self.conns.get_mut(c));
         let sent = conn.is_some_and(|c| {
             let delay = self.wan.as_mut().map(|w| w.delay(site, c.site, bytes.len()));
             c.outlet.send_answer(bytes, delay)
         });
         if !sent {
-            self.core(slot).traffic.replies_undeliverable += 1;
-            eprintln!("[ensemble-net {}] reply of {id} to {to} dropped: the client is not connected", self.me);
+            let s = &mut self.slots[slot];
+            s.traffic.replies_undeliverable += 1;
+            eprintln!("[ensemble-net {}] reply of {} to {to} dropped: the client is not connected", self.me, s.id);
         }
     }
 
@@ -562,10 +441,7 @@ impl<P: Protocol> HostLoop<P> {
     /// process is left out: its failure is in the report, and waiting for it would only turn
     /// that failure into a stall.
     fn pong(&mut self, nonce: u64, out: OutTx) {
-        let quiescent = self.slots.iter().all(|core| {
-            let s = lock(core);
-            s.halted || catch_unwind(AssertUnwindSafe(|| s.process.quiescent())).unwrap_or(false)
-        });
+        let quiescent = self.slots.iter().all(|s| s.halted || catch_unwind(AssertUnwindSafe(|| s.process.quiescent())).unwrap_or(false));
         match encode_frame::<Never, Never>(&Frame::Pong { nonce, quiescent }) {
             Ok(bytes) => {
                 let _ = Outlet::new(out).send_answer(bytes, None);
@@ -581,14 +457,10 @@ impl<P: Protocol> HostLoop<P> {
         report.processes = self
             .slots
             .iter()
-            .enumerate()
-            .map(|(slot, core)| {
-                let s = lock(core);
+            .map(|s| {
                 // A halted process may be in any state; asking it must not lose the report.
                 let mut counters = catch_unwind(AssertUnwindSafe(|| s.process.counters())).unwrap_or_default();
-                let pool = s.pool.as_ref().map(|pool| pool.tally()).unwrap_or_default();
-                let inline = self.inline.as_ref().map(|i| i.slots[slot].tally()).unwrap_or_default();
-                counters.extend(crate::workers::sum_tallies([pool, inline].iter()));
+                counters.extend(s.pool.as_ref().map(|pool| pool.tally()).unwrap_or_default());
                 let said = catch_unwind(AssertUnwindSafe(|| s.process.failure())).unwrap_or_else(|p| Some(format!("failure() panicked: {}", panic_text(&*p))));
                 let failure = match (said, &s.trouble) {
                     (Some(a), Some(b)) => Some(format!("{a}; {b}")),

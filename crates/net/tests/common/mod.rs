@@ -97,14 +97,6 @@ impl Process<Ring> for RingProcess {
     fn on_event(&mut self, _now: Time, event: Event<Ring>, out: &mut Vec<Effect<Ring>>) {
         match event {
             Event::Request(request) if request.txn == "panic" => panic!("boom"),
-            // Served where it arrived, without going round: its storage job is the request's
-            // own, which a host serving clients inline runs on the connection's thread.
-            Event::Request(request) if request.txn.starts_with("local") && self.has_storage => {
-                let work = WorkId(self.next_work);
-                self.next_work += 1;
-                self.pending.insert(work, request.clone());
-                out.push(Effect::Storage { work, job: request, cost: Duration::ZERO });
-            }
             Event::Request(request) => out.push(Effect::Send { to: self.next(), msg: RingMsg::Forward { origin: self.id, request } }),
             Event::Message { msg: RingMsg::Forward { origin, request }, .. } if origin == self.id => {
                 if self.has_storage {
@@ -134,11 +126,10 @@ impl Process<Ring> for RingProcess {
     }
 }
 
-/// Counts the jobs it ran, and those it ran on a client connection's thread; the counters are
-/// shared by every storage of one process. A request named `boom` or `local-boom` makes it panic.
+/// Counts the jobs it ran; the counter is shared by every worker of one process. A request
+/// named `boom` makes it panic.
 pub struct CountingStorage {
     pub ran: Arc<AtomicU64>,
-    pub inline: Arc<AtomicU64>,
 }
 
 impl Storage for CountingStorage {
@@ -146,10 +137,7 @@ impl Storage for CountingStorage {
     type Result = Ran;
     fn run(&mut self, request: &Request) -> Ran {
         self.ran.fetch_add(1, Ordering::SeqCst);
-        if std::thread::current().name().is_some_and(|n| n.starts_with("ensemble-conn-")) {
-            self.inline.fetch_add(1, Ordering::SeqCst);
-        }
-        if request.txn == "boom" || request.txn == "local-boom" {
+        if request.txn == "boom" {
             panic!("storage boom");
         }
         Ran { rows: toy_rows(request) }
@@ -324,29 +312,25 @@ pub fn ring_of(d: &Deployment, in_memory: &[u32]) -> impl Fn(ProcessId, &Storage
         let has_storage = !in_memory.contains(&p);
         let process = RingProcess::new(p, ring.clone(), has_storage);
         if has_storage {
-            HostedProcess::sendable_with_storage(process, storages.factory(p))
+            HostedProcess::with_storage(process, storages.factory(p))
         } else {
-            HostedProcess::sendable(process)
+            HostedProcess::new(process)
         }
     }
 }
 
-/// Every process's storage counters: jobs run, and jobs run on a client connection's thread.
+/// Every process's storage counter.
 #[derive(Clone, Default)]
-pub struct Storages(Arc<std::sync::Mutex<BTreeMap<ProcessId, (Arc<AtomicU64>, Arc<AtomicU64>)>>>);
+pub struct Storages(Arc<std::sync::Mutex<BTreeMap<ProcessId, Arc<AtomicU64>>>>);
 
 impl Storages {
     pub fn factory(&self, p: ProcessId) -> impl Fn(usize) -> DynStorage<Ring> + Send + Sync + 'static {
-        let (ran, inline) = self.0.lock().unwrap().entry(p).or_default().clone();
-        move |_| Box::new(CountingStorage { ran: ran.clone(), inline: inline.clone() })
+        let ran = self.0.lock().unwrap().entry(p).or_default().clone();
+        move |_| Box::new(CountingStorage { ran: ran.clone() })
     }
 
     pub fn runs(&self) -> BTreeMap<ProcessId, u64> {
-        self.0.lock().unwrap().iter().map(|(p, (r, _))| (*p, r.load(Ordering::SeqCst))).collect()
-    }
-
-    pub fn inline_runs(&self) -> BTreeMap<ProcessId, u64> {
-        self.0.lock().unwrap().iter().map(|(p, (_, i))| (*p, i.load(Ordering::SeqCst))).collect()
+        self.0.lock().unwrap().iter().map(|(p, r)| (*p, r.load(Ordering::SeqCst))).collect()
     }
 }
 
@@ -385,27 +369,9 @@ impl Cluster {
         limits: Limits,
         build: impl Fn(ProcessId, &Storages) -> HostedProcess<Ring> + Send + Sync + 'static,
     ) -> Cluster {
-        Cluster::start_spec(deployment, topology, emulate_wan, workers, secret, limits, true, build)
-    }
-
-    /// [`Cluster::start_with`], asking the hosts to serve clients inline or not (where they
-    /// can, [`ClusterSpec::clients_inline`]: the tests' processes are all sendable, so on a
-    /// topology without delays they do).
-    #[allow(clippy::too_many_arguments)]
-    pub fn start_spec(
-        deployment: Deployment,
-        topology: Topology,
-        emulate_wan: bool,
-        workers: usize,
-        secret: Option<Secret>,
-        limits: Limits,
-        clients_inline: bool,
-        build: impl Fn(ProcessId, &Storages) -> HostedProcess<Ring> + Send + Sync + 'static,
-    ) -> Cluster {
         let (mut spec, listeners) = ClusterSpec::local_bound(deployment, topology, emulate_wan).unwrap();
         spec.workers = workers;
         spec.secret = secret;
-        spec.clients_inline = clients_inline;
         let build = Arc::new(build);
         let storages = Storages::default();
         let mut cluster = Cluster { spec: spec.clone(), storages: storages.clone(), shutdowns: Vec::new(), hosts: Vec::new() };
