@@ -88,9 +88,9 @@ pub struct ServerStorage {
     /// unasked ([`ConnError::SentAhead`]): its attempts from then on wait for every statement's
     /// answer, and read nothing ahead.
     writes_waited: bool,
-    /// PostgreSQL: for each transaction type, the reads its body made last time before its
-    /// first write, with the parameters they took ([`ReadPlan`]).
-    read_plans: HashMap<&'static str, ReadPlan>,
+    /// PostgreSQL: for each transaction type, the reads its body made before its first write,
+    /// with the parameters they took, as far as its last two runs agree ([`ReadPlans`]).
+    read_plans: HashMap<&'static str, ReadPlans>,
     /// What became of the reads this storage sent ahead.
     reads_ahead: ReadsAheadCount,
     /// PostgreSQL: the writing transaction open, as its start named it
@@ -852,7 +852,7 @@ impl ServerStorage {
         let locks = two_phase_locks.then(|| TableLocks { written: self.sql.written(txn.name), held: BTreeSet::new() });
         // A read's lock, taken ahead, would be held whatever the body asked; MariaDB's client
         // cannot send a statement before the last one's answer is in.
-        let reads = (send_ahead && locks.is_none() && self.sql.engine == Engine::Postgres).then(|| ReadsAhead::following(self.read_plans.get(txn.name).cloned().unwrap_or_default()));
+        let reads = (send_ahead && locks.is_none() && self.sql.engine == Engine::Postgres).then(|| ReadsAhead::following(self.read_plans.get(txn.name).map(|p| p.agreed.clone()).unwrap_or_default()));
         let send_ahead = send_ahead && capture.is_none() && locks.is_none();
         let mut db = ServerDb { conn: &mut self.conn, sql: &self.sql, app: &self.app, txn, params, capture, failure: None, changed: 0, locks, send_ahead, reads };
         if two_phase_locks && db.lock_tables("(locks taken first)", &self.sql.locked_up_front(txn.name)).is_err() {
@@ -878,7 +878,7 @@ impl ServerStorage {
         if let (None, Some(reads)) = (&failure, reads) {
             let sql = &self.sql;
             let plan = ReadPlan::learn(&reads.asked, params, |stmt| sql.statement(txn.name, stmt).is_some_and(|s| s.reads_ahead));
-            self.read_plans.insert(txn.name, plan);
+            self.read_plans.entry(txn.name).or_default().learnt(plan);
         }
         (outcome_of(result), failure, changed)
     }
@@ -1592,8 +1592,9 @@ struct ServerDb<'a> {
     reads: Option<ReadsAhead>,
 }
 
-/// The reads a transaction type's body made, last time it ran on this storage, before its first
-/// write: each statement with, for each of its arguments, the parameter it equalled. A body
+/// The reads a transaction type's body made, in a run on this storage, before its first write:
+/// each statement with, for each of its arguments, the parameter it equalled (what is read
+/// ahead is what two runs in a row agree on, [`ReadPlans`]). A body
 /// tends to ask the same reads of the same parameters each time (shop's `add_item` reads its
 /// cart, its item and its cart's line for the item, each keyed by the request's parameters), so
 /// when a body asks the plan's read at its place with the arguments the plan binds, the plan's
@@ -1611,6 +1612,24 @@ struct ServerDb<'a> {
 /// The plan only decides what is sent early, never what the body sees.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct ReadPlan(Vec<PlannedRead>);
+
+/// A transaction type's plans: the last one learnt, and what it and the one before agree on,
+/// which is what is read ahead. A body whose reads depend on what it read (TPC-W's and RUBiS's
+/// branch on it), or whose parameters happened to be equal the last time (a read then bound to
+/// the wrong one), would have its plan's reads thrown away the next time; a prefix two runs
+/// made alike is one the body tends to repeat.
+#[derive(Debug, Default)]
+struct ReadPlans {
+    last: ReadPlan,
+    agreed: ReadPlan,
+}
+
+impl ReadPlans {
+    fn learnt(&mut self, plan: ReadPlan) {
+        self.agreed = ReadPlan(self.last.0.iter().zip(&plan.0).take_while(|(a, b)| a == b).map(|(a, _)| a.clone()).collect());
+        self.last = plan;
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 struct PlannedRead {
@@ -1970,6 +1989,28 @@ mod tests {
         assert_eq!(plan, ReadPlan(vec![expected("cart", vec![0]), expected("line", vec![0, 1])]));
         // A read that must not run early ends the plan too.
         assert_eq!(ReadPlan::learn(&reads, &params, |s| s != "line"), ReadPlan(vec![expected("cart", vec![0])]));
+    }
+
+    #[test]
+    fn what_is_read_ahead_is_what_the_last_two_plans_agree_on() {
+        let params = [Value::Int(7), Value::Int(9)];
+        let learn = |reads: &[(String, Vec<Value>)]| ReadPlan::learn(reads, &params, |_| true);
+        let a = learn(&[asked("cart", &[7]), asked("item", &[9]), asked("line", &[7, 9])]);
+        let b = learn(&[asked("cart", &[7]), asked("item", &[9]), asked("stock", &[9])]);
+        let mut plans = ReadPlans::default();
+        plans.learnt(a.clone());
+        assert_eq!(plans.agreed, ReadPlan::default(), "one run is no agreement: nothing is read ahead");
+        plans.learnt(a.clone());
+        assert_eq!(plans.agreed, a);
+        plans.learnt(b.clone());
+        assert_eq!(plans.agreed, ReadPlan(a.0[..2].to_vec()), "the branch the body took differently is left out");
+        assert_eq!(plans.agreed.after(0, "cart", &[Value::Int(7)], &params), vec![asked("item", &[9])]);
+        plans.learnt(a.clone());
+        assert_eq!(plans.agreed, ReadPlan(a.0[..2].to_vec()));
+        // A read bound to another parameter (the two were equal once) is not agreed on either.
+        let once_equal = ReadPlan::learn(&[asked("cart", &[7]), asked("item", &[7])], &[Value::Int(7), Value::Int(7)], |_| true);
+        plans.learnt(once_equal);
+        assert_eq!(plans.agreed, ReadPlan(a.0[..1].to_vec()));
     }
 
     #[test]
