@@ -79,6 +79,11 @@ fn bad_url(engine: Engine, url: &str, detail: String) -> OpenError {
 }
 
 /// `url` with the password of its `user:password@`, if it has one, replaced by `***`.
+///
+/// Not [`target_of`]: that one names the server by the engine's own scheme and drops the user
+/// and the database, which is right for a server that could not be reached; a URL the client
+/// library refused is shown as it was given (its scheme, user, database and options are what
+/// may be wrong), only without the secret.
 fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
     let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
