@@ -943,11 +943,11 @@ fn probes() -> Arc<ensemble_app::Application> {
 }
 
 /// On PostgreSQL a body's reads that its last two runs made alike, with the same parameters,
-/// go with its first read, in one round trip (`ReadPlan`, `ReadPlans`). What the body sees must be what it would have
-/// seen asking them one by one: an answer read ahead is used only when asked for, and one that
-/// failed unasked (here a share of a divisor of zero, read ahead for a probe that turns out to
-/// be missing or negative) runs the transaction again reading nothing ahead, counted as a
-/// retry, which is what shows the read went ahead.
+/// go with its first read, in one round trip (`ReadPlan`, `ReadPlans`). What the body sees
+/// must be what it would have seen asking them one by one: an answer read ahead is used only
+/// when asked for, and one that failed unasked (here a share of a divisor of zero, read ahead
+/// for a probe that turns out to be missing or negative) runs the transaction again reading
+/// nothing ahead, counted as a retry, which is what shows the read went ahead.
 #[test]
 #[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
 fn reads_sent_ahead_of_the_bodys_asking_change_nothing_it_sees() {
