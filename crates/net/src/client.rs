@@ -17,6 +17,7 @@ use crate::alarm::Alarm;
 use crate::conn::{connect_with_retry, dial_handshake, write_loop, OutRx, Outlet};
 use crate::error::{io_context, NetError};
 use crate::frame::{encode_frame, Frame, FrameError, Hello, Never};
+use crate::host::{ConnId, LocalClients};
 use crate::wan::WanEmulator;
 use tokio::sync::mpsc::UnboundedSender as Sender;
 use ensemble_core::topology::Topology;
@@ -125,6 +126,21 @@ enum Input<E> {
 pub fn run_clients<E>(
     cfg: ClientDriverConfig,
     clients: Vec<ClientSlot<E>>,
+    on_complete: impl FnMut(Completion<E>) -> ControlFlow<()>,
+) -> Result<ClientReport, NetError>
+where
+    E: Debug + Serialize + DeserializeOwned + Send + 'static,
+{
+    run_clients_beside(cfg, clients, HashMap::new(), on_complete)
+}
+
+/// [`run_clients`], reaching the hosts of this OS process that `local` names (by the address
+/// in [`ClientDriverConfig::processes`]) through their [`LocalClients`] instead of a socket:
+/// the clients are the application's threads, with Ensemble linked into it.
+pub fn run_clients_beside<E>(
+    cfg: ClientDriverConfig,
+    clients: Vec<ClientSlot<E>>,
+    local: HashMap<SocketAddr, LocalClients<E>>,
     mut on_complete: impl FnMut(Completion<E>) -> ControlFlow<()>,
 ) -> Result<ClientReport, NetError>
 where
@@ -159,6 +175,8 @@ where
         runtime: runtime.handle().clone(),
         inputs: tx,
         links: HashMap::new(),
+        local,
+        local_conns: HashMap::new(),
         timers: Agenda::new(),
         report: ClientReport {
             completions: 0,
@@ -235,6 +253,11 @@ where
         }
     });
     drop(alarm);
+    for ((_, addr), conn) in driver.local_conns.drain() {
+        if let Some(host) = driver.local.get(&addr) {
+            host.gone(conn);
+        }
+    }
     if aborted {
         driver.report.stopped = StopReason::Aborted;
     } else if stop.is_break() {
@@ -260,6 +283,9 @@ struct Driver<E> {
     inputs: Sender<Input<E>>,
     /// Each client's connections, by host address.
     links: HashMap<(usize, SocketAddr), Outlet>,
+    /// The hosts of this OS process, by address, and each client's connection to them.
+    local: HashMap<SocketAddr, LocalClients<E>>,
+    local_conns: HashMap<(usize, SocketAddr), ConnId>,
     timers: Agenda<(), (usize, TimerId)>,
     wan: Option<WanEmulator>,
     report: ClientReport,
@@ -301,6 +327,19 @@ impl<E: Debug + Serialize + DeserializeOwned + Send + 'static> Driver<E> {
 
     fn send(&mut self, slot: usize, this: &ClientSlot<E>, to: ProcessId, request: Request) -> Result<(), String> {
         let Some(target) = self.cfg.processes.get(&to).copied() else { return Err(format!("{to} is not deployed")) };
+        if let Some(host) = self.local.get(&target.addr) {
+            let conn = match self.local_conns.get(&(slot, target.addr)) {
+                Some(&conn) => conn,
+                None => {
+                    let inputs = self.inputs.clone();
+                    let replies = Box::new(move |from, reply| inputs.send(Input::Reply { slot, from, reply }).is_ok());
+                    let conn = host.connect(replies).ok_or("the host has stopped")?;
+                    self.local_conns.insert((slot, target.addr), conn);
+                    conn
+                }
+            };
+            return if host.request(conn, to, request) { Ok(()) } else { Err("the host has stopped".into()) };
+        }
         let bytes = encode_frame::<Never, E>(&Frame::Request { to, request }).map_err(|e| e.to_string())?;
         let link = self.links.entry((slot, target.addr)).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();

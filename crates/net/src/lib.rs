@@ -64,12 +64,12 @@ mod layout;
 pub mod wan;
 pub mod workers;
 
-pub use client::{run_clients, ClientDriverConfig, ClientReport, ClientSlot, ProcessAddr, StopReason};
+pub use client::{run_clients, run_clients_beside, ClientDriverConfig, ClientReport, ClientSlot, ProcessAddr, StopReason};
 pub use admin::BlockingConn;
 pub use auth::{KeyRing, Secret};
 pub use cluster::{probe, ClusterSpec, HostStatus, TopologyRef};
 pub use error::NetError;
 pub use frame::{Frame, FrameError, FrameKind, Hello, HostId};
-pub use host::{run_host, run_host_on, HostConfig, HostReport, Limits, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
+pub use host::{run_host, run_host_on, run_host_with_local_clients, HostConfig, LocalClients, HostReport, Limits, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
 pub use layout::HostSpec;
 pub use workers::StorageFactory;

@@ -50,7 +50,11 @@
 //! panic as its failure, and the other processes go on.
 
 mod inbound;
+mod local;
 mod run;
+
+pub use local::LocalClients;
+pub(crate) use run::ConnId;
 
 use crate::error::{io_context, NetError};
 use crate::frame::HostId;
@@ -284,9 +288,37 @@ pub fn run_host<P: Protocol>(cfg: HostConfig, processes: Vec<HostedProcess<P>>, 
 pub fn run_host_on<P: Protocol>(
     listener: std::net::TcpListener,
     cfg: HostConfig,
-    mut processes: Vec<HostedProcess<P>>,
+    processes: Vec<HostedProcess<P>>,
     shutdown: ShutdownHandle,
 ) -> Result<HostReport, NetError> {
+    let (dir, processes) = checked(&listener, &cfg, processes)?;
+    run::run(listener, cfg, Arc::new(dir), processes, shutdown, None)
+}
+
+/// [`run_host_on`], with clients of this OS process served through `local` besides those that
+/// connect to the listener: the application's own threads, in the deployment where Ensemble is
+/// linked into the application ([`LocalClients`]). Fails if `local` served a host already.
+pub fn run_host_with_local_clients<P: Protocol>(
+    listener: std::net::TcpListener,
+    cfg: HostConfig,
+    processes: Vec<HostedProcess<P>>,
+    shutdown: ShutdownHandle,
+    local: &LocalClients<P::Evidence>,
+) -> Result<HostReport, NetError> {
+    let (dir, processes) = checked(&listener, &cfg, processes)?;
+    let inputs = local
+        .take_inputs()
+        .ok_or_else(|| NetError::Config(format!("host {}: its local clients' way in served a host already", cfg.host)))?;
+    run::run(listener, cfg, Arc::new(dir), processes, shutdown, Some(inputs))
+}
+
+/// What every host checks before it serves: the cluster's layout, no plain wire beyond
+/// loopback, and exactly the processes the configuration gives it (returned in id order).
+fn checked<P: Protocol>(
+    listener: &std::net::TcpListener,
+    cfg: &HostConfig,
+    mut processes: Vec<HostedProcess<P>>,
+) -> Result<(Directory, Vec<HostedProcess<P>>), NetError> {
     let dir = cfg.directory()?;
     let listen = listener.local_addr().map_err(io_context("read the listener's address"))?;
     if cfg.keys.is_none() && !listen.ip().is_loopback() {
@@ -305,5 +337,5 @@ pub fn run_host_on<P: Protocol>(
             list(&given)
         )));
     }
-    run::run(listener, cfg, Arc::new(dir), processes, shutdown)
+    Ok((dir, processes))
 }

@@ -1,6 +1,7 @@
 //! The protocol loop: the host's processes, their inputs in order, their effects applied.
 
 use super::inbound::{accept_loop, Inbound, PeerLink};
+use super::local::{LocalInput, ReplySink};
 use super::{HostConfig, HostReport, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
 use crate::agenda::Agenda;
 use crate::conn::{OutTx, Outlet};
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 /// Identifies an inbound connection for the protocol loop.
-pub(super) type ConnId = u64;
+pub(crate) type ConnId = u64;
 
 /// Everything the protocol loop reacts to but timers, on one channel so that their order is the
 /// order the processes see.
@@ -30,6 +31,8 @@ pub(super) enum Input<P: Protocol> {
     Local { from: ProcessId, to: ProcessId, msg: P::Msg },
     /// A client authenticated on connection `conn`; replies to it go to `out`.
     ClientHello { conn: ConnId, site: usize, out: OutTx },
+    /// A client of this OS process opened connection `conn` ([`super::LocalClients`]).
+    LocalHello { conn: ConnId, replies: ReplySink<P::Evidence> },
     /// An admin tool asks how the host is; the Pong goes to `out`.
     Ping { nonce: u64, out: OutTx },
     ClientRequest { conn: ConnId, to: ProcessId, request: Request },
@@ -63,10 +66,11 @@ struct Slot<P: Protocol> {
     halted: bool,
 }
 
-/// A client connection: its writer and its client's site.
-struct ClientConn {
-    outlet: Outlet,
-    site: usize,
+/// A client connection: a socket's writer and its client's site, or a client of this OS
+/// process.
+enum ClientConn<E> {
+    Socket { outlet: Outlet, site: usize },
+    Local(ReplySink<E>),
 }
 
 pub(super) fn run<P: Protocol>(
@@ -75,6 +79,7 @@ pub(super) fn run<P: Protocol>(
     dir: Arc<Directory>,
     processes: Vec<HostedProcess<P>>,
     shutdown: ShutdownHandle,
+    local: Option<UnboundedReceiver<LocalInput<P::Evidence>>>,
 ) -> Result<HostReport, NetError> {
     let started = Instant::now();
     let me = cfg.host;
@@ -114,6 +119,24 @@ pub(super) fn run<P: Protocol>(
         let link = PeerLink { me, mine: mine.clone(), peer, addr: host.addr, timeout: cfg.connect_timeout, key };
         runtime.spawn(link.run(out_rx));
         peers.push(Some(Outlet::new(out_tx)));
+    }
+
+    if let Some(mut local) = local {
+        // On the loop's own thread: a local request crosses threads once, from its client's
+        // thread to this one, as one read off a socket would.
+        let local_tx = tx.clone();
+        runtime.spawn(async move {
+            while let Some(input) = local.recv().await {
+                let input = match input {
+                    LocalInput::Hello { conn, replies } => Input::LocalHello { conn, replies },
+                    LocalInput::Request { conn, to, request } => Input::ClientRequest { conn, to, request },
+                    LocalInput::Gone { conn } => Input::ClientGone { conn },
+                };
+                if local_tx.send(input).is_err() {
+                    return;
+                }
+            }
+        });
     }
 
     let stop_tx = tx.clone();
@@ -189,7 +212,7 @@ struct HostLoop<P: Protocol> {
     local: Vec<Option<usize>>,
     /// Links to the other hosts, by host index.
     peers: Vec<Option<Outlet>>,
-    conns: HashMap<ConnId, ClientConn>,
+    conns: HashMap<ConnId, ClientConn<P::Evidence>>,
     /// Replies go to the connection the client's latest request came on.
     clients: HashMap<ClientId, ConnId>,
     /// Timers, keyed by (slot, id), and emulated-delay deliveries between this host's machines.
@@ -230,11 +253,15 @@ impl<P: Protocol> HostLoop<P> {
                     self.handle(slot, Some(Event::Message { from, msg }));
                 }
                 Input::ClientHello { conn, site, out } => {
-                    self.conns.insert(conn, ClientConn { outlet: Outlet::new(out), site });
+                    self.conns.insert(conn, ClientConn::Socket { outlet: Outlet::new(out), site });
+                }
+                Input::LocalHello { conn, replies } => {
+                    self.conns.insert(conn, ClientConn::Local(replies));
                 }
                 Input::Ping { nonce, out } => self.pong(nonce, out),
                 Input::ClientRequest { conn, to, request } => {
-                    // The connection's reader checked that `to` runs here.
+                    // The connection's reader checked that `to` runs here; a local client is
+                    // told by its reply's absence (nothing else reaches it).
                     let Some(slot) = self.slot_of(to) else { continue };
                     self.clients.insert(request.client, conn);
                     self.handle(slot, Some(Event::Request(request)));
@@ -416,24 +443,26 @@ impl<P: Protocol> HostLoop<P> {
     fn reply(&mut self, slot: usize, to: ClientId, reply: Reply<P::Evidence>) {
         let s = &mut self.slots[slot];
         s.traffic.replies += 1;
-        let bytes = match encode_frame::<Never, P::Evidence>(&Frame::Reply { from: s.id, reply }) {
-            Ok(b) => b,
-            Err(e) => {
-                s.traffic.replies_undeliverable += 1;
-                eprintln!("[ensemble-net {}] reply of {} to {to} dropped: {e}", self.me, s.id);
-                return;
+        let (from, site) = (s.id, s.place.site);
+        let sent = match self.clients.get(&to).and_then(|c| self.conns.get_mut(c)) {
+            None => false,
+            Some(ClientConn::Local(replies)) => replies(from, reply),
+            Some(ClientConn::Socket { outlet, site: client_site }) => {
+                let bytes = match encode_frame::<Never, P::Evidence>(&Frame::Reply { from, reply }) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        self.slots[slot].traffic.replies_undeliverable += 1;
+                        eprintln!("[ensemble-net {}] reply of {from} to {to} dropped: {e}", self.me);
+                        return;
+                    }
+                };
+                let delay = self.wan.as_mut().map(|w| w.delay(site, *client_site, bytes.len()));
+                outlet.send_answer(bytes, delay)
             }
         };
-        let site = s.place.site;
-        let conn = self.clients.get(&to).and_then(|c| self.conns.get_mut(c));
-        let sent = conn.is_some_and(|c| {
-            let delay = self.wan.as_mut().map(|w| w.delay(site, c.site, bytes.len()));
-            c.outlet.send_answer(bytes, delay)
-        });
         if !sent {
-            let s = &mut self.slots[slot];
-            s.traffic.replies_undeliverable += 1;
-            eprintln!("[ensemble-net {}] reply of {} to {to} dropped: the client is not connected", self.me, s.id);
+            self.slots[slot].traffic.replies_undeliverable += 1;
+            eprintln!("[ensemble-net {}] reply of {from} to {to} dropped: the client is not connected", self.me);
         }
     }
 
