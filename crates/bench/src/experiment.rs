@@ -227,6 +227,11 @@ pub struct Experiment {
     /// measuring what authentication costs (`ensemble figure overhead`); never the default.
     #[serde(default)]
     pub plain_wire: bool,
+    /// Real runs of one host: the host runs on a thread of the process that drives the clients,
+    /// which reach it through a channel, not a socket: Ensemble linked into the application, as
+    /// each of Gyro's instances is into the application server it serves.
+    #[serde(default)]
+    pub embedded: bool,
     /// The DUR family's deployment (other systems ignore it).
     #[serde(default)]
     pub dur: DurSettings,
@@ -393,6 +398,7 @@ impl Experiment {
             history_file: None,
             record_access: false,
             plain_wire: false,
+            embedded: false,
             dur: DurSettings::default(),
             backend: Backend::default(),
             storage_workers: default_storage_workers(),

@@ -11,7 +11,9 @@
 //! its background processes; MariaDB's one process), this process (the direct path's client
 //! threads with their database client library; or the node path's client driver), a node (a
 //! child of this process): its storage workers (`ensemble-storage-*` threads) and the rest of
-//! its threads (its protocol loop with all its socket i/o, its timer thread), and everything
+//! its threads (its protocol loop with all its socket i/o, its timer thread), or a host
+//! embedded in this process (its loop's thread and its storage workers, read thread by thread
+//! and taken out of this process's whole), and everything
 //! else on the machine (the kernel's threads among them, the disk's flushes). This
 //! process is read as a whole (`/proc/self/stat` and `getrusage` keep what its exited threads
 //! spent); other processes thread by thread, so a process that exits inside the window loses its
@@ -121,7 +123,17 @@ impl Snapshot {
                 let Some(text) = read("/proc/self/stat") else { continue };
                 let Some((ticks, kernel_ticks)) = stat_fields(&text).and_then(|(_, fields)| ticks_of(&fields)) else { continue };
                 let (voluntary, involuntary) = own_switches();
-                tasks.insert((pid, 0), (Component::Clients, Counters { ticks, kernel_ticks, voluntary, involuntary }));
+                let mut clients = Counters { ticks, kernel_ticks, voluntary, involuntary };
+                // A host embedded in this process (`Experiment::embedded`): its threads are the
+                // node's, the rest is the clients'.
+                for (tid, component, node) in embedded_host_threads() {
+                    clients.ticks = clients.ticks.saturating_sub(node.ticks);
+                    clients.kernel_ticks = clients.kernel_ticks.saturating_sub(node.kernel_ticks);
+                    clients.voluntary = clients.voluntary.saturating_sub(node.voluntary);
+                    clients.involuntary = clients.involuntary.saturating_sub(node.involuntary);
+                    tasks.insert((pid, tid), (component, node));
+                }
+                tasks.insert((pid, 0), (Component::Clients, clients));
                 continue;
             }
             let Some(process_comm) = read(&format!("/proc/{pid}/comm")) else { continue };
@@ -147,6 +159,29 @@ impl Snapshot {
         }
         Some(Snapshot { taken: Instant::now(), tasks, machine_ticks, idle_ticks })
     }
+}
+
+/// The threads of a host embedded in this process: its loop's thread
+/// ([`crate::real::EMBEDDED_HOST_THREAD`]) and its storage workers, with what each spent.
+fn embedded_host_threads() -> Vec<(u32, Component, Counters)> {
+    let Ok(threads) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+    let mut found = Vec::new();
+    for t in threads.flatten() {
+        let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Some(text) = read(&format!("/proc/self/task/{tid}/stat")) else { continue };
+        let Some((comm, fields)) = stat_fields(&text) else { continue };
+        let component = if comm.starts_with("ensemble-storag") {
+            Component::NodeStorage
+        } else if comm == crate::real::EMBEDDED_HOST_THREAD {
+            Component::NodeLoop
+        } else {
+            continue;
+        };
+        let Some((ticks, kernel_ticks)) = ticks_of(&fields) else { continue };
+        let (voluntary, involuntary) = read(&format!("/proc/self/task/{tid}/status")).map(|s| switches_of(&s)).unwrap_or_default();
+        found.push((tid, component, Counters { ticks, kernel_ticks, voluntary, involuntary }));
+    }
+    found
 }
 
 /// This process's switches, its threads' that have exited included (`getrusage(2)`).

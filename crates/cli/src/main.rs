@@ -169,6 +169,12 @@ struct BenchArgs {
     /// local writer at a time.
     #[arg(long)]
     writers_side_by_side: bool,
+    /// Real runs of one host (a centralized instance, or any system with one process): run the
+    /// host on a thread of this process and have the clients reach it through a channel, not
+    /// over TCP, as an application with Ensemble linked into it would (each of Gyro's instances
+    /// runs inside the application server it serves).
+    #[arg(long)]
+    embedded: bool,
     #[command(flatten)]
     dur: DurArgs,
     #[command(flatten)]
@@ -619,6 +625,10 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                 );
                 e.writers_side_by_side = true;
             }
+            if a.embedded {
+                anyhow::ensure!(a.real, "--embedded is for real runs: add --real");
+                e.embedded = true;
+            }
             if let Some(sites) = &a.client_sites {
                 e.client_sites = sites.clone();
             }
@@ -658,7 +668,7 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                 size = format!("{size}-{}", backend.kind.name());
             }
             e.backend = backend;
-            e.label = format!("{}-{}-{}{}", e.workload.app(), system, size, if a.real { "-real" } else { "" });
+            e.label = format!("{}-{}-{}{}{}", e.workload.app(), system, size, if a.real { "-real" } else { "" }, if a.embedded { "-embedded" } else { "" });
             systems::dispatch(system, Validate(&e))?.map_err(anyhow::Error::msg)?;
             out.push(e);
         }
@@ -809,7 +819,11 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         })
         .collect();
     println!("{}", print_table(&shown, &table_classes(&exps)?));
-    let wall = if a.real { "real processes on this machine" } else { "simulated (virtual time)" };
+    let wall = match (a.real, a.embedded) {
+        (true, true) => "the host on a thread of this process, its clients beside it (--embedded)",
+        (true, false) => "real processes on this machine",
+        (false, _) => "simulated (virtual time)",
+    };
     println!(
         "app {} | topology {} | {} clients at sites {:?} | window {} s after {} s warm-up | {wall} | latencies in ms",
         a.app, exps[0].topology.name, a.clients, exps[0].client_sites, a.measure, a.warmup

@@ -2,15 +2,19 @@
 //! deployment puts on this host with the system's harness (creating and loading their storage),
 //! binds, prints a ready line with the address it got, learns its peers' addresses from stdin
 //! when the cluster file leaves ports to the hosts (port 0), serves until asked to shut down, and
-//! writes what its processes reported.
+//! writes what its processes reported. The same host can run on a thread of the bench's own
+//! process instead ([`embedded`]), its clients beside it.
 
 use crate::systems::{self, WithHarness};
 use anyhow::Context;
 use clap::Args;
 use ensemble_bench::{BackendKind, Experiment, Harness};
 use ensemble_net::cluster::ready_line;
-use ensemble_net::{ClusterSpec, HostId, HostedProcess, ShutdownHandle};
+use ensemble_core::Protocol;
+use ensemble_net::{ClusterSpec, HostId, HostedProcess, LocalClients, ShutdownHandle};
+use std::any::Any;
 use std::io::{BufRead, Write};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -18,16 +22,16 @@ use std::sync::Arc;
 pub struct NodeArgs {
     /// The experiment (JSON, as in a result file): system, workload, data scale and seed.
     #[arg(long)]
-    experiment: PathBuf,
+    pub(crate) experiment: PathBuf,
     /// Where every host listens and which processes it runs.
     #[arg(long)]
-    cluster: PathBuf,
+    pub(crate) cluster: PathBuf,
     #[arg(long)]
-    host: u32,
+    pub(crate) host: u32,
     /// Where this host's processes keep their storage (databases are created; they must not
     /// exist), and where the host writes its report when it stops.
     #[arg(long)]
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The DBMS under the SQL applications' instances, instead of the experiment's: sqlite,
     /// postgres or mariadb.
     #[arg(long, value_parser = BackendKind::parse)]
@@ -39,10 +43,43 @@ pub struct NodeArgs {
     /// this node creates the databases `ensemble_<TAG>_<i>` of the instances it runs and leaves
     /// them when it stops. Letters, digits and `_`.
     #[arg(long)]
-    db_run: Option<String>,
+    pub(crate) db_run: Option<String>,
+}
+
+impl NodeArgs {
+    /// A host of the run whose experiment and cluster files are these.
+    pub(crate) fn of_run(experiment: PathBuf, cluster: PathBuf, host: HostId, dir: PathBuf) -> NodeArgs {
+        NodeArgs { experiment, cluster, host: host.0, dir, backend: None, db_url: Vec::new(), db_run: None }
+    }
+}
+
+/// How the host was started, so how it says it is ready and learns its peers.
+enum Launch {
+    /// `ensemble node`: its ready line on stdout, the hosts' addresses on stdin.
+    Process,
+    /// On a thread of the bench's process, the only host of its run: the address it bound goes
+    /// to `ready`, and its clients come through `local` (a [`LocalClients`] of the system's
+    /// evidence: the harness's type is known only once the system is dispatched).
+    Embedded { ready: std::sync::mpsc::Sender<SocketAddr>, local: Box<dyn Any + Send>, stop: ShutdownHandle },
 }
 
 pub fn run(a: NodeArgs) -> anyhow::Result<()> {
+    run_launched(a, Launch::Process)
+}
+
+/// Runs the host as `ensemble node` would, on the calling thread, with `local`'s clients served
+/// beside any on its listener, until a Shutdown frame or `stop`; sends the address it bound to
+/// `ready` once it serves. The run must have this one host.
+pub(crate) fn embedded<E: Send + 'static>(
+    a: NodeArgs,
+    ready: std::sync::mpsc::Sender<SocketAddr>,
+    local: LocalClients<E>,
+    stop: ShutdownHandle,
+) -> anyhow::Result<()> {
+    run_launched(a, Launch::Embedded { ready, local: Box::new(local), stop })
+}
+
+fn run_launched(a: NodeArgs, launch: Launch) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&a.experiment).with_context(|| format!("reading {}", a.experiment.display()))?;
     let mut exp: Experiment = serde_json::from_str(&text).with_context(|| format!("{} is not an experiment", a.experiment.display()))?;
     if let Some(kind) = a.backend {
@@ -62,19 +99,20 @@ pub fn run(a: NodeArgs) -> anyhow::Result<()> {
         anyhow::bail!("a {} backend needs its databases' run tag: the experiment carries none, so give --db-run TAG", engine.name());
     }
     let spec = ClusterSpec::load(&a.cluster)?;
-    systems::dispatch(&exp.system.clone(), Serve { exp, spec, args: a })?
+    systems::dispatch(&exp.system.clone(), Serve { exp, spec, args: a, launch })?
 }
 
 struct Serve {
     exp: Experiment,
     spec: ClusterSpec,
     args: NodeArgs,
+    launch: Launch,
 }
 
 impl WithHarness for Serve {
     type Out = anyhow::Result<()>;
     fn with<H: Harness>(self, h: &H) -> anyhow::Result<()> {
-        let Serve { exp, mut spec, args } = self;
+        let Serve { exp, mut spec, args, launch } = self;
         exp.validate().map_err(anyhow::Error::msg)?;
         h.validate(&exp).map_err(anyhow::Error::msg)?;
         anyhow::ensure!(
@@ -107,6 +145,18 @@ impl WithHarness for Serve {
         }
         let listener = std::net::TcpListener::bind(cfg.listen).with_context(|| format!("binding {}", cfg.listen))?;
         let bound = listener.local_addr().with_context(|| format!("the address bound for {}", cfg.listen))?;
+        if let Launch::Embedded { ready, local, stop } = launch {
+            anyhow::ensure!(spec.hosts.len() == 1, "a host on the clients' thread must be its run's only one; this run has {}", spec.hosts.len());
+            let local = local
+                .downcast::<LocalClients<<H::P as Protocol>::Evidence>>()
+                .map_err(|_| anyhow::anyhow!("the clients' way in is for another protocol than {}'s", exp.system))?;
+            spec.set_addrs(&[bound])?;
+            let cfg = spec.host_config(host)?;
+            // Told before it serves: what the clients send meanwhile waits in `local`.
+            let _ = ready.send(bound);
+            let report = ensemble_net::run_host_with_local_clients(listener, cfg, processes, stop, &local)?;
+            return write_report(&args.dir, host, &report);
+        }
         println!("{}", ready_line(host, bound));
         std::io::stdout().flush()?;
         // A host on port 0 chose its port as it bound, and so did its peers: whoever started the
@@ -129,12 +179,18 @@ impl WithHarness for Serve {
             cfg
         };
         let report = ensemble_net::run_host_on(listener, cfg, processes, ShutdownHandle::new())?;
-        let path = crate::real::report_path(&args.dir, host);
-        std::fs::write(&path, serde_json::to_string(&report.processes)?).with_context(|| format!("writing {}", path.display()))?;
-        // One write for the whole line: the hosts of a run share the terminal's stderr, and
-        // piecewise writes from several processes interleave into an unreadable line.
-        let line = format!("{report:?}\n");
-        std::io::stderr().write_all(line.as_bytes())?;
-        Ok(())
+        write_report(&args.dir, host, &report)
     }
+}
+
+/// Where the bench reads what the host's processes reported ([`crate::real::report_path`]), and
+/// the whole report on stderr.
+fn write_report(dir: &std::path::Path, host: HostId, report: &ensemble_net::HostReport) -> anyhow::Result<()> {
+    let path = crate::real::report_path(dir, host);
+    std::fs::write(&path, serde_json::to_string(&report.processes)?).with_context(|| format!("writing {}", path.display()))?;
+    // One write for the whole line: the hosts of a run share the terminal's stderr, and
+    // piecewise writes from several processes interleave into an unreadable line.
+    let line = format!("{report:?}\n");
+    std::io::stderr().write_all(line.as_bytes())?;
+    Ok(())
 }

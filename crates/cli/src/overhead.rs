@@ -387,6 +387,13 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
     // The node exactly as `ensemble bench` runs it: its own pool, its locals as by default.
     let mut own_pool = e.clone();
     own_pool.label = format!("overhead-ensemble-pool{default_pool}");
+    // And that node on a thread of the clients' process, reached through a channel: Ensemble
+    // linked into the application, as Gyro's instances are into the application server they
+    // serve, so that no socket lies between an operation and the middleware, as none lies
+    // between the direct path's clients and their client library.
+    let mut embedded = own_pool.clone();
+    embedded.embedded = true;
+    embedded.label = format!("overhead-ensemble-embedded-pool{default_pool}");
     // A connection per client, as on the direct path: fewer would queue requests at the node.
     e.storage_workers = threads;
     let mut plain = e.clone();
@@ -428,6 +435,7 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
     let mut r = Path::new("through one Ensemble instance");
     let mut p = Path::new("... on the plain wire (no secret)");
     let mut own_pool_path = Path::new(format!("... the node's own pool of {default_pool}"));
+    let mut embedded_path = Path::new("... the same, in the clients' process");
     let mut side_path = Path::new("... locals side by side under SSI");
     let mut pooled_paths: Vec<Path> = pooled.iter().map(|x| Path::new(format!("... side by side, a pool of {}", x.storage_workers))).collect();
     let mut checks = Vec::new();
@@ -453,6 +461,7 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
         if default_pool != threads {
             paths.push((&own_pool, &mut own_pool_path));
         }
+        paths.push((&embedded, &mut embedded_path));
         if e.backend.kind == ensemble_bench::BackendKind::Postgres {
             paths.push((&side, &mut side_path));
             paths.extend(pooled.iter().zip(pooled_paths.iter_mut()));
@@ -537,6 +546,12 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
             own_pool_path.retries_per_1000(),
         );
     }
+    rows.push(row(&embedded_path));
+    as_run += &format!(
+        "the same node on a thread of the clients' process (`ensemble bench --embedded`: its own pool of {default_pool}, the clients' requests and its replies through channels, no socket, as in an application with Ensemble linked into it; checked): it adds {}; run again after the server made them victims, per 1000 operations: {:.1}\n",
+        adds_to(&embedded_path, &d, MEAN),
+        embedded_path.retries_per_1000(),
+    );
     if !side_path.rounds.is_empty() {
         rows.push(row(&side_path));
         lifted += &format!(
@@ -561,11 +576,12 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
             pooled_path.retries_per_1000(),
         );
     }
-    let mut measured = vec![&d, &dp, &b, &strict, &ssi, &r, &p, &own_pool_path, &side_path];
+    let mut measured = vec![&d, &dp, &b, &strict, &ssi, &r, &p, &own_pool_path, &embedded_path, &side_path];
     measured.extend(&pooled_paths);
     let mut where_cpu = cpu_table(&measured);
     let default_node = if own_pool_path.rounds.is_empty() { &r } else { &own_pool_path };
-    where_cpu += &machine_time_line(default_node, &d);
+    where_cpu += &machine_time_line(&format!("the node as `ensemble bench` runs it ({})", default_node.name.trim_start_matches("... ")), default_node, &d);
+    where_cpu += &machine_time_line("the same node in the clients' process (`--embedded`)", &embedded_path, &d);
     // The split takes Ensemble's transactions without the node for the node's work in the
     // database; where writers queue on PostgreSQL (more than one client), the node does less
     // there than they do: its writers wait in its serial lane and share a COMMIT
@@ -603,7 +619,7 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
 /// the machine time its operations take, so their ratio is what the node adds; then what of it
 /// the hop's CPU takes (the client driver and the node's loop, their kernel time apart), beside
 /// the 20 % the goal allows. Empty where either was not measured.
-fn machine_time_line(node: &Path, direct: &Path) -> String {
+fn machine_time_line(what: &str, node: &Path, direct: &Path) -> String {
     let (n, d) = (&node.cpu, &direct.cpu);
     if !n.measured() || !d.measured() {
         return String::new();
@@ -611,8 +627,7 @@ fn machine_time_line(node: &Path, direct: &Path) -> String {
     let hop = n.us(Component::Clients) + n.us(Component::NodeLoop);
     let hop_kernel = n.kernel_us(Component::Clients) + n.kernel_us(Component::NodeLoop);
     format!(
-        "the node as `ensemble bench` runs it ({}), per operation: machine time (busy + idle) {:.0} us against the direct path's {:.0} ({:.2} times);\n  the hop, the client driver and the node's loop, {:.0} us of CPU, {:.0} of it in the kernel; 20 % of the direct path's machine time is {:.0} us\n",
-        node.name.trim_start_matches("... "),
+        "{what}, per operation: machine time (busy + idle) {:.0} us against the direct path's {:.0} ({:.2} times);\n  the hop, the client driver and the node's loop, {:.0} us of CPU, {:.0} of it in the kernel; 20 % of the direct path's machine time is {:.0} us\n",
         n.machine_us(),
         d.machine_us(),
         n.machine_us() / d.machine_us(),

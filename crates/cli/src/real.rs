@@ -22,9 +22,10 @@ use ensemble_bench::{Experiment, Harness, RunResult};
 use ensemble_core::{Completion, ProcessId, Protocol, Time};
 use ensemble_net::cluster::{addrs_line, send_shutdown, wait_for_ready_line};
 use ensemble_net::{
-    probe, run_clients, ClientReport, ClientSlot, ClusterSpec, HostId, NetError, ProcessReport, Secret, ShutdownHandle, StopReason,
+    probe, run_clients_beside, ClientReport, LocalClients, ClientSlot, ClusterSpec, HostId, NetError, ProcessReport, Secret, ShutdownHandle, StopReason,
     TopologyRef,
 };
+use std::collections::HashMap;
 use std::io::{BufReader, ErrorKind, Write};
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
@@ -53,6 +54,9 @@ const SILENCE: Duration = Duration::from_secs(3);
 const QUIESCE: Duration = Duration::from_secs(30);
 /// From Shutdown to the host's exit (it writes its report first); then it is killed.
 const SHUTDOWN: Duration = Duration::from_secs(10);
+/// The name of an embedded host's thread, by which the overhead figure tells its CPU time
+/// from the clients' (`crate::cpu_use`).
+pub const EMBEDDED_HOST_THREAD: &str = "ensemble-host";
 /// How often a bounded wait for a child's exit or a host's drain looks again.
 const POLL: Duration = Duration::from_millis(50);
 /// A run that ends early asks the hosts still alive for their reports: this long for each to
@@ -77,24 +81,122 @@ impl std::fmt::Display for PartialRun {
 
 impl std::error::Error for PartialRun {}
 
-/// One node process of a run.
+/// One host of a run.
 struct Node {
     host: HostId,
     /// "host h1 (process p1, instance 1)": how every message names it.
     name: String,
-    child: Child,
+    running: Running,
 }
 
-/// Node processes of a run; killed if the run ends early.
+/// Where a host runs.
+enum Running {
+    /// `ensemble node`, a child process.
+    Process(Child),
+    /// On a thread of this process, its clients beside it ([`Experiment::embedded`]).
+    Thread {
+        /// `None` once joined.
+        thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+        /// What it ended with, once joined.
+        ended: Option<Ended>,
+        /// The address it bound, once it serves; `None` once read.
+        ready: Option<mpsc::Receiver<SocketAddr>>,
+        /// Stops its host as a Shutdown frame would.
+        stop: ShutdownHandle,
+    },
+}
+
+/// How a host ended.
+#[derive(Clone)]
+enum Ended {
+    Process(ExitStatus),
+    /// A host thread's error (or panic), if it had one.
+    Thread(Option<String>),
+}
+
+impl Ended {
+    fn success(&self) -> bool {
+        match self {
+            Ended::Process(status) => status.success(),
+            Ended::Thread(error) => error.is_none(),
+        }
+    }
+
+    /// Whether it was ended from outside (a signal), not on its own.
+    fn killed(&self) -> bool {
+        matches!(self, Ended::Process(status) if status.signal().is_some())
+    }
+
+    /// How it ended, as the end of a sentence about it.
+    fn fate(&self) -> String {
+        match self {
+            Ended::Process(status) => fate(*status),
+            Ended::Thread(None) => "stopped".into(),
+            Ended::Thread(Some(error)) => format!("stopped: {error}"),
+        }
+    }
+}
+
+impl Node {
+    /// How it ended, if it has.
+    fn try_wait(&mut self) -> std::io::Result<Option<Ended>> {
+        match &mut self.running {
+            Running::Process(child) => Ok(child.try_wait()?.map(Ended::Process)),
+            Running::Thread { thread, ended, .. } => {
+                if thread.as_ref().is_some_and(|t| t.is_finished()) {
+                    let joined = thread.take().expect("checked").join();
+                    *ended = Some(Ended::Thread(match joined {
+                        Ok(Ok(())) => None,
+                        Ok(Err(e)) => Some(format!("{e:#}")),
+                        Err(panic) => Some(format!(
+                            "panicked: {}",
+                            panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default()
+                        )),
+                    }));
+                }
+                Ok(ended.clone())
+            }
+        }
+    }
+
+    /// How it ended, once it has, or `None` if it still runs at `deadline`.
+    fn wait_until(&mut self, deadline: Instant) -> std::io::Result<Option<Ended>> {
+        loop {
+            if let Some(ended) = self.try_wait()? {
+                return Ok(Some(ended));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Ends it from outside: SIGKILL for a process; a thread's host is asked to stop (a thread
+    /// cannot be killed: one that does not stop ends with this process).
+    fn kill(&mut self) {
+        match &mut self.running {
+            Running::Process(child) => {
+                let _ = child.kill();
+            }
+            Running::Thread { stop, .. } => stop.trigger(),
+        }
+    }
+}
+
+/// The hosts of a run; killed if the run ends early.
 struct Hosts(Vec<Node>);
 
 impl Drop for Hosts {
     fn drop(&mut self) {
         // SIGKILL ends a stopped or hung process too, so the wait is short; an exited one is
-        // already reaped and both calls return at once.
+        // already reaped and both calls return at once. A host thread that still runs (the run
+        // failed before its Shutdown) is asked to stop and not waited for.
         for n in &mut self.0 {
-            let _ = n.child.kill();
-            let _ = n.child.wait();
+            n.kill();
+            if let Running::Process(child) = &mut n.running {
+                let _ = child.wait();
+            }
         }
     }
 }
@@ -145,23 +247,47 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
     // Declared after `dir`, so dropped before it: the nodes are dead before their files go.
     let mut hosts = Hosts(Vec::new());
     let host_ids: Vec<HostId> = spec.host_ids().map(|(id, _)| id).collect();
+    anyhow::ensure!(
+        !exp.embedded || host_ids.len() == 1,
+        "--embedded runs the host on a thread of this process, beside its clients: it needs a deployment of one host, and {} system with {} instance(s) has {}",
+        exp.system,
+        exp.instances,
+        host_ids.len()
+    );
+    let local = LocalClients::<<H::P as Protocol>::Evidence>::new();
     for &host in &host_ids {
         let name = host_name(&spec, host);
         let cluster_path = dir.path().join(format!("cluster-h{}.toml", host.0));
         write_private(&cluster_path, &spec.for_host(host)?.to_toml()?)?;
-        let child = node_command(&exe, &exp_path, &cluster_path, host, dir.path())
-            .spawn()
-            .with_context(|| format!("starting {name} ({})", exe.display()))?;
-        hosts.0.push(Node { host, name, child });
+        let running = if exp.embedded {
+            let (ready_tx, ready) = mpsc::channel();
+            let args = crate::node::NodeArgs::of_run(exp_path.clone(), cluster_path, host, dir.path().to_path_buf());
+            let (local, stop) = (local.clone(), ShutdownHandle::new());
+            let stopper = stop.clone();
+            let thread = std::thread::Builder::new()
+                .name(EMBEDDED_HOST_THREAD.into())
+                .spawn(move || crate::node::embedded(args, ready_tx, local, stopper))
+                .with_context(|| format!("starting {name} on a thread"))?;
+            Running::Thread { thread: Some(thread), ended: None, ready: Some(ready), stop }
+        } else {
+            let child = node_command(&exe, &exp_path, &cluster_path, host, dir.path())
+                .spawn()
+                .with_context(|| format!("starting {name} ({})", exe.display()))?;
+            Running::Process(child)
+        };
+        hosts.0.push(Node { host, name, running });
     }
     let addrs = await_ready(&mut hosts.0)?;
     spec.set_addrs(&addrs)?;
     let line = addrs_line(&addrs);
     for node in &mut hosts.0 {
-        let mut stdin = node.child.stdin.take().expect("stdin is piped");
-        // Dropping `stdin` closes it: the node reads one line.
-        stdin.write_all(line.as_bytes()).with_context(|| format!("telling {} the hosts' addresses", node.name))?;
+        if let Running::Process(child) = &mut node.running {
+            let mut stdin = child.stdin.take().expect("stdin is piped");
+            // Dropping `stdin` closes it: the node reads one line.
+            stdin.write_all(line.as_bytes()).with_context(|| format!("telling {} the hosts' addresses", node.name))?;
+        }
     }
+    let local: HashMap<SocketAddr, _> = if exp.embedded { addrs.iter().map(|&a| (a, local.clone())).collect() } else { HashMap::new() };
     let end = Duration::from_secs_f64(exp.warmup_s + exp.measure_s);
     eprintln!("{} host(s) ready at {}; clients run for {:.1} s", hosts.0.len(), line.trim_end(), end.as_secs_f64());
 
@@ -194,7 +320,7 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
         });
         let (nodes, spec, abort) = (&mut hosts.0, &spec, &abort);
         let watcher = s.spawn(move || watch(nodes, spec, abort, stopped));
-        let driven = run_clients(cfg, slots, |c| {
+        let driven = run_clients_beside(cfg, slots, local, |c| {
             metrics.record(&c, &h.classify(&c));
             history.push(c);
             if Instant::now() <= window_over {
@@ -350,18 +476,33 @@ fn host_name(spec: &ClusterSpec, host: HostId) -> String {
 fn await_ready(nodes: &mut [Node]) -> anyhow::Result<Vec<SocketAddr>> {
     let (tx, rx) = mpsc::channel();
     for (i, node) in nodes.iter_mut().enumerate() {
-        let out = node.child.stdout.take().expect("stdout is piped");
         let tx = tx.clone();
-        std::thread::Builder::new()
-            .name(format!("{}-stdout", node.host))
-            .spawn(move || {
-                let mut out = BufReader::new(out);
-                let _ = tx.send((i, wait_for_ready_line(&mut out)));
-                // Whatever the node prints later goes to our stderr: a pipe nobody reads fills up
-                // and blocks the node.
-                let _ = std::io::copy(&mut out, &mut std::io::stderr());
-            })
-            .context("starting a thread to read a node's stdout")?;
+        match &mut node.running {
+            Running::Process(child) => {
+                let out = child.stdout.take().expect("stdout is piped");
+                std::thread::Builder::new()
+                    .name(format!("{}-stdout", node.host))
+                    .spawn(move || {
+                        let mut out = BufReader::new(out);
+                        let _ = tx.send((i, wait_for_ready_line(&mut out).map_err(|e| e.to_string())));
+                        // Whatever the node prints later goes to our stderr: a pipe nobody reads
+                        // fills up and blocks the node.
+                        let _ = std::io::copy(&mut out, &mut std::io::stderr());
+                    })
+                    .context("starting a thread to read a node's stdout")?;
+            }
+            Running::Thread { ready, .. } => {
+                let ready = ready.take().expect("read once");
+                let host = node.host;
+                std::thread::Builder::new()
+                    .name(format!("{host}-ready"))
+                    .spawn(move || {
+                        let said = ready.recv().map(|addr| (host, addr)).map_err(|_| "it stopped before it served".to_string());
+                        let _ = tx.send((i, said));
+                    })
+                    .context("starting a thread to wait for a host thread")?;
+            }
+        }
     }
     drop(tx);
     let deadline = Instant::now() + STARTUP;
@@ -377,8 +518,9 @@ fn await_ready(nodes: &mut [Node]) -> anyhow::Result<Vec<SocketAddr>> {
             }
             Ok((i, Err(e))) => {
                 // Its stdout closed: it is exiting.
-                let how = match wait_until(&mut nodes[i].child, Instant::now() + SHUTDOWN) {
-                    Ok(Some(status)) => format!("it {} (its error is above)", fate(status)),
+                let how = match nodes[i].wait_until(Instant::now() + SHUTDOWN) {
+                    Ok(Some(ended @ Ended::Process(_))) => format!("it {} (its error is above)", ended.fate()),
+                    Ok(Some(ended)) => format!("it {}", ended.fate()),
                     Ok(None) => format!("{e}, yet it is still running"),
                     Err(w) => format!("{e}; cannot tell how it ended: {w}"),
                 };
@@ -444,8 +586,8 @@ fn unanswered(e: &NetError) -> String {
 fn exited(nodes: &mut [Node]) -> Option<String> {
     let mut ended: Vec<(bool, String)> = Vec::new();
     for node in nodes.iter_mut() {
-        match node.child.try_wait() {
-            Ok(Some(status)) => ended.push((status.signal().is_none(), format!("{} {}", node.name, fate(status)))),
+        match node.try_wait() {
+            Ok(Some(how)) => ended.push((!how.killed(), format!("{} {}", node.name, how.fate()))),
             Ok(None) => {}
             Err(e) => ended.push((true, format!("{}: cannot tell whether it runs: {e}", node.name))),
         }
@@ -493,11 +635,11 @@ fn shut_down(nodes: &mut [Node], spec: &ClusterSpec) -> Result<(), String> {
     }
     let deadline = Instant::now() + SHUTDOWN;
     for node in nodes.iter_mut() {
-        match wait_until(&mut node.child, deadline) {
-            Ok(Some(status)) if status.success() => {}
-            Ok(Some(status)) => problems.push(format!("{} {} after Shutdown", node.name, fate(status))),
+        match node.wait_until(deadline) {
+            Ok(Some(ended)) if ended.success() => {}
+            Ok(Some(ended)) => problems.push(format!("{} {} after Shutdown", node.name, ended.fate())),
             Ok(None) => {
-                let _ = node.child.kill();
+                node.kill();
                 problems.push(format!("{} did not exit within {} s of Shutdown (killed)", node.name, SHUTDOWN.as_secs()));
             }
             Err(e) => problems.push(format!("{}: cannot tell whether it exited: {e}", node.name)),
@@ -507,19 +649,6 @@ fn shut_down(nodes: &mut [Node], spec: &ClusterSpec) -> Result<(), String> {
         Ok(())
     } else {
         Err(problems.join("; "))
-    }
-}
-
-/// The child's exit status once it exits, or `None` if it still runs at `deadline`.
-fn wait_until(child: &mut Child, deadline: Instant) -> std::io::Result<Option<ExitStatus>> {
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
-        }
-        if Instant::now() >= deadline {
-            return Ok(None);
-        }
-        std::thread::sleep(POLL);
     }
 }
 
@@ -587,13 +716,13 @@ fn salvaged(
     dir: &Path,
 ) -> anyhow::Error {
     for (node, host) in nodes.iter_mut().zip(&spec.hosts) {
-        if matches!(node.child.try_wait(), Ok(None)) {
+        if matches!(node.try_wait(), Ok(None)) {
             let _ = send_shutdown(host.addr, spec.operator_key().as_ref(), SALVAGE);
         }
     }
     let deadline = Instant::now() + SALVAGE;
     for node in nodes.iter_mut() {
-        let _ = wait_until(&mut node.child, deadline);
+        let _ = node.wait_until(deadline);
     }
     let hosts: Vec<HostId> = nodes.iter().map(|n| n.host).collect();
     let reports = read_reports(dir, &hosts, false).unwrap_or_default();

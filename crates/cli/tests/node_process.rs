@@ -213,6 +213,36 @@ fn bench_runs_real_processes_and_checks_them() {
     assert!(out_dir.path().join("shop-ensemble-2-real-seed1.json").exists());
 }
 
+/// The host on a thread of the bench's own process, its clients reaching it through a channel
+/// (`--embedded`): checked like any real run; refused where the run has more than one host, or
+/// is simulated.
+#[test]
+fn an_embedded_host_serves_its_clients_in_process_and_is_checked() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let bench = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_ensemble"))
+            .args(["bench", "shop", "--topology", "lan", "--clients", "4", "--warmup", "0.5", "--measure", "2", "--quiet", "--out"])
+            .arg(out_dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = bench(&["--real", "--embedded", "--system", "centralized"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("shop-centralized-1-real-embedded: serializable"), "{stdout}");
+    let result = std::fs::read_to_string(out_dir.path().join("shop-centralized-1-real-embedded-seed1.json")).unwrap();
+    assert!(result.contains("\"embedded\": true") || result.contains("\"embedded\":true"), "the result says how it ran: {result}");
+
+    let out = bench(&["--real", "--embedded", "--system", "ensemble", "--instances", "2"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--embedded") && err.contains("one host"), "{err}");
+    let out = bench(&["--embedded"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--embedded is for real runs"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn analyze_writes_a_plan_that_bench_accepts() {
     let dir = tempfile::tempdir().unwrap();
