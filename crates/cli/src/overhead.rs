@@ -5,7 +5,9 @@
 //! on this machine; and the Ensemble run again on
 //! the plain wire, without a cluster secret, for what authentication costs, and with the node's
 //! own pool of connections, as `ensemble bench` runs it (`Experiment::storage_workers`; the
-//! first node row has a connection per client, as the direct path); on PostgreSQL, also
+//! first node row has a connection per client, as the direct path), and that node again on a
+//! thread of this process, its clients reaching it through a channel (`Experiment::embedded`:
+//! Ensemble linked into the application, as Gyro's instances are); on PostgreSQL, also
 //! the design that would lift the writer lock there (`ensemble_server::DirectTxn::StrictLockLast`),
 //! priced in the client's thread (on MariaDB the node's writers take the lock last already),
 //! and locals side by side under SSI (`ensemble_server::DirectTxn::SerializableSideBySide`) in

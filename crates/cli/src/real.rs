@@ -1,7 +1,10 @@
 //! `bench --real`: any system's deployment as OS processes on this machine (one per host, the
 //! `node` command), talking TCP on loopback with the topology's delays emulated, clients driven
 //! from this process. The same harness as the simulated run builds the processes, the clients,
-//! the classification and the check.
+//! the classification and the check. With `Experiment::embedded` a run's one host runs on a
+//! thread of this process instead, built as `ensemble node` builds it, and the clients reach it
+//! through its `LocalClients`; the watcher, the drain and the shutdown treat that thread as they
+//! treat a node process.
 //!
 //! A run fails fast and cleans up after itself. Every phase has a bound: start-up (every host's
 //! ready line), the clients' window and drain, the hosts' drain (every host quiescent), shutdown

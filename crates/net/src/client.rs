@@ -11,6 +11,9 @@
 //! keeps the host's reply routing trivial (a reply goes back on the connection its request came
 //! on) and matches a real deployment, where every user session has its own connections.
 //! Hundreds of clients times a few hosts stay well within loopback limits.
+//! A host of this OS process can be reached without a socket instead
+//! ([`run_clients_beside`], [`LocalClients`]): the request goes to its loop through a channel and
+//! the reply comes back through this driver's own input channel.
 
 use crate::agenda::Agenda;
 use crate::alarm::Alarm;

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{assert_all_answered, deployment, machines, place, ring_of, slots, test_secret, Ring, Served, Storages, ToyClient};
+use common::{assert_all_answered, deployment, machines, place, ring_of, slots, test_secret, until, Ring, Served, Storages, ToyClient};
 use ensemble_core::topology::Topology;
 use ensemble_core::{ClientId, ProcessId};
 use ensemble_net::{
@@ -15,7 +15,6 @@ use ensemble_net::{
 };
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 /// One host running p0 and p1 (a ring of the two, both with storage), with `local` as the way in
@@ -51,15 +50,7 @@ fn run_until(
     expected: usize,
 ) -> (Vec<ensemble_core::Completion<Served>>, ensemble_net::ClientReport) {
     let mut done = Vec::new();
-    let report = run_clients_beside(cfg, clients, local, |c| {
-        done.push(c);
-        if done.len() == expected {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        }
-    })
-    .unwrap();
+    let report = run_clients_beside(cfg, clients, local, until(&mut done, expected)).unwrap();
     (done, report)
 }
 
@@ -86,15 +77,7 @@ fn local_clients_are_served_through_the_channel_beside_clients_on_the_socket() {
     let socket_targets: BTreeMap<_, _> = [(ClientId(3), ProcessId(0)), (ClientId(4), ProcessId(1))].into();
     let clients = slots(socket_targets.iter().map(|(c, p)| (ToyClient::boxed(c.0, p.0, per_client), 0)));
     let mut done = Vec::new();
-    let socket_report = run_clients(config(&spec), clients, |c| {
-        done.push(c);
-        if done.len() == 2 * per_client as usize {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        }
-    })
-    .unwrap();
+    let socket_report = run_clients(config(&spec), clients, until(&mut done, 2 * per_client as usize)).unwrap();
     let (local_done, local_report) = local_run.join().unwrap();
 
     assert_eq!(local_report.stopped, StopReason::Callback, "{local_report:?}");

@@ -403,15 +403,7 @@ impl Cluster {
     /// Runs the clients until `expected` completions arrived (or the safety deadline).
     pub fn run(&self, clients: Vec<ClientSlot<Served>>, expected: usize) -> Vec<Completion<Served>> {
         let mut done = Vec::new();
-        let report = run_clients(self.client_config(), clients, |c| {
-            done.push(c);
-            if done.len() == expected {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        })
-        .unwrap();
+        let report = run_clients(self.client_config(), clients, until(&mut done, expected)).unwrap();
         assert_eq!(report.stopped, StopReason::Callback, "the run hit its deadline: {report:?}");
         assert_eq!(report.requests_undeliverable, 0);
         done
@@ -433,6 +425,19 @@ impl Cluster {
             assert_eq!(r.failure(), None, "{r:?}");
         }
         reports
+    }
+}
+
+/// A completion callback that keeps the completions in `done` and stops the run once `expected`
+/// are in.
+pub fn until(done: &mut Vec<Completion<Served>>, expected: usize) -> impl FnMut(Completion<Served>) -> ControlFlow<()> + '_ {
+    move |c| {
+        done.push(c);
+        if done.len() == expected {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
     }
 }
 
