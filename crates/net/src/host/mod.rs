@@ -21,7 +21,9 @@
 //! two hosts); it *receives* messages on the connections the other hosts dialed. Two one-way
 //! connections per pair of hosts need no tie-breaking about who dials whom. Clients dial a host,
 //! do the handshake as `Hello::Client` (the operator's key), send requests for any of its
-//! processes and get the replies on the same connection. Who may send what, and the bounds on
+//! processes and get the replies on the same connection. Clients of the host's own OS process
+//! may come through a [`LocalClients`] instead (`host/local.rs`): a channel to the loop and one
+//! back, no socket, framing or key. Who may send what, and the bounds on
 //! what a connection can make the host hold, are in `host/inbound.rs` and `ARCHITECTURE.md` ("Trust
 //! and limits").
 //!

@@ -260,9 +260,13 @@ impl<P: Protocol> HostLoop<P> {
                 }
                 Input::Ping { nonce, out } => self.pong(nonce, out),
                 Input::ClientRequest { conn, to, request } => {
-                    // The connection's reader checked that `to` runs here; a local client is
-                    // told by its reply's absence (nothing else reaches it).
-                    let Some(slot) = self.slot_of(to) else { continue };
+                    // A socket's reader checked that `to` runs here (and answered an Error frame
+                    // if not); a local client's request is this OS process's own code, which
+                    // addressed it wrong: said, and dropped.
+                    let Some(slot) = self.slot_of(to) else {
+                        eprintln!("[ensemble-net {}] request of {} for {to} dropped: {to} does not run here", self.me, request.client);
+                        continue;
+                    };
                     self.clients.insert(request.client, conn);
                     self.handle(slot, Some(Event::Request(request)));
                 }
