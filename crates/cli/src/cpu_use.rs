@@ -141,47 +141,57 @@ impl Snapshot {
             // A node is a child of this process (`crate::real`), whatever its binary is called.
             let parent = read(&format!("/proc/{pid}/stat")).as_deref().and_then(stat_fields).and_then(|(_, f)| f.get(1).and_then(|p| p.parse::<u32>().ok()));
             let node = parent == Some(me);
-            let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
-            for t in threads.flatten() {
-                let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-                let Some(text) = read(&format!("/proc/{pid}/task/{tid}/stat")) else { continue };
-                let Some((comm, fields)) = stat_fields(&text) else { continue };
-                let Some((ticks, kernel_ticks)) = ticks_of(&fields) else { continue };
-                let (voluntary, involuntary) = read(&format!("/proc/{pid}/task/{tid}/status")).map(|s| switches_of(&s)).unwrap_or_default();
+            for (tid, comm, counters) in threads_of(&format!("/proc/{pid}")) {
                 let component = match process_comm {
-                    _ if node && comm.starts_with("ensemble-storag") => Component::NodeStorage,
+                    _ if node && is_storage_worker(&comm) => Component::NodeStorage,
                     _ if node => Component::NodeLoop,
                     "postgres" | "mariadbd" | "mysqld" => Component::Server,
                     _ => Component::Other,
                 };
-                tasks.insert((pid, tid), (component, Counters { ticks, kernel_ticks, voluntary, involuntary }));
+                tasks.insert((pid, tid), (component, counters));
             }
         }
         Some(Snapshot { taken: Instant::now(), tasks, machine_ticks, idle_ticks })
     }
 }
 
-/// The threads of a host embedded in this process: its loop's thread
-/// ([`crate::real::EMBEDDED_HOST_THREAD`]) and its storage workers, with what each spent.
-fn embedded_host_threads() -> Vec<(u32, Component, Counters)> {
-    let Ok(threads) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+/// Every thread of the process whose `/proc` directory is `dir`: its id, its name and what it
+/// spent.
+fn threads_of(dir: &str) -> Vec<(u32, String, Counters)> {
+    let Ok(threads) = std::fs::read_dir(format!("{dir}/task")) else { return Vec::new() };
     let mut found = Vec::new();
     for t in threads.flatten() {
         let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        let Some(text) = read(&format!("/proc/self/task/{tid}/stat")) else { continue };
+        let Some(text) = read(&format!("{dir}/task/{tid}/stat")) else { continue };
         let Some((comm, fields)) = stat_fields(&text) else { continue };
-        let component = if comm.starts_with("ensemble-storag") {
-            Component::NodeStorage
-        } else if comm == crate::real::EMBEDDED_HOST_THREAD {
-            Component::NodeLoop
-        } else {
-            continue;
-        };
         let Some((ticks, kernel_ticks)) = ticks_of(&fields) else { continue };
-        let (voluntary, involuntary) = read(&format!("/proc/self/task/{tid}/status")).map(|s| switches_of(&s)).unwrap_or_default();
-        found.push((tid, component, Counters { ticks, kernel_ticks, voluntary, involuntary }));
+        let (voluntary, involuntary) = read(&format!("{dir}/task/{tid}/status")).map(|s| switches_of(&s)).unwrap_or_default();
+        found.push((tid, comm, Counters { ticks, kernel_ticks, voluntary, involuntary }));
     }
     found
+}
+
+/// A storage worker's thread (`ensemble-storage-*`, cut to the kernel's 15 characters).
+fn is_storage_worker(comm: &str) -> bool {
+    comm.starts_with("ensemble-storag")
+}
+
+/// The threads of a host embedded in this process: its loop's thread
+/// ([`crate::real::EMBEDDED_HOST_THREAD`]) and its storage workers, with what each spent.
+fn embedded_host_threads() -> Vec<(u32, Component, Counters)> {
+    threads_of("/proc/self")
+        .into_iter()
+        .filter_map(|(tid, comm, counters)| {
+            let component = if is_storage_worker(&comm) {
+                Component::NodeStorage
+            } else if comm == crate::real::EMBEDDED_HOST_THREAD {
+                Component::NodeLoop
+            } else {
+                return None;
+            };
+            Some((tid, component, counters))
+        })
+        .collect()
 }
 
 /// This process's switches, its threads' that have exited included (`getrusage(2)`).

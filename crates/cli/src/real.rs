@@ -176,7 +176,7 @@ impl Node {
     }
 
     /// Ends it from outside: SIGKILL for a process; a thread's host is asked to stop (a thread
-    /// cannot be killed: one that does not stop ends with this process).
+    /// cannot be killed).
     fn kill(&mut self) {
         match &mut self.running {
             Running::Process(child) => {
@@ -194,11 +194,18 @@ impl Drop for Hosts {
     fn drop(&mut self) {
         // SIGKILL ends a stopped or hung process too, so the wait is short; an exited one is
         // already reaped and both calls return at once. A host thread that still runs (the run
-        // failed before its Shutdown) is asked to stop and not waited for.
+        // failed before its Shutdown) is asked to stop and waited for within [`SHUTDOWN`], so
+        // that its database sessions are closed before the run's databases are dropped; one
+        // that does not stop by then ends with this process.
         for n in &mut self.0 {
             n.kill();
-            if let Running::Process(child) = &mut n.running {
-                let _ = child.wait();
+            match &mut n.running {
+                Running::Process(child) => {
+                    let _ = child.wait();
+                }
+                Running::Thread { .. } => {
+                    let _ = n.wait_until(Instant::now() + SHUTDOWN);
+                }
             }
         }
     }

@@ -12,7 +12,8 @@
 //!   is itself a task of: an accept loop, a reader and a writer task per inbound connection, one
 //!   outbound link task per peer host. A request read and its reply written never cross threads;
 //!   the only hand-offs on a request's way are to a storage worker and back (each a wake-up of a
-//!   sleeping thread, which is what the overhead figure found the hop made of);
+//!   sleeping thread, which is what the overhead figure found the hop made of), and, for a client
+//!   of this OS process ([`LocalClients`]), from its thread to the loop and back;
 //! - each process with storage has its own [`WorkerPool`](crate::workers::WorkerPool) of std
 //!   threads, each worker on its own storage (database connection).
 //!
