@@ -232,6 +232,11 @@ pub struct Experiment {
     /// each of Gyro's instances is into the application server it serves.
     #[serde(default)]
     pub embedded: bool,
+    /// With `embedded`: the clients run on the host's loop thread, as tasks of its runtime, not
+    /// on a thread of their own: an application whose request handlers run on the event loop
+    /// Ensemble runs on, so a request and its reply wake no other thread on their way.
+    #[serde(default)]
+    pub clients_on_loop: bool,
     /// The DUR family's deployment (other systems ignore it).
     #[serde(default)]
     pub dur: DurSettings,
@@ -399,6 +404,7 @@ impl Experiment {
             record_access: false,
             plain_wire: false,
             embedded: false,
+            clients_on_loop: false,
             dur: DurSettings::default(),
             backend: Backend::default(),
             storage_workers: default_storage_workers(),
@@ -465,6 +471,9 @@ impl Experiment {
         }
         if self.clients == 0 {
             return Err("at least one client is needed".into());
+        }
+        if self.clients_on_loop && !self.embedded {
+            return Err("the clients run on the host's loop only when the host is embedded in their process (--embedded)".into());
         }
         if let Some(bad) = self.client_sites.iter().find(|s| **s >= self.topology.sites.len()) {
             return Err(format!("client site {bad} is not a site of topology `{}`", self.topology.name));

@@ -175,6 +175,11 @@ struct BenchArgs {
     /// runs inside the application server it serves).
     #[arg(long)]
     embedded: bool,
+    /// With --embedded: run the clients on the host's loop thread, as tasks of its event loop,
+    /// not on a thread of their own (an application whose request handlers run on the event
+    /// loop Ensemble runs on): a request and its reply wake no other thread on their way.
+    #[arg(long, requires = "embedded")]
+    clients_on_loop: bool,
     #[command(flatten)]
     dur: DurArgs,
     #[command(flatten)]
@@ -628,6 +633,7 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
             if a.embedded {
                 anyhow::ensure!(a.real, "--embedded is for real runs: add --real");
                 e.embedded = true;
+                e.clients_on_loop = a.clients_on_loop;
             }
             if let Some(sites) = &a.client_sites {
                 e.client_sites = sites.clone();
@@ -668,7 +674,11 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                 size = format!("{size}-{}", backend.kind.name());
             }
             e.backend = backend;
-            e.label = format!("{}-{}-{}{}{}", e.workload.app(), system, size, if a.real { "-real" } else { "" }, if a.embedded { "-embedded" } else { "" });
+            e.label = format!("{}-{}-{}{}{}", e.workload.app(), system, size, if a.real { "-real" } else { "" }, match (a.embedded, a.clients_on_loop) {
+                (true, true) => "-embedded-on-loop",
+                (true, false) => "-embedded",
+                _ => "",
+            });
             systems::dispatch(system, Validate(&e))?.map_err(anyhow::Error::msg)?;
             out.push(e);
         }
@@ -820,6 +830,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         .collect();
     println!("{}", print_table(&shown, &table_classes(&exps)?));
     let wall = match (a.real, a.embedded) {
+        (true, true) if a.clients_on_loop => "the host on a thread of this process, its clients on its loop (--embedded --clients-on-loop)",
         (true, true) => "the host on a thread of this process, its clients beside it (--embedded)",
         (true, false) => "real processes on this machine",
         (false, _) => "simulated (virtual time)",

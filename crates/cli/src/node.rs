@@ -58,8 +58,8 @@ enum Launch {
     /// `ensemble node`: its ready line on stdout, the hosts' addresses on stdin.
     Process,
     /// On a thread of the bench's process, the only host of its run: the address it bound goes
-    /// to `ready`, and its clients come through `local` (a [`LocalClients`] of the system's
-    /// evidence: the harness's type is known only once the system is dispatched).
+    /// to `ready`, and its clients come through `local`, an [`Embedding`] of the system's
+    /// evidence (the harness's type is known only once the system is dispatched).
     Embedded { ready: std::sync::mpsc::Sender<SocketAddr>, local: Box<dyn Any + Send>, stop: ShutdownHandle },
 }
 
@@ -67,16 +67,23 @@ pub fn run(a: NodeArgs) -> anyhow::Result<()> {
     run_launched(a, Launch::Process)
 }
 
-/// Runs the host as `ensemble node` would, on the calling thread, with `local`'s clients served
-/// beside any on its listener, until a Shutdown frame or `stop`; sends the address it bound to
-/// `ready` once it serves. The run must have this one host.
+/// How an embedded host's clients reach it: through `local` from a thread of their own, or, with
+/// `on_loop`, run on the host's loop thread once the bench hands them over.
+pub(crate) struct Embedding<E> {
+    pub local: LocalClients<E>,
+    pub on_loop: Option<ensemble_net::ClientsAwaited<E>>,
+}
+
+/// Runs the host as `ensemble node` would, on the calling thread, with `embedding`'s clients
+/// served beside any on its listener, until a Shutdown frame or `stop`; sends the address it
+/// bound to `ready` once it serves. The run must have this one host.
 pub(crate) fn embedded<E: Send + 'static>(
     a: NodeArgs,
     ready: std::sync::mpsc::Sender<SocketAddr>,
-    local: LocalClients<E>,
+    embedding: Embedding<E>,
     stop: ShutdownHandle,
 ) -> anyhow::Result<()> {
-    run_launched(a, Launch::Embedded { ready, local: Box::new(local), stop })
+    run_launched(a, Launch::Embedded { ready, local: Box::new(embedding), stop })
 }
 
 fn run_launched(a: NodeArgs, launch: Launch) -> anyhow::Result<()> {
@@ -147,14 +154,17 @@ impl WithHarness for Serve {
         let bound = listener.local_addr().with_context(|| format!("the address bound for {}", cfg.listen))?;
         if let Launch::Embedded { ready, local, stop } = launch {
             anyhow::ensure!(spec.hosts.len() == 1, "a host on the clients' thread must be its run's only one; this run has {}", spec.hosts.len());
-            let local = local
-                .downcast::<LocalClients<<H::P as Protocol>::Evidence>>()
+            let Embedding { local, on_loop } = *local
+                .downcast::<Embedding<<H::P as Protocol>::Evidence>>()
                 .map_err(|_| anyhow::anyhow!("the clients' way in is for another protocol than {}'s", exp.system))?;
             spec.set_addrs(&[bound])?;
             let cfg = spec.host_config(host)?;
             // Told before it serves: what the clients send meanwhile waits in `local`.
             let _ = ready.send(bound);
-            let report = ensemble_net::run_host_with_local_clients(listener, cfg, processes, stop, &local)?;
+            let report = match on_loop {
+                Some(clients) => ensemble_net::run_host_with_clients_on_loop(listener, cfg, processes, stop, &local, clients)?,
+                None => ensemble_net::run_host_with_local_clients(listener, cfg, processes, stop, &local)?,
+            };
             return write_report(&args.dir, host, &report);
         }
         println!("{}", ready_line(host, bound));

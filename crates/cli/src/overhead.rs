@@ -7,7 +7,8 @@
 //! own pool of connections, as `ensemble bench` runs it (`Experiment::storage_workers`; the
 //! first node row has a connection per client, as the direct path), and that node again on a
 //! thread of this process, its clients reaching it through a channel (`Experiment::embedded`:
-//! Ensemble linked into the application, as Gyro's instances are); on PostgreSQL, also
+//! Ensemble linked into the application, as Gyro's instances are), and once more with those
+//! clients on the node's loop thread (`Experiment::clients_on_loop`); on PostgreSQL, also
 //! the design that would lift the writer lock there (`ensemble_server::DirectTxn::StrictLockLast`),
 //! priced in the client's thread (on MariaDB the node's writers take the lock last already),
 //! and locals side by side under SSI (`ensemble_server::DirectTxn::SerializableSideBySide`) in
@@ -396,6 +397,12 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
     let mut embedded = own_pool.clone();
     embedded.embedded = true;
     embedded.label = format!("overhead-ensemble-embedded-pool{default_pool}");
+    // And with the clients on that node's loop thread, as an application whose handlers run on
+    // the event loop Ensemble runs on: a request and its reply cross no thread but the storage
+    // worker's.
+    let mut on_loop = embedded.clone();
+    on_loop.clients_on_loop = true;
+    on_loop.label = format!("overhead-ensemble-embedded-on-loop-pool{default_pool}");
     // A connection per client, as on the direct path: fewer would queue requests at the node.
     e.storage_workers = threads;
     let mut plain = e.clone();
@@ -438,6 +445,7 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
     let mut p = Path::new("... on the plain wire (no secret)");
     let mut own_pool_path = Path::new(format!("... the node's own pool of {default_pool}"));
     let mut embedded_path = Path::new("... the same, in the clients' process");
+    let mut on_loop_path = Path::new("... its clients on the node's loop");
     let mut side_path = Path::new("... locals side by side under SSI");
     let mut pooled_paths: Vec<Path> = pooled.iter().map(|x| Path::new(format!("... side by side, a pool of {}", x.storage_workers))).collect();
     let mut checks = Vec::new();
@@ -464,6 +472,7 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
             paths.push((&own_pool, &mut own_pool_path));
         }
         paths.push((&embedded, &mut embedded_path));
+        paths.push((&on_loop, &mut on_loop_path));
         if e.backend.kind == ensemble_bench::BackendKind::Postgres {
             paths.push((&side, &mut side_path));
             paths.extend(pooled.iter().zip(pooled_paths.iter_mut()));
@@ -554,6 +563,13 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
         adds_to(&embedded_path, &d, MEAN),
         embedded_path.retries_per_1000(),
     );
+    rows.push(row(&on_loop_path));
+    as_run += &format!(
+        "the same with the clients on the node's loop thread (`--embedded --clients-on-loop`: as an application whose handlers run on Ensemble's event loop; checked): it adds {}; against the clients on a thread of their own, mean latency ratio {:.2} (round by round {})\n",
+        adds_to(&on_loop_path, &d, MEAN),
+        on_loop_path.mean_ms() / embedded_path.mean_ms(),
+        ratio_spread(&on_loop_path, &embedded_path),
+    );
     if !side_path.rounds.is_empty() {
         rows.push(row(&side_path));
         lifted += &format!(
@@ -578,12 +594,13 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
             pooled_path.retries_per_1000(),
         );
     }
-    let mut measured = vec![&d, &dp, &b, &strict, &ssi, &r, &p, &own_pool_path, &embedded_path, &side_path];
+    let mut measured = vec![&d, &dp, &b, &strict, &ssi, &r, &p, &own_pool_path, &embedded_path, &on_loop_path, &side_path];
     measured.extend(&pooled_paths);
     let mut where_cpu = cpu_table(&measured);
     let default_node = if own_pool_path.rounds.is_empty() { &r } else { &own_pool_path };
     where_cpu += &machine_time_line(&format!("the node as `ensemble bench` runs it ({})", default_node.name.trim_start_matches("... ")), default_node, &d);
     where_cpu += &machine_time_line("the same node in the clients' process (`--embedded`)", &embedded_path, &d);
+    where_cpu += &machine_time_line("the same with its clients on its loop (`--embedded --clients-on-loop`; their driver's time is in the node loop's column)", &on_loop_path, &d);
     // The split takes Ensemble's transactions without the node for the node's work in the
     // database; where writers queue on PostgreSQL (more than one client), the node does less
     // there than they do: its writers wait in its serial lane and share a COMMIT

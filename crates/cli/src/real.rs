@@ -25,7 +25,7 @@ use ensemble_bench::{Experiment, Harness, RunResult};
 use ensemble_core::{Completion, ProcessId, Protocol, Time};
 use ensemble_net::cluster::{addrs_line, send_shutdown, wait_for_ready_line};
 use ensemble_net::{
-    probe, run_clients_beside, ClientReport, LocalClients, ClientSlot, ClusterSpec, HostId, NetError, ProcessReport, Secret, ShutdownHandle, StopReason,
+    clients_hand_over, probe, run_clients_beside, ClientReport, ClientsOnLoop, LocalClients, ClientSlot, ClusterSpec, HostId, NetError, ProcessReport, Secret, ShutdownHandle, StopReason,
     TopologyRef,
 };
 use std::collections::HashMap;
@@ -37,6 +37,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The longest the clients wait after the window for replies in flight; they stop as soon as
@@ -265,6 +266,13 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
         host_ids.len()
     );
     let local = LocalClients::<<H::P as Protocol>::Evidence>::new();
+    // With the clients on the embedded host's loop, they are handed over once its address is
+    // known (their configuration names it).
+    let (mut hand_over, mut awaited) = (None, None);
+    if exp.clients_on_loop {
+        let (tx, rx) = clients_hand_over();
+        (hand_over, awaited) = (Some(tx), Some(rx));
+    }
     for &host in &host_ids {
         let name = host_name(&spec, host);
         let cluster_path = dir.path().join(format!("cluster-h{}.toml", host.0));
@@ -272,11 +280,12 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
         let running = if exp.embedded {
             let (ready_tx, ready) = mpsc::channel();
             let args = crate::node::NodeArgs::of_run(exp_path.clone(), cluster_path, host, dir.path().to_path_buf());
-            let (local, stop) = (local.clone(), ShutdownHandle::new());
+            let embedding = crate::node::Embedding { local: local.clone(), on_loop: awaited.take() };
+            let stop = ShutdownHandle::new();
             let stopper = stop.clone();
             let thread = std::thread::Builder::new()
                 .name(EMBEDDED_HOST_THREAD.into())
-                .spawn(move || crate::node::embedded(args, ready_tx, local, stopper))
+                .spawn(move || crate::node::embedded(args, ready_tx, embedding, stopper))
                 .with_context(|| format!("starting {name} on a thread"))?;
             Running::Thread { thread: Some(thread), ended: None, ready: Some(ready), stop }
         } else {
@@ -330,19 +339,60 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
         });
         let (nodes, spec, abort) = (&mut hosts.0, &spec, &abort);
         let watcher = s.spawn(move || watch(nodes, spec, abort, stopped));
-        let driven = run_clients_beside(cfg, slots, local, |c| {
-            metrics.record(&c, &h.classify(&c));
-            history.push(c);
-            if Instant::now() <= window_over {
-                in_window += 1;
+        let driven = match hand_over.take() {
+            None => run_clients_beside(cfg, slots, local, |c| {
+                metrics.record(&c, &h.classify(&c));
+                history.push(c);
+                if Instant::now() <= window_over {
+                    in_window += 1;
+                }
+                bar.tick();
+                if abort.is_triggered() {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
+            .map_err(|e| e.to_string()),
+            Some(hand_over) => {
+                // The completions wait on the loop's thread until the clients are done: handing
+                // each to this thread would wake it once per operation.
+                let kept = Arc::new(Mutex::new((Vec::new(), 0u64)));
+                let (done_tx, done) = mpsc::channel();
+                let (abort, on_loop) = (abort.clone(), kept.clone());
+                let clients = ClientsOnLoop {
+                    cfg,
+                    clients: slots,
+                    local,
+                    on_complete: Box::new(move |c| {
+                        let mut kept = on_loop.lock().unwrap_or_else(|e| e.into_inner());
+                        kept.0.push(c);
+                        if Instant::now() <= window_over {
+                            kept.1 += 1;
+                        }
+                        if abort.is_triggered() {
+                            ControlFlow::Break(())
+                        } else {
+                            ControlFlow::Continue(())
+                        }
+                    }),
+                    done: Box::new(move |report| {
+                        let _ = done_tx.send(report);
+                    }),
+                };
+                let driven = match hand_over.send(clients) {
+                    Ok(()) => done.recv().map_err(|_| "the embedded host stopped before its clients were done".to_string()).and_then(|r| r.map_err(|e| e.to_string())),
+                    Err(_) => Err("the embedded host stopped before it took its clients".to_string()),
+                };
+                let (completions, counted) = std::mem::take(&mut *kept.lock().unwrap_or_else(|e| e.into_inner()));
+                in_window = counted;
+                for c in completions {
+                    metrics.record(&c, &h.classify(&c));
+                    history.push(c);
+                }
+                driven
             }
-            bar.tick();
-            if abort.is_triggered() {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        });
+        };
         let stopped_at = epoch.elapsed();
         window_end = sampler.and_then(|t| t.join().ok()).flatten();
         drop(stop_watching);

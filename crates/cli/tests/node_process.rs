@@ -234,6 +234,17 @@ fn an_embedded_host_serves_its_clients_in_process_and_is_checked() {
     let result = std::fs::read_to_string(out_dir.path().join("shop-centralized-1-real-embedded-seed1.json")).unwrap();
     assert!(result.contains("\"embedded\": true") || result.contains("\"embedded\":true"), "the result says how it ran: {result}");
 
+    // The same with the clients on the host's loop: run and checked as well.
+    let out = bench(&["--real", "--embedded", "--clients-on-loop", "--system", "centralized"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("shop-centralized-1-real-embedded-on-loop: serializable"), "{stdout}");
+    let result = std::fs::read_to_string(out_dir.path().join("shop-centralized-1-real-embedded-on-loop-seed1.json")).unwrap();
+    assert!(result.contains("\"clients_on_loop\": true") || result.contains("\"clients_on_loop\":true"), "{result}");
+    let out = bench(&["--real", "--clients-on-loop", "--system", "centralized"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--embedded"), "{}", String::from_utf8_lossy(&out.stderr));
+
     let out = bench(&["--real", "--embedded", "--system", "ensemble", "--instances", "2"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);

@@ -191,8 +191,9 @@ pub enum CompletionResult<E> {
     Error(RequestError),
 }
 
-/// A client session.
-pub trait Client<E> {
+/// A client session. `Send`, so that a driver may run it on another thread than the one that
+/// made it (the embedded host's loop runs its application's clients).
+pub trait Client<E>: Send {
     fn id(&self) -> ClientId;
     fn on_event(&mut self, now: Time, event: ClientEvent<E>, out: &mut Vec<ClientEffect<E>>);
 

@@ -13,7 +13,9 @@
 //! Hundreds of clients times a few hosts stay well within loopback limits.
 //! A host of this OS process can be reached without a socket instead
 //! ([`run_clients_beside`], [`LocalClients`]): the request goes to its loop through a channel and
-//! the reply comes back through this driver's own input channel.
+//! the reply comes back through this driver's own input channel. The driver can also run on
+//! that host's loop thread, as a task beside the loop ([`ClientsOnLoop`](crate::ClientsOnLoop)):
+//! then both channels stay on one thread.
 
 use crate::agenda::Agenda;
 use crate::alarm::Alarm;
@@ -144,6 +146,24 @@ pub fn run_clients_beside<E>(
     cfg: ClientDriverConfig,
     clients: Vec<ClientSlot<E>>,
     local: HashMap<SocketAddr, LocalClients<E>>,
+    on_complete: impl FnMut(Completion<E>) -> ControlFlow<()>,
+) -> Result<ClientReport, NetError>
+where
+    E: Debug + Serialize + DeserializeOwned + Send + 'static,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io_context("start the tokio runtime"))?;
+    let report = runtime.block_on(drive(cfg, clients, local, on_complete));
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    report
+}
+
+/// The client driver itself, on the tokio runtime (single-threaded) of the thread that awaits
+/// it: [`run_clients_beside`]'s own, or a host's loop that runs its application's clients
+/// beside its processes ([`ClientsOnLoop`](crate::ClientsOnLoop)).
+pub(crate) async fn drive<E>(
+    cfg: ClientDriverConfig,
+    clients: Vec<ClientSlot<E>>,
+    local: HashMap<SocketAddr, LocalClients<E>>,
     mut on_complete: impl FnMut(Completion<E>) -> ControlFlow<()>,
 ) -> Result<ClientReport, NetError>
 where
@@ -159,7 +179,6 @@ where
             return Err(NetError::Config(format!("{p}: site {} out of range ({n} site(s))", a.site)));
         }
     }
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io_context("start the tokio runtime"))?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Input<E>>();
     let alarm_tx = tx.clone();
     let alarm = Alarm::new(move || {
@@ -167,7 +186,7 @@ where
     });
     if let Some(abort) = cfg.abort.clone() {
         let tx = tx.clone();
-        runtime.spawn(async move {
+        tokio::spawn(async move {
             abort.wait().await;
             let _ = tx.send(Input::Aborted);
         });
@@ -175,7 +194,7 @@ where
     let mut driver = Driver {
         wan: cfg.topology.clone().map(|t| WanEmulator::new(t, cfg.seed)),
         cfg,
-        runtime: runtime.handle().clone(),
+        runtime: tokio::runtime::Handle::current(),
         inputs: tx,
         links: HashMap::new(),
         local,
@@ -204,7 +223,7 @@ where
             break;
         }
     }
-    runtime.block_on(async {
+    {
         'run: while stop.is_continue() {
             // Timers that were due when the round began, then one input.
             let now = Instant::now();
@@ -254,7 +273,7 @@ where
                 break;
             }
         }
-    });
+    }
     drop(alarm);
     for ((_, addr), conn) in driver.local_conns.drain() {
         if let Some(host) = driver.local.get(&addr) {
@@ -268,10 +287,7 @@ where
     } else if finished {
         driver.report.stopped = StopReason::Finished;
     }
-    let report = driver.report.clone();
-    drop(driver);
-    runtime.shutdown_timeout(Duration::from_secs(1));
-    Ok(report)
+    Ok(driver.report.clone())
 }
 
 /// Whether every client is finished, asked only when the one that just had an event is: before

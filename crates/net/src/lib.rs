@@ -70,6 +70,6 @@ pub use auth::{KeyRing, Secret};
 pub use cluster::{probe, ClusterSpec, HostStatus, TopologyRef};
 pub use error::NetError;
 pub use frame::{Frame, FrameError, FrameKind, Hello, HostId};
-pub use host::{run_host, run_host_on, run_host_with_local_clients, HostConfig, LocalClients, HostReport, Limits, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
+pub use host::{clients_hand_over, run_host, run_host_on, run_host_with_clients_on_loop, run_host_with_local_clients, ClientsAwaited, ClientsHandOver, ClientsOnLoop, HostConfig, LocalClients, HostReport, Limits, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
 pub use layout::HostSpec;
 pub use workers::StorageFactory;

@@ -8,7 +8,12 @@
 //! the limits a host puts on its connections ([`Limits`](super::Limits)) are for sockets.
 
 use super::run::ConnId;
-use ensemble_core::{ProcessId, Reply, Request};
+use crate::client::{ClientDriverConfig, ClientReport, ClientSlot};
+use crate::error::NetError;
+use ensemble_core::{Completion, ProcessId, Reply, Request};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
@@ -77,4 +82,32 @@ impl<E> LocalClients<E> {
     pub(crate) fn gone(&self, conn: ConnId) {
         let _ = self.tx.send(LocalInput::Gone { conn });
     }
+}
+
+/// Clients of this OS process to run on the host's own loop thread, beside its processes (see
+/// [`run_host_with_clients_on_loop`](super::run_host_with_clients_on_loop)): the client driver
+/// ([`run_clients_beside`](crate::client::run_clients_beside)'s) runs as a task of the loop's
+/// runtime, so a request and its reply reach the loop and come back without waking another
+/// thread, as in an application whose request handlers run on the event loop Ensemble runs on.
+pub struct ClientsOnLoop<E> {
+    pub cfg: ClientDriverConfig,
+    pub clients: Vec<ClientSlot<E>>,
+    /// The hosts the clients reach without a socket, by address: this host's way in, at least.
+    pub local: HashMap<SocketAddr, LocalClients<E>>,
+    /// Every completion, as it happens, on the loop's thread.
+    pub on_complete: Box<dyn FnMut(Completion<E>) -> ControlFlow<()> + Send>,
+    /// What the driver ended with, once the clients are done (not called if the host stops
+    /// first: the driver is dropped with the loop).
+    pub done: Box<dyn FnOnce(Result<ClientReport, NetError>) + Send>,
+}
+
+/// The caller's end of a hand-over of [`ClientsOnLoop`] to a host that will run them.
+pub type ClientsHandOver<E> = tokio::sync::oneshot::Sender<ClientsOnLoop<E>>;
+
+/// The host's end of it ([`run_host_with_clients_on_loop`](super::run_host_with_clients_on_loop)).
+pub type ClientsAwaited<E> = tokio::sync::oneshot::Receiver<ClientsOnLoop<E>>;
+
+/// A hand-over of clients to the host that will run them on its loop.
+pub fn clients_hand_over<E>() -> (ClientsHandOver<E>, ClientsAwaited<E>) {
+    tokio::sync::oneshot::channel()
 }

@@ -13,7 +13,8 @@
 //!   outbound link task per peer host. A request read and its reply written never cross threads;
 //!   the only hand-offs on a request's way are to a storage worker and back (each a wake-up of a
 //!   sleeping thread, which is what the overhead figure found the hop made of), and, for a client
-//!   of this OS process ([`LocalClients`]), from its thread to the loop and back;
+//!   of this OS process ([`LocalClients`]), from its thread to the loop and back, unless the
+//!   client driver runs on the loop's thread too ([`ClientsOnLoop`]);
 //! - each process with storage has its own [`WorkerPool`](crate::workers::WorkerPool) of std
 //!   threads, each worker on its own storage (database connection).
 //!
@@ -56,7 +57,7 @@ mod inbound;
 mod local;
 mod run;
 
-pub use local::LocalClients;
+pub use local::{clients_hand_over, ClientsAwaited, ClientsHandOver, ClientsOnLoop, LocalClients};
 pub(crate) use run::ConnId;
 
 use crate::error::{io_context, NetError};
@@ -295,7 +296,7 @@ pub fn run_host_on<P: Protocol>(
     shutdown: ShutdownHandle,
 ) -> Result<HostReport, NetError> {
     let (dir, processes) = checked(&listener, &cfg, processes)?;
-    run::run(listener, cfg, Arc::new(dir), processes, shutdown, None)
+    run::run(listener, cfg, Arc::new(dir), processes, shutdown, None, None)
 }
 
 /// [`run_host_on`], with clients of this OS process served through `local` besides those that
@@ -312,7 +313,27 @@ pub fn run_host_with_local_clients<P: Protocol>(
     let inputs = local
         .take_inputs()
         .ok_or_else(|| NetError::Config(format!("host {}: its local clients' way in served a host already", cfg.host)))?;
-    run::run(listener, cfg, Arc::new(dir), processes, shutdown, Some(inputs))
+    run::run(listener, cfg, Arc::new(dir), processes, shutdown, Some(inputs), None)
+}
+
+/// [`run_host_with_local_clients`], with the local clients themselves run on the loop's thread,
+/// as tasks of its runtime ([`ClientsOnLoop`], handed over through `clients` once the caller
+/// knows the hosts' addresses, which it learns after this host is bound): their requests and
+/// replies wake no other thread. The loop serves from the start; if `clients` is dropped
+/// instead, it serves without them.
+pub fn run_host_with_clients_on_loop<P: Protocol>(
+    listener: std::net::TcpListener,
+    cfg: HostConfig,
+    processes: Vec<HostedProcess<P>>,
+    shutdown: ShutdownHandle,
+    local: &LocalClients<P::Evidence>,
+    clients: ClientsAwaited<P::Evidence>,
+) -> Result<HostReport, NetError> {
+    let (dir, processes) = checked(&listener, &cfg, processes)?;
+    let inputs = local
+        .take_inputs()
+        .ok_or_else(|| NetError::Config(format!("host {}: its local clients' way in served a host already", cfg.host)))?;
+    run::run(listener, cfg, Arc::new(dir), processes, shutdown, Some(inputs), Some(clients))
 }
 
 /// What every host checks before it serves: the cluster's layout, no plain wire beyond

@@ -1,7 +1,7 @@
 //! The protocol loop: the host's processes, their inputs in order, their effects applied.
 
 use super::inbound::{accept_loop, Inbound, PeerLink};
-use super::local::{LocalInput, ReplySink};
+use super::local::{ClientsAwaited, ClientsOnLoop, LocalInput, ReplySink};
 use super::{HostConfig, HostReport, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
 use crate::agenda::Agenda;
 use crate::conn::{OutTx, Outlet};
@@ -80,6 +80,7 @@ pub(super) fn run<P: Protocol>(
     processes: Vec<HostedProcess<P>>,
     shutdown: ShutdownHandle,
     local: Option<UnboundedReceiver<LocalInput<P::Evidence>>>,
+    clients_on_loop: Option<ClientsAwaited<P::Evidence>>,
 ) -> Result<HostReport, NetError> {
     let started = Instant::now();
     let me = cfg.host;
@@ -193,7 +194,28 @@ pub(super) fn run<P: Protocol>(
             uptime: Duration::ZERO,
         },
     };
-    runtime.block_on(host.run(rx, &alarm));
+    match clients_on_loop {
+        None => runtime.block_on(host.run(rx, &alarm)),
+        Some(clients) => runtime.block_on(async {
+            // The clients run beside the loop until they are done; the loop runs until it is
+            // told to stop (after the clients, once their work has drained), and a loop that
+            // stops first drops them.
+            let driver = async {
+                let Ok(ClientsOnLoop { cfg, clients, local, mut on_complete, done }) = clients.await else { return };
+                done(crate::client::drive(cfg, clients, local, |c| on_complete(c)).await);
+            };
+            tokio::pin!(driver);
+            let serving = host.run(rx, &alarm);
+            tokio::pin!(serving);
+            let mut clients_done = false;
+            loop {
+                tokio::select! {
+                    () = &mut serving => break,
+                    () = &mut driver, if !clients_done => clients_done = true,
+                }
+            }
+        }),
+    }
     drop(alarm);
     let report = host.finish();
     // Dropping the loop joins the storage workers (after the jobs already queued).
