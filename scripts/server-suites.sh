@@ -59,11 +59,14 @@ for backend in postgres mariadb; do
 done
 
 # One instance on a thread of the bench's process, its clients reaching it through a channel
-# (`--embedded`, ARCHITECTURE.md, "Processes, deployments, drivers"), on each server.
+# (`--embedded`, ARCHITECTURE.md, "Processes, deployments, drivers"), then run on its loop's
+# thread (`--clients-on-loop`), on each server.
 for backend in postgres mariadb; do
-  echo "server-suites: tpcw on $backend, the instance embedded in the clients' process" >&2
-  "$bin" bench tpcw --backend "$backend" --system centralized --real --embedded \
-    --topology lan --clients 20 --warmup 1 --measure 3 --quiet --out "$out" | tail -n 5
+  for where in "" --clients-on-loop; do
+    echo "server-suites: tpcw on $backend, the instance embedded in the clients' process ${where}" >&2
+    "$bin" bench tpcw --backend "$backend" --system centralized --real --embedded $where \
+      --topology lan --clients 20 --warmup 1 --measure 3 --quiet --out "$out" | tail -n 5
+  done
 done
 
 # PostgreSQL with an instance's locals side by side under SSI, the checker's search ordering
