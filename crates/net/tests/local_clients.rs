@@ -23,6 +23,18 @@ use std::time::{Duration, Instant};
 /// One host running p0 and p1 (a ring of the two, both with storage), with `local` as the way in
 /// for clients of this process; its thread returns its report once `stop` is triggered.
 fn one_host(local: &LocalClients<Served>, stop: &ShutdownHandle) -> (ClusterSpec, std::thread::JoinHandle<Result<HostReport, NetError>>) {
+    let (spec, serve) = one_host_cluster();
+    let (local, stop) = (local.clone(), stop.clone());
+    let host = std::thread::spawn(move || serve(Box::new(move |listener, cfg, processes| run_host_with_local_clients::<Ring>(listener, cfg, processes, stop, &local))));
+    (spec, host)
+}
+
+/// What a host's thread is handed to run its processes on.
+type Serve = Box<dyn FnOnce(std::net::TcpListener, ensemble_net::HostConfig, Vec<ensemble_net::HostedProcess<Ring>>) -> Result<HostReport, NetError>>;
+
+/// The cluster of [`one_host`], and what builds its processes (on the host's thread, which
+/// owns them) and serves them as it is told.
+fn one_host_cluster() -> (ClusterSpec, impl FnOnce(Serve) -> Result<HostReport, NetError> + Send) {
     let d = deployment(machines(&[0]), vec![place(0, 0, Some(0)), place(1, 0, Some(0))]);
     let build = ring_of(&d, &[]);
     let (mut spec, listeners) = ClusterSpec::local_bound(d, Topology::lan(), false).unwrap();
@@ -30,13 +42,25 @@ fn one_host(local: &LocalClients<Served>, stop: &ShutdownHandle) -> (ClusterSpec
     assert_eq!(listeners.len(), 1, "one host");
     let listener = listeners.into_iter().next().unwrap();
     let cfg = spec.host_config(HostId(0)).unwrap();
-    let (local, stop) = (local.clone(), stop.clone());
-    let host = std::thread::spawn(move || {
+    let serve = move |serve: Serve| {
         let storages = Storages::default();
         let processes = cfg.processes().iter().map(|p| build(*p, &storages)).collect();
-        run_host_with_local_clients::<Ring>(listener, cfg, processes, stop, &local)
-    });
-    (spec, host)
+        serve(listener, cfg, processes)
+    };
+    (spec, serve)
+}
+
+/// Stops the host and checks that it served `requests` requests per process, each answered,
+/// none of them through its socket without a key.
+fn stopped_having_served(stop: &ShutdownHandle, host: std::thread::JoinHandle<Result<HostReport, NetError>>, requests: u64) {
+    stop.trigger();
+    let report = host.join().unwrap().unwrap();
+    assert_eq!(report.failure(), None, "{report:?}");
+    assert_eq!(report.bad_connections, 0, "no local client came through the socket");
+    for p in &report.processes {
+        let t = &p.traffic;
+        assert_eq!((t.requests, t.replies, t.replies_undeliverable), (requests, requests, 0), "{}", p.id);
+    }
 }
 
 fn config(spec: &ClusterSpec) -> ClientDriverConfig {
@@ -89,14 +113,7 @@ fn local_clients_are_served_through_the_channel_beside_clients_on_the_socket() {
     assert_eq!(socket_report.stopped, StopReason::Callback, "{socket_report:?}");
     assert_all_answered(&done, &socket_targets, per_client);
 
-    stop.trigger();
-    let report = host.join().unwrap().unwrap();
-    assert_eq!(report.failure(), None, "{report:?}");
-    assert_eq!(report.bad_connections, 0, "no local client came through the socket");
-    for p in &report.processes {
-        let t = &p.traffic;
-        assert_eq!((t.requests, t.replies, t.replies_undeliverable), (2 * per_client, 2 * per_client, 0), "{}", p.id);
-    }
+    stopped_having_served(&stop, host, 2 * per_client);
 }
 
 #[test]
@@ -130,21 +147,12 @@ fn one_host_running_clients(
     local: &LocalClients<Served>,
     stop: &ShutdownHandle,
 ) -> (ClusterSpec, ClientsHandOver<Served>, std::thread::JoinHandle<Result<HostReport, NetError>>) {
-    let d = deployment(machines(&[0]), vec![place(0, 0, Some(0)), place(1, 0, Some(0))]);
-    let build = ring_of(&d, &[]);
-    let (mut spec, listeners) = ClusterSpec::local_bound(d, Topology::lan(), false).unwrap();
-    spec.secret = Some(test_secret());
-    let listener = listeners.into_iter().next().unwrap();
-    let cfg = spec.host_config(HostId(0)).unwrap();
+    let (spec, serve) = one_host_cluster();
     let (local, stop) = (local.clone(), stop.clone());
     let (hand_over, awaited) = clients_hand_over();
     let host = std::thread::Builder::new()
         .name(LOOP_THREAD.into())
-        .spawn(move || {
-            let storages = Storages::default();
-            let processes = cfg.processes().iter().map(|p| build(*p, &storages)).collect();
-            run_host_with_clients_on_loop::<Ring>(listener, cfg, processes, stop, &local, awaited)
-        })
+        .spawn(move || serve(Box::new(move |listener, cfg, processes| run_host_with_clients_on_loop::<Ring>(listener, cfg, processes, stop, &local, awaited))))
         .unwrap();
     (spec, hand_over, host)
 }
@@ -225,14 +233,7 @@ fn clients_on_the_hosts_loop_run_on_its_thread_beside_clients_on_the_socket() {
     assert_all_answered(&socket_done, &socket_targets, per_client);
 
     // The clients are done, and the loop still serves until it is told to stop.
-    stop.trigger();
-    let report = host.join().unwrap().unwrap();
-    assert_eq!(report.failure(), None, "{report:?}");
-    assert_eq!(report.bad_connections, 0, "no local client came through the socket");
-    for p in &report.processes {
-        let t = &p.traffic;
-        assert_eq!((t.requests, t.replies, t.replies_undeliverable), (2 * per_client, 2 * per_client, 0), "{}", p.id);
-    }
+    stopped_having_served(&stop, host, 2 * per_client);
 }
 
 #[test]

@@ -309,11 +309,7 @@ pub fn run_host_with_local_clients<P: Protocol>(
     shutdown: ShutdownHandle,
     local: &LocalClients<P::Evidence>,
 ) -> Result<HostReport, NetError> {
-    let (dir, processes) = checked(&listener, &cfg, processes)?;
-    let inputs = local
-        .take_inputs()
-        .ok_or_else(|| NetError::Config(format!("host {}: its local clients' way in served a host already", cfg.host)))?;
-    run::run(listener, cfg, Arc::new(dir), processes, shutdown, Some(inputs), None)
+    run_with_local(listener, cfg, processes, shutdown, local, None)
 }
 
 /// [`run_host_with_local_clients`], with the local clients themselves run on the loop's thread,
@@ -329,11 +325,24 @@ pub fn run_host_with_clients_on_loop<P: Protocol>(
     local: &LocalClients<P::Evidence>,
     clients: ClientsAwaited<P::Evidence>,
 ) -> Result<HostReport, NetError> {
+    run_with_local(listener, cfg, processes, shutdown, local, Some(clients))
+}
+
+/// A host with a way in for local clients, which it takes (one host per way in), and maybe
+/// those clients to run on its loop.
+fn run_with_local<P: Protocol>(
+    listener: std::net::TcpListener,
+    cfg: HostConfig,
+    processes: Vec<HostedProcess<P>>,
+    shutdown: ShutdownHandle,
+    local: &LocalClients<P::Evidence>,
+    clients: Option<ClientsAwaited<P::Evidence>>,
+) -> Result<HostReport, NetError> {
     let (dir, processes) = checked(&listener, &cfg, processes)?;
     let inputs = local
         .take_inputs()
         .ok_or_else(|| NetError::Config(format!("host {}: its local clients' way in served a host already", cfg.host)))?;
-    run::run(listener, cfg, Arc::new(dir), processes, shutdown, Some(inputs), Some(clients))
+    run::run(listener, cfg, Arc::new(dir), processes, shutdown, Some(inputs), clients)
 }
 
 /// What every host checks before it serves: the cluster's layout, no plain wire beyond
