@@ -165,6 +165,9 @@ struct OnLoop {
     threads: Vec<Option<String>>,
 }
 
+/// What the clients' driver ended with, and the name of the thread it ended on.
+type DriverEnd = mpsc::Receiver<(Result<ClientReport, NetError>, Option<String>)>;
+
 /// Clients on the loop that stop once `expected` completions are in, or, with `stop_host`, that
 /// stop the host at the first.
 fn on_loop(
@@ -173,7 +176,7 @@ fn on_loop(
     local: HashMap<SocketAddr, LocalClients<Served>>,
     expected: usize,
     stop_host: Option<ShutdownHandle>,
-) -> (ClientsOnLoop<Served>, Arc<Mutex<OnLoop>>, mpsc::Receiver<(Result<ClientReport, NetError>, Option<String>)>) {
+) -> (ClientsOnLoop<Served>, Arc<Mutex<OnLoop>>, DriverEnd) {
     let seen = Arc::new(Mutex::new(OnLoop::default()));
     let (done_tx, done) = mpsc::channel();
     let kept = seen.clone();

@@ -201,8 +201,8 @@ pub(super) fn run<P: Protocol>(
             // told to stop (after the clients, once their work has drained), and a loop that
             // stops first drops them.
             let driver = async {
-                let Ok(ClientsOnLoop { cfg, clients, local, mut on_complete, done }) = clients.await else { return };
-                done(crate::client::drive(cfg, clients, local, |c| on_complete(c)).await);
+                let Ok(ClientsOnLoop { cfg, clients, local, on_complete, done }) = clients.await else { return };
+                done(crate::client::drive(cfg, clients, local, on_complete).await);
             };
             tokio::pin!(driver);
             let serving = host.run(rx, &alarm);
