@@ -357,7 +357,7 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
             Some(hand_over) => {
                 // The completions wait on the loop's thread until the clients are done: handing
                 // each to this thread would wake it once per operation.
-                let kept = Arc::new(Mutex::new((Vec::new(), 0u64)));
+                let kept = Arc::new(Mutex::new(Vec::new()));
                 let (done_tx, done) = mpsc::channel();
                 let (abort, on_loop) = (abort.clone(), kept.clone());
                 let clients = ClientsOnLoop {
@@ -365,11 +365,7 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
                     clients: slots,
                     local,
                     on_complete: Box::new(move |c| {
-                        let mut kept = on_loop.lock().unwrap_or_else(|e| e.into_inner());
-                        kept.0.push(c);
-                        if Instant::now() <= window_over {
-                            kept.1 += 1;
-                        }
+                        on_loop.lock().unwrap_or_else(|e| e.into_inner()).push(c);
                         if abort.is_triggered() {
                             ControlFlow::Break(())
                         } else {
@@ -384,8 +380,11 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
                     Ok(()) => done.recv().map_err(|_| "the embedded host stopped before its clients were done".to_string()).and_then(|r| r.map_err(|e| e.to_string())),
                     Err(_) => Err("the embedded host stopped before it took its clients".to_string()),
                 };
-                let (completions, counted) = std::mem::take(&mut *kept.lock().unwrap_or_else(|e| e.into_inner()));
-                in_window = counted;
+                let completions = std::mem::take(&mut *kept.lock().unwrap_or_else(|e| e.into_inner()));
+                // Each completion carries when it completed (from the clients' epoch): those of
+                // the window are the ones completed by its end.
+                let over = Time::from_duration(end);
+                in_window = completions.iter().filter(|c| c.completed <= over).count() as u64;
                 for c in completions {
                     metrics.record(&c, &h.classify(&c));
                     history.push(c);
