@@ -237,12 +237,6 @@ pub struct Experiment {
     /// Ensemble runs on, so a request and its reply wake no other thread on their way.
     #[serde(default)]
     pub clients_on_loop: bool,
-    /// Real runs as node processes: each node listens on a Unix socket in the run's directory
-    /// as well as on its port, and the clients, on the same machine, reach it there: a request
-    /// and its reply cross the kernel without loopback TCP's delivery (an application server
-    /// and its Ensemble instance on one machine, in two processes).
-    #[serde(default)]
-    pub unix_sockets: bool,
     /// The DUR family's deployment (other systems ignore it).
     #[serde(default)]
     pub dur: DurSettings,
@@ -411,7 +405,6 @@ impl Experiment {
             plain_wire: false,
             embedded: false,
             clients_on_loop: false,
-            unix_sockets: false,
             dur: DurSettings::default(),
             backend: Backend::default(),
             storage_workers: default_storage_workers(),
@@ -481,9 +474,6 @@ impl Experiment {
         }
         if self.clients_on_loop && !self.embedded {
             return Err("the clients run on the host's loop only when the host is embedded in their process (--embedded)".into());
-        }
-        if self.unix_sockets && self.embedded {
-            return Err("an embedded host's clients reach it through a channel, not a socket: --unix-sockets is for node processes".into());
         }
         if let Some(bad) = self.client_sites.iter().find(|s| **s >= self.topology.sites.len()) {
             return Err(format!("client site {bad} is not a site of topology `{}`", self.topology.name));

@@ -180,12 +180,6 @@ struct BenchArgs {
     /// loop Ensemble runs on): a request and its reply wake no other thread on their way.
     #[arg(long, requires = "embedded")]
     clients_on_loop: bool,
-    /// Real runs as node processes: each node also listens on a Unix socket in the run's
-    /// directory, and the clients (on this machine, as every real run's are) reach it there
-    /// instead of over loopback TCP: an application server and its Ensemble instance on one
-    /// machine. Same handshake, same frames.
-    #[arg(long, requires = "real", conflicts_with = "embedded")]
-    unix_sockets: bool,
     #[command(flatten)]
     dur: DurArgs,
     #[command(flatten)]
@@ -641,7 +635,6 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                 e.embedded = true;
                 e.clients_on_loop = a.clients_on_loop;
             }
-            e.unix_sockets = a.unix_sockets;
             if let Some(sites) = &a.client_sites {
                 e.client_sites = sites.clone();
             }
@@ -684,7 +677,6 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
             e.label = format!("{}-{}-{}{}{}", e.workload.app(), system, size, if a.real { "-real" } else { "" }, match (a.embedded, a.clients_on_loop) {
                 (true, true) => "-embedded-on-loop",
                 (true, false) => "-embedded",
-                _ if a.unix_sockets => "-unix",
                 _ => "",
             });
             systems::dispatch(system, Validate(&e))?.map_err(anyhow::Error::msg)?;
@@ -840,7 +832,6 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let wall = match (a.real, a.embedded) {
         (true, true) if a.clients_on_loop => "the host on a thread of this process, its clients on its loop (--embedded --clients-on-loop)",
         (true, true) => "the host on a thread of this process, its clients beside it (--embedded)",
-        (true, false) if a.unix_sockets => "real processes on this machine, the clients through the nodes' Unix sockets (--unix-sockets)",
         (true, false) => "real processes on this machine",
         (false, _) => "simulated (virtual time)",
     };

@@ -5,9 +5,8 @@
 //! on this machine; and the Ensemble run again on
 //! the plain wire, without a cluster secret, for what authentication costs, and with the node's
 //! own pool of connections, as `ensemble bench` runs it (`Experiment::storage_workers`; the
-//! first node row has a connection per client, as the direct path), that node process again
-//! with the clients through its Unix socket instead of loopback TCP (`Experiment::unix_sockets`),
-//! and that node again on a thread of this process, its clients reaching it through a channel (`Experiment::embedded`:
+//! first node row has a connection per client, as the direct path), and that node again on a
+//! thread of this process, its clients reaching it through a channel (`Experiment::embedded`:
 //! Ensemble linked into the application, as Gyro's instances are), and once more with those
 //! clients on the node's loop thread (`Experiment::clients_on_loop`); on PostgreSQL, also
 //! the design that would lift the writer lock there (`ensemble_server::DirectTxn::StrictLockLast`),
@@ -217,17 +216,13 @@ fn workload_name(w: &ensemble_bench::WorkloadSpec) -> String {
     }
 }
 
-/// What this machine charges for the things the hop through a node is made of, timed here so
-/// the breakdown can be read against them: a hand-off between two threads that wait on a channel
-/// (the round trip wakes each once), and a round trip of a small message between two blocking
-/// threads over loopback TCP and over a Unix socket.
-struct FloorCosts {
-    handoff_us: f64,
-    tcp_us: f64,
-    unix_us: f64,
-}
-
-fn floor_costs() -> anyhow::Result<FloorCosts> {
+/// What this machine charges for the two things the hop through a node is made of, timed here
+/// so the breakdown can be read against them: a hand-off between two threads that wait on a
+/// channel (the round trip wakes each once), and a round trip of a small message over loopback
+/// TCP between two blocking threads.
+fn floor_costs() -> anyhow::Result<(f64, f64)> {
+    use std::io::{Read, Write};
+    const ROUNDS: u32 = 5000;
     let (to_echo, echo_rx) = std::sync::mpsc::sync_channel::<u32>(1);
     let (echo_tx, back) = std::sync::mpsc::sync_channel::<u32>(1);
     let echo = std::thread::spawn(move || {
@@ -238,54 +233,36 @@ fn floor_costs() -> anyhow::Result<FloorCosts> {
         }
     });
     let t0 = Instant::now();
-    for i in 0..FLOOR_ROUNDS {
+    for i in 0..ROUNDS {
         to_echo.send(i)?;
         back.recv()?;
     }
-    let handoff_us = t0.elapsed().as_secs_f64() * 1e6 / FLOOR_ROUNDS as f64;
+    let handoff_us = t0.elapsed().as_secs_f64() * 1e6 / ROUNDS as f64;
     drop(to_echo);
     echo.join().expect("the echo thread panicked");
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let server = std::thread::spawn(move || -> std::io::Result<()> {
-        let (c, _) = listener.accept()?;
+        let (mut c, _) = listener.accept()?;
         c.set_nodelay(true)?;
-        echo_frames(c)
+        let mut b = [0u8; 128];
+        while c.read_exact(&mut b).is_ok() {
+            c.write_all(&b)?;
+        }
+        Ok(())
     });
-    let c = std::net::TcpStream::connect(addr)?;
+    let mut c = std::net::TcpStream::connect(addr)?;
     c.set_nodelay(true)?;
-    let tcp_us = stream_round_trip_us(c, server)?;
-    let dir = tempfile::Builder::new().prefix("ensemble-floor-").tempdir()?;
-    let path = dir.path().join("echo.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&path)?;
-    let server = std::thread::spawn(move || -> std::io::Result<()> { echo_frames(listener.accept()?.0) });
-    let unix_us = stream_round_trip_us(std::os::unix::net::UnixStream::connect(&path)?, server)?;
-    Ok(FloorCosts { handoff_us, tcp_us, unix_us })
-}
-
-const FLOOR_ROUNDS: u32 = 5000;
-
-/// Sends back every 128 bytes it reads, until the other end closes.
-fn echo_frames(mut c: impl std::io::Read + std::io::Write) -> std::io::Result<()> {
-    let mut b = [0u8; 128];
-    while c.read_exact(&mut b).is_ok() {
-        c.write_all(&b)?;
-    }
-    Ok(())
-}
-
-/// The mean round trip of 128 bytes through `c` to the [`echo_frames`] of `server`, in us.
-fn stream_round_trip_us(mut c: impl std::io::Read + std::io::Write, server: std::thread::JoinHandle<std::io::Result<()>>) -> anyhow::Result<f64> {
     let mut b = [0u8; 128];
     let t0 = Instant::now();
-    for _ in 0..FLOOR_ROUNDS {
+    for _ in 0..ROUNDS {
         c.write_all(&b)?;
         c.read_exact(&mut b)?;
     }
-    let us = t0.elapsed().as_secs_f64() * 1e6 / FLOOR_ROUNDS as f64;
+    let tcp_us = t0.elapsed().as_secs_f64() * 1e6 / ROUNDS as f64;
     drop(c);
     server.join().expect("the echo server panicked")?;
-    Ok(us)
+    Ok((handoff_us, tcp_us))
 }
 
 /// One path's figures in one round.
@@ -413,11 +390,6 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
     // The node exactly as `ensemble bench` runs it: its own pool, its locals as by default.
     let mut own_pool = e.clone();
     own_pool.label = format!("overhead-ensemble-pool{default_pool}");
-    // And that node process reached through its Unix socket: the application server and its
-    // Ensemble instance on one machine, in two processes, without loopback TCP between them.
-    let mut unix = own_pool.clone();
-    unix.unix_sockets = true;
-    unix.label = format!("overhead-ensemble-unix-pool{default_pool}");
     // And that node on a thread of the clients' process, reached through a channel: Ensemble
     // linked into the application, as Gyro's instances are into the application server they
     // serve, so that no socket lies between an operation and the middleware, as none lies
@@ -455,7 +427,7 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
             x
         })
         .collect();
-    let FloorCosts { handoff_us, tcp_us, unix_us } = floor_costs()?;
+    let (handoff_us, tcp_us) = floor_costs()?;
     let db_name = match e.backend.kind {
         ensemble_bench::BackendKind::Sqlite => "SQLite",
         ensemble_bench::BackendKind::Postgres => "PostgreSQL",
@@ -472,7 +444,6 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
     let mut r = Path::new("through one Ensemble instance");
     let mut p = Path::new("... on the plain wire (no secret)");
     let mut own_pool_path = Path::new(format!("... the node's own pool of {default_pool}"));
-    let mut unix_path = Path::new("... through its Unix socket");
     let mut embedded_path = Path::new("... the same, in the clients' process");
     let mut on_loop_path = Path::new("... its clients on the node's loop");
     let mut side_path = Path::new("... locals side by side under SSI");
@@ -500,7 +471,6 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
         if default_pool != threads {
             paths.push((&own_pool, &mut own_pool_path));
         }
-        paths.push((&unix, &mut unix_path));
         paths.push((&embedded, &mut embedded_path));
         paths.push((&on_loop, &mut on_loop_path));
         if e.backend.kind == ensemble_bench::BackendKind::Postgres {
@@ -587,14 +557,6 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
             own_pool_path.retries_per_1000(),
         );
     }
-    rows.push(row(&unix_path));
-    let default_node = if own_pool_path.rounds.is_empty() { &r } else { &own_pool_path };
-    as_run += &format!(
-        "the same node process with the clients through its Unix socket (`ensemble bench --unix-sockets`: the application server and its instance on one machine, without loopback TCP between them; checked): it adds {}; against loopback TCP, mean latency ratio {:.2} (round by round {})\n",
-        adds_to(&unix_path, &d, MEAN),
-        unix_path.mean_ms() / default_node.mean_ms(),
-        ratio_spread(&unix_path, default_node),
-    );
     rows.push(row(&embedded_path));
     as_run += &format!(
         "the same node on a thread of the clients' process (`ensemble bench --embedded`: its own pool of {default_pool}, the clients' requests and its replies through channels, no socket, as in an application with Ensemble linked into it; checked): it adds {}; run again after the server made them victims, per 1000 operations: {:.1}\n",
@@ -632,11 +594,11 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
             pooled_path.retries_per_1000(),
         );
     }
-    let mut measured = vec![&d, &dp, &b, &strict, &ssi, &r, &p, &own_pool_path, &unix_path, &embedded_path, &on_loop_path, &side_path];
+    let mut measured = vec![&d, &dp, &b, &strict, &ssi, &r, &p, &own_pool_path, &embedded_path, &on_loop_path, &side_path];
     measured.extend(&pooled_paths);
     let mut where_cpu = cpu_table(&measured);
+    let default_node = if own_pool_path.rounds.is_empty() { &r } else { &own_pool_path };
     where_cpu += &machine_time_line(&format!("the node as `ensemble bench` runs it ({})", default_node.name.trim_start_matches("... ")), default_node, &d);
-    where_cpu += &machine_time_line("the same node process through its Unix socket (`--unix-sockets`)", &unix_path, &d);
     where_cpu += &machine_time_line("the same node in the clients' process (`--embedded`)", &embedded_path, &d);
     where_cpu += &machine_time_line("the same with its clients on its loop (`--embedded --clients-on-loop`; their driver's time is in the node loop's column)", &on_loop_path, &d);
     // The split takes Ensemble's transactions without the node for the node's work in the
@@ -650,7 +612,7 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
         ""
     };
     Ok(format!(
-        "Middleware overhead: {} on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; round by round {})\n{against_pipelined}{as_run}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms{hop_below_zero}\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us (over a Unix socket {:.1} us);\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
+        "Middleware overhead: {} on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; round by round {})\n{against_pipelined}{as_run}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms{hop_below_zero}\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
         workload_name(&e.workload),
         render(&rows),
         r.ops_per_s() / d.ops_per_s(),
@@ -661,7 +623,6 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
         r.mean_ms() - b.mean_ms(),
         handoff_us,
         tcp_us,
-        unix_us,
         (handoff_us + tcp_us) / 1e3,
         d.retries_per_1000(),
         b.retries_per_1000(),

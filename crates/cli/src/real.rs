@@ -251,12 +251,6 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
     if !exp.plain_wire {
         spec.secret = Some(Secret::generate());
     }
-    if exp.unix_sockets {
-        for (h, host) in spec.hosts.iter_mut().enumerate() {
-            host.unix_socket = Some(dir.path().join(format!("h{h}.sock")));
-        }
-        spec.validate()?;
-    }
     let exp_path = dir.path().join("experiment.json");
     std::fs::write(&exp_path, serde_json::to_string(exp)?).with_context(|| format!("writing {}", exp_path.display()))?;
     let exe = std::env::current_exe().context("locating the ensemble binary")?;

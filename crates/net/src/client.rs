@@ -5,8 +5,7 @@
 //! (woken by an [`Alarm`]); the connections' readers and writers run on the same thread, on a
 //! single-threaded tokio runtime, so a request and its reply never cross threads in this process.
 //!
-//! Connections: one TCP connection per (client, host) pair (or one through the host's Unix
-//! socket, for a host on this machine that has one: [`ClientDriverConfig::unix_sockets`]), opened lazily on the client's first
+//! Connections: one TCP connection per (client, host) pair, opened lazily on the client's first
 //! request to any process of that host and announced with `Hello::Client`. Requests name their
 //! process and replies name theirs, so one connection serves every process of the host. That
 //! keeps the host's reply routing trivial (a reply goes back on the connection its request came
@@ -20,7 +19,7 @@
 
 use crate::agenda::Agenda;
 use crate::alarm::Alarm;
-use crate::conn::{connect_unix_with_retry, connect_with_retry, dial_handshake, write_loop, OutRx, Outlet};
+use crate::conn::{connect_with_retry, dial_handshake, write_loop, OutRx, Outlet};
 use crate::error::{io_context, NetError};
 use crate::frame::{encode_frame, Frame, FrameError, Hello, Never};
 use crate::host::{ConnId, LocalClients};
@@ -35,8 +34,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
-use std::path::PathBuf;
-use tokio::io::{AsyncRead, AsyncWrite};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -68,10 +65,6 @@ pub struct ClientDriverConfig {
     /// Triggering it stops the run at once ([`StopReason::Aborted`]): for a watcher that saw a
     /// host die or stall, or a signal.
     pub abort: Option<crate::host::ShutdownHandle>,
-    /// Hosts on this machine to reach through their Unix socket instead of their TCP address
-    /// ([`HostSpec::unix_socket`](crate::HostSpec)): a request and its reply then cross the
-    /// kernel once each way, without loopback TCP's delivery.
-    pub unix_sockets: HashMap<SocketAddr, PathBuf>,
 }
 
 impl ClientDriverConfig {
@@ -88,7 +81,6 @@ impl ClientDriverConfig {
             deadline: epoch + run_for,
             key: None,
             abort: None,
-            unix_sockets: HashMap::new(),
         }
     }
 }
@@ -370,8 +362,7 @@ impl<E: Debug + Serialize + DeserializeOwned + Send + 'static> Driver<E> {
         let bytes = encode_frame::<Never, E>(&Frame::Request { to, request }).map_err(|e| e.to_string())?;
         let link = self.links.entry((slot, target.addr)).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            let unix = self.cfg.unix_sockets.get(&target.addr).cloned();
-            let link = ClientLink { slot, client: this.client.id(), site: this.site, addr: target.addr, unix, key: self.cfg.key.clone() };
+            let link = ClientLink { slot, client: this.client.id(), site: this.site, addr: target.addr, key: self.cfg.key.clone() };
             self.runtime.spawn(link.run::<E>(rx, self.inputs.clone(), self.cfg.connect_timeout));
             Outlet::new(tx)
         });
@@ -384,43 +375,28 @@ impl<E: Debug + Serialize + DeserializeOwned + Send + 'static> Driver<E> {
     }
 }
 
-/// One client's connection to one host: over TCP, or through the host's Unix socket when the
-/// client runs on its machine ([`ClientDriverConfig::unix_sockets`]).
+/// One client's connection to one host.
 struct ClientLink {
     slot: usize,
     client: ClientId,
     site: usize,
     addr: SocketAddr,
-    unix: Option<PathBuf>,
     key: Option<crate::auth::Secret>,
 }
 
 impl ClientLink {
     /// Dial, handshake, then requests out and replies in.
-    async fn run<E: DeserializeOwned + Send + 'static>(self, rx: OutRx, inputs: Sender<Input<E>>, timeout: Duration) {
-        let failed = |e: NetError| Input::LinkFailed { slot: self.slot, addr: self.addr, why: e.to_string() };
-        match &self.unix {
-            None => match connect_with_retry(self.addr, timeout).await {
-                Ok(s) => self.talk(s.into_split(), rx, inputs, timeout).await,
-                Err(e) => drop(inputs.send(failed(e))),
-            },
-            Some(path) => match connect_unix_with_retry(path, timeout).await {
-                Ok(s) => self.talk(s.into_split(), rx, inputs, timeout).await,
-                Err(e) => drop(inputs.send(failed(e))),
-            },
-        }
-    }
-
-    async fn talk<E, R, W>(&self, halves: (R, W), mut rx: OutRx, inputs: Sender<Input<E>>, timeout: Duration)
-    where
-        E: DeserializeOwned + Send + 'static,
-        R: AsyncRead + Unpin + Send + 'static,
-        W: AsyncWrite + Unpin,
-    {
-        let (slot, addr) = (self.slot, self.addr);
+    async fn run<E: DeserializeOwned + Send + 'static>(self, mut rx: OutRx, inputs: Sender<Input<E>>, timeout: Duration) {
+        let ClientLink { slot, client, site, addr, key } = self;
         let failed = |why: String| Input::LinkFailed { slot, addr, why };
-        let hello = Hello::Client { client: self.client, site: self.site };
-        let dialed = match dial_handshake::<Never, E, R, W>(halves, hello, self.key.as_ref(), timeout).await {
+        let stream = match connect_with_retry(addr, timeout).await {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = inputs.send(failed(e.to_string()));
+                return;
+            }
+        };
+        let dialed = match dial_handshake::<Never, E>(stream, Hello::Client { client, site }, key.as_ref(), timeout).await {
             Ok(d) => d,
             Err(e) => {
                 let _ = inputs.send(failed(e));

@@ -114,9 +114,6 @@ pub struct ClusterSpec {
     pub deployment: Deployment,
 }
 
-/// The longest path a Unix socket may have on Linux.
-const MAX_UNIX_SOCKET_PATH: usize = 107;
-
 fn default_workers() -> usize {
     2
 }
@@ -151,7 +148,7 @@ impl ClusterSpec {
     /// is bound and released in between, so parallel runs cannot steal each other's ports.
     pub fn loopback(deployment: Deployment, topology: impl Into<TopologyRef>, emulate_wan: bool) -> Result<ClusterSpec, NetError> {
         let unbound = SocketAddr::from(([127, 0, 0, 1], 0));
-        let hosts = deployment.os_processes().into_iter().map(|processes| HostSpec { addr: unbound, processes, unix_socket: None }).collect();
+        let hosts = deployment.os_processes().into_iter().map(|processes| HostSpec { addr: unbound, processes }).collect();
         let spec = ClusterSpec {
             topology: topology.into(),
             emulate_wan,
@@ -216,15 +213,6 @@ impl ClusterSpec {
             }
             if ring.host.index() >= self.hosts.len() {
                 return Err(format!("`keys` are host {}'s, but the cluster has {} host(s)", ring.host, self.hosts.len()));
-            }
-        }
-        for (h, host) in self.hosts.iter().enumerate() {
-            if let Some(path) = &host.unix_socket {
-                // The kernel's limit on a socket's path (`sun_path`, its last byte the NUL).
-                let len = path.as_os_str().len();
-                if len == 0 || len > MAX_UNIX_SOCKET_PATH {
-                    return Err(format!("host h{h}'s unix_socket `{}` is {len} bytes long: a socket's path has 1 to {MAX_UNIX_SOCKET_PATH}", path.display()));
-                }
             }
         }
         let topology = self.topology.resolve().map_err(|e| e.to_string())?;
@@ -310,7 +298,6 @@ impl ClusterSpec {
             deadline,
             key: self.operator_key(),
             abort: None,
-            unix_sockets: self.hosts.iter().filter_map(|h| Some((h.addr, h.unix_socket.clone()?))).collect(),
         })
     }
 }
@@ -457,10 +444,8 @@ mod tests {
     fn spec_round_trips_through_toml_with_named_and_inline_topologies() {
         let mut spec = ClusterSpec::local_bound(deployment(), "wan5", true).unwrap().0;
         spec.seed = 9;
-        spec.hosts[1].unix_socket = Some("/run/ensemble/h1.sock".into());
         let text = spec.to_toml().unwrap();
         assert!(text.contains("topology = \"wan5\""), "{text}");
-        assert_eq!(text.matches("unix_socket").count(), 1, "{text}");
         assert_eq!(ClusterSpec::from_toml(&text).unwrap(), spec);
         let processes: Vec<_> = spec.hosts.iter().map(|h| h.processes.clone()).collect();
         assert_eq!(processes, [vec![ProcessId(0), ProcessId(2)], vec![ProcessId(1)]]);
@@ -555,9 +540,6 @@ mod tests {
         assert!(err(&|s| s.hosts[0].processes = vec![ProcessId(0)]).contains("host h0 lists processes [p0], but the deployment's OS process 0 runs [p0, p2]"));
         assert!(err(&|s| s.topology = "mars".into()).contains("unknown topology"));
         assert!(err(&|s| s.workers = 0).contains("workers must be at least 1"));
-        let long = format!("/tmp/{}.sock", "s".repeat(120));
-        assert!(err(&|s| s.hosts[1].unix_socket = Some(long.clone().into())).contains("host h1's unix_socket `/tmp/sss"));
-        assert!(err(&|s| s.hosts[1].unix_socket = Some(long.clone().into())).contains("is 130 bytes long: a socket's path has 1 to 107"));
         assert!(err(&|s| s.deployment.processes[1].machine = 9).contains("p1 is on machine 9, but there are 3 machine(s)"));
         assert!(ClusterSpec::from_toml("bogus = 1\n").unwrap_err().to_string().contains("bogus"));
     }

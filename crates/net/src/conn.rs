@@ -14,8 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpStream, UnixStream};
-use std::path::Path;
+use tokio::net::TcpStream;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::Semaphore;
 use tokio_util::codec::FramedRead;
@@ -185,22 +184,22 @@ impl Outlet {
 }
 
 /// A dialed connection after its handshake: frames in (checked with the session's key), the
-/// write half and the sealer for frames out. Over TCP by default; a client on the host's machine
-/// may dial its Unix socket instead ([`connect_unix_with_retry`]).
-pub(crate) struct Dialed<M, E, R = OwnedReadHalf, W = OwnedWriteHalf> {
-    pub reader: FramedRead<R, FrameCodec<M, E>>,
-    pub writer: W,
+/// write half and the sealer for frames out.
+pub(crate) struct Dialed<M, E> {
+    pub reader: FramedRead<OwnedReadHalf, FrameCodec<M, E>>,
+    pub writer: OwnedWriteHalf,
     pub sealer: Option<Sealer>,
 }
 
 /// The dialer's side of the handshake (see [`crate::auth`]), bounded by `timeout`. The error
 /// says what the listener did wrong or refused.
-pub(crate) async fn dial_handshake<M: DeserializeOwned, E: DeserializeOwned, R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
-    (rd, mut writer): (R, W),
+pub(crate) async fn dial_handshake<M: DeserializeOwned, E: DeserializeOwned>(
+    stream: TcpStream,
     hello: Hello,
     secret: Option<&Secret>,
     timeout: Duration,
-) -> Result<Dialed<M, E, R, W>, String> {
+) -> Result<Dialed<M, E>, String> {
+    let (rd, mut writer) = stream.into_split();
     let mut reader = FramedRead::new(rd, FrameCodec::<M, E>::with_max_len(PRE_AUTH_MAX_FRAME));
     let nonce_d = auth::fresh_nonce();
     let bytes = encode_frame::<Never, Never>(&Frame::Hello { hello: hello.clone(), nonce: nonce_d }).map_err(|e| e.to_string())?;
@@ -243,38 +242,25 @@ pub(crate) async fn dial_handshake<M: DeserializeOwned, E: DeserializeOwned, R: 
 /// Dials `addr` until it accepts or `timeout` has passed, backing off between attempts, because
 /// the processes of a cluster start in no particular order.
 pub(crate) async fn connect_with_retry(addr: SocketAddr, timeout: Duration) -> Result<TcpStream, NetError> {
-    let stream = retry(timeout, || TcpStream::connect(addr)).await.map_err(|(attempts, source)| NetError::Connect { addr, attempts, source })?;
-    stream.set_nodelay(true).map_err(|source| NetError::Io { context: format!("set_nodelay on {addr}"), source })?;
-    Ok(stream)
-}
-
-/// Calls `dial` until it succeeds or `timeout` has passed, backing off between attempts; the
-/// error is the last attempt's, with the number of attempts.
-async fn retry<T, F: std::future::Future<Output = std::io::Result<T>>>(timeout: Duration, mut dial: impl FnMut() -> F) -> Result<T, (u32, std::io::Error)> {
     let deadline = Instant::now() + timeout;
     let mut backoff = Duration::from_millis(5);
     let mut attempts = 0;
     loop {
         attempts += 1;
-        match dial().await {
-            Ok(stream) => return Ok(stream),
+        match TcpStream::connect(addr).await {
+            Ok(stream) => {
+                stream.set_nodelay(true).map_err(|source| NetError::Io { context: format!("set_nodelay on {addr}"), source })?;
+                return Ok(stream);
+            }
             Err(source) => {
                 if Instant::now() + backoff > deadline {
-                    return Err((attempts, source));
+                    return Err(NetError::Connect { addr, attempts, source });
                 }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_millis(500));
             }
         }
     }
-}
-
-/// Dials the Unix socket at `path` until it accepts or `timeout` has passed, as
-/// [`connect_with_retry`] dials a TCP address: the host binds it once it runs.
-pub(crate) async fn connect_unix_with_retry(path: &Path, timeout: Duration) -> Result<UnixStream, NetError> {
-    retry(timeout, || UnixStream::connect(path))
-        .await
-        .map_err(|(attempts, source)| NetError::Io { context: format!("connect to the Unix socket {} ({attempts} attempt(s))", path.display()), source })
 }
 
 /// Reads and discards what a peer still sends after we decided to close on it, until it closes

@@ -15,13 +15,6 @@ use std::net::SocketAddr;
 pub struct HostSpec {
     pub addr: SocketAddr,
     pub processes: Vec<ProcessId>,
-    /// Where the host also listens for connections from its own machine, beside `addr`: a Unix
-    /// socket, which the host binds when it starts (replacing a socket a stopped host left
-    /// there) and removes when it stops. Clients given it
-    /// ([`ClientDriverConfig::unix_sockets`](crate::client::ClientDriverConfig)) dial it
-    /// instead of `addr`. The handshake and every limit are the same on both.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unix_socket: Option<std::path::PathBuf>,
 }
 
 /// Where a process is.
@@ -124,8 +117,8 @@ mod tests {
         d.processes[0].os_process = Some(1);
         d.processes[2].os_process = Some(1);
         let hosts = vec![
-            HostSpec { addr: addr(1), processes: vec![ProcessId(0), ProcessId(2)], unix_socket: None },
-            HostSpec { addr: addr(2), processes: vec![ProcessId(1)], unix_socket: None },
+            HostSpec { addr: addr(1), processes: vec![ProcessId(0), ProcessId(2)] },
+            HostSpec { addr: addr(2), processes: vec![ProcessId(1)] },
         ];
         let dir = Directory::new(&d, &Topology::wan5(), &hosts).unwrap();
         assert_eq!(dir.place(ProcessId(2)), Some(Place { host: HostId(0), machine: 2, site: 0 }));
@@ -138,11 +131,11 @@ mod tests {
         let d = Deployment::one_per_machine(&[0, 0], 1, "x");
         let t = Topology::lan();
         let err = |hosts: &[HostSpec]| Directory::new(&d, &t, hosts).unwrap_err();
-        let one = HostSpec { addr: addr(1), processes: vec![ProcessId(0)], unix_socket: None };
+        let one = HostSpec { addr: addr(1), processes: vec![ProcessId(0)] };
         assert_eq!(err(std::slice::from_ref(&one)), "the deployment runs 2 OS process(es), but 1 host(s) are listed");
-        let swapped = HostSpec { addr: addr(2), processes: vec![ProcessId(0)], unix_socket: None };
+        let swapped = HostSpec { addr: addr(2), processes: vec![ProcessId(0)] };
         assert_eq!(err(&[one.clone(), swapped]), "host h1 lists processes [p0], but the deployment's OS process 1 runs [p1]");
-        let same_addr = HostSpec { addr: addr(1), processes: vec![ProcessId(1)], unix_socket: None };
+        let same_addr = HostSpec { addr: addr(1), processes: vec![ProcessId(1)] };
         assert_eq!(err(&[one.clone(), same_addr]), "hosts h0 and h1 both listen on 127.0.0.1:1");
         let far = Deployment::one_per_machine(&[3], 1, "x");
         assert!(Directory::new(&far, &t, &[one]).unwrap_err().contains("machine 0 is at site 3, but the topology has 1 site(s)"));

@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::codec::FramedRead;
 
@@ -41,67 +41,37 @@ pub(super) struct Inbound<P: Protocol> {
     /// Which connection speaks for each client: a client id is one session, so a second
     /// connection claiming it is refused rather than handed the first one's replies.
     pub client_conns: Mutex<HashMap<ClientId, ConnId>>,
-    /// Connections accepted on the host's Unix socket.
-    pub unix_accepted: AtomicU64,
 }
 
 pub(super) async fn accept_loop<P: Protocol>(listener: tokio::net::TcpListener, ctx: Arc<Inbound<P>>) {
     loop {
         match listener.accept().await {
             Ok((stream, addr)) => {
-                if let Err(e) = stream.set_nodelay(true) {
-                    eprintln!("[ensemble-net {}] connection from {addr}: set_nodelay failed: {e}", ctx.me);
+                let conn = ctx.next_conn.fetch_add(1, Ordering::Relaxed);
+                match ctx.connections.clone().try_acquire_owned() {
+                    Ok(permit) => {
+                        tokio::spawn(serve_inbound(stream, addr, conn, ctx.clone(), permit));
+                    }
+                    Err(_) => {
+                        let _ = ctx.inputs.send(Input::BadConnection);
+                        let why = format!("too many connections: this host accepts {}", ctx.limits.max_connections);
+                        eprintln!("[ensemble-net {}] refusing a connection from {addr}: {why}", ctx.me);
+                        tokio::spawn(refuse(stream, why));
+                    }
                 }
-                admit(stream.into_split(), addr.to_string(), &ctx);
             }
-            Err(e) => accept_failed(&ctx, e).await,
-        }
-    }
-}
-
-/// The same for the host's Unix socket ([`HostSpec::unix_socket`](crate::HostSpec)), where
-/// clients on its machine reach it with fewer crossings of the kernel than over loopback TCP.
-/// What a connection may do is the same either way: the handshake decides it.
-pub(super) async fn accept_unix_loop<P: Protocol>(listener: tokio::net::UnixListener, path: String, ctx: Arc<Inbound<P>>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                ctx.unix_accepted.fetch_add(1, Ordering::Relaxed);
-                admit(stream.into_split(), path.clone(), &ctx)
+            Err(e) => {
+                // Typically out of file descriptors; back off instead of spinning.
+                eprintln!("[ensemble-net {}] accept failed: {e}", ctx.me);
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            Err(e) => accept_failed(&ctx, e).await,
         }
     }
-}
-
-/// Serves an accepted connection, or refuses it past the host's limit.
-fn admit<P: Protocol, R, W>((rd, wr): (R, W), from: String, ctx: &Arc<Inbound<P>>)
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    let conn = ctx.next_conn.fetch_add(1, Ordering::Relaxed);
-    match ctx.connections.clone().try_acquire_owned() {
-        Ok(permit) => {
-            tokio::spawn(serve_inbound(rd, wr, from, conn, ctx.clone(), permit));
-        }
-        Err(_) => {
-            let _ = ctx.inputs.send(Input::BadConnection);
-            let why = format!("too many connections: this host accepts {}", ctx.limits.max_connections);
-            eprintln!("[ensemble-net {}] refusing a connection from {from}: {why}", ctx.me);
-            tokio::spawn(refuse(rd, wr, why));
-        }
-    }
-}
-
-async fn accept_failed<P: Protocol>(ctx: &Inbound<P>, e: std::io::Error) {
-    // Typically out of file descriptors; back off instead of spinning.
-    eprintln!("[ensemble-net {}] accept failed: {e}", ctx.me);
-    tokio::time::sleep(Duration::from_millis(50)).await;
 }
 
 /// Tells a connection why it is refused, then closes it.
-async fn refuse<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(rd: R, mut wr: W, why: String) {
+async fn refuse(stream: TcpStream, why: String) {
+    let (rd, mut wr) = stream.into_split();
     let (out, mut rx) = mpsc::unbounded_channel();
     let _ = out.send(Outgoing::Frame { due: None, bytes: encode_error(&why), answer: false });
     let _ = out.send(Outgoing::Close);
@@ -129,26 +99,25 @@ impl std::fmt::Display for Who {
     }
 }
 
-type Frames<P, R> = FramedRead<R, FrameCodec<<P as Protocol>::Msg, Never>>;
+type Frames<P> = FramedRead<tokio::net::tcp::OwnedReadHalf, FrameCodec<<P as Protocol>::Msg, Never>>;
 
 /// Reads one inbound connection. Anything that breaks the protocol gets an Error frame naming
 /// the problem and the connection is closed; nothing else in the host is affected. A message for
 /// a process this host does not run is not such a break: the loop counts and drops it.
-async fn serve_inbound<P: Protocol, R, W>(rd: R, mut wr: W, addr: String, conn: ConnId, ctx: Arc<Inbound<P>>, _permit: OwnedSemaphorePermit)
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
+async fn serve_inbound<P: Protocol>(stream: TcpStream, addr: SocketAddr, conn: ConnId, ctx: Arc<Inbound<P>>, _permit: OwnedSemaphorePermit) {
     let me = ctx.me;
+    if let Err(e) = stream.set_nodelay(true) {
+        eprintln!("[ensemble-net {me}] connection from {addr}: set_nodelay failed: {e}");
+    }
+    let (rd, mut wr) = stream.into_split();
     let (out, mut out_rx) = mpsc::unbounded_channel();
-    let to = addr.clone();
     tokio::spawn(async move {
         if let Err(e) = write_loop(&mut wr, &mut out_rx, None, None).await {
-            eprintln!("[ensemble-net {me}] writing to {to} failed: {e}");
+            eprintln!("[ensemble-net {me}] writing to {addr} failed: {e}");
         }
     });
     // Nothing inbound carries a reply: a Reply frame cannot decode here.
-    let mut frames: Frames<P, R> = FramedRead::new(rd, FrameCodec::with_max_len(PRE_AUTH_MAX_FRAME));
+    let mut frames: Frames<P> = FramedRead::new(rd, FrameCodec::with_max_len(PRE_AUTH_MAX_FRAME));
     let deadline = ctx.limits.hello_deadline;
     let (who, problem) = match tokio::time::timeout(deadline, handshake(&mut frames, &out, conn, &ctx)).await {
         Err(_) => (Who::Unknown, Some(format!("no complete handshake within {deadline:?}"))),
@@ -183,7 +152,7 @@ where
 
 /// The next frame; a frame that has begun must end within the frame deadline, so a stranger
 /// cannot hold a half-sent frame forever. `Err(None)`: the connection ended or broke.
-async fn next_frame<P: Protocol, R: AsyncRead + Unpin>(frames: &mut Frames<P, R>, limits: &Limits, who: Who) -> Result<Frame<P::Msg, Never>, Option<String>> {
+async fn next_frame<P: Protocol>(frames: &mut Frames<P>, limits: &Limits, who: Who) -> Result<Frame<P::Msg, Never>, Option<String>> {
     let next = if frames.read_buffer().is_empty() {
         frames.next().await
     } else {
@@ -205,8 +174,8 @@ async fn next_frame<P: Protocol, R: AsyncRead + Unpin>(frames: &mut Frames<P, R>
 
 /// The listener's side of the handshake: a Hello naming a role this cluster has, a Challenge
 /// back, and (with a secret) the dialer's Proof. Returns the role proved.
-async fn handshake<P: Protocol, R: AsyncRead + Unpin>(frames: &mut Frames<P, R>, out: &OutTx, conn: ConnId, ctx: &Inbound<P>) -> Result<Who, Option<String>> {
-    let (hello, nonce_d) = match next_frame::<P, R>(frames, &ctx.limits, Who::Unknown).await? {
+async fn handshake<P: Protocol>(frames: &mut Frames<P>, out: &OutTx, conn: ConnId, ctx: &Inbound<P>) -> Result<Who, Option<String>> {
+    let (hello, nonce_d) = match next_frame::<P>(frames, &ctx.limits, Who::Unknown).await? {
         Frame::Hello { hello, nonce } => (hello, nonce),
         other => return Err(Some(format!("expected Hello, got a {} frame", other.kind()))),
     };
@@ -239,7 +208,7 @@ async fn handshake<P: Protocol, R: AsyncRead + Unpin>(frames: &mut Frames<P, R>,
     let challenge = encode_frame::<Never, Never>(&Frame::Challenge { nonce: nonce_l, proof }).map_err(|e| Some(e.to_string()))?;
     let _ = out.send(Outgoing::Frame { due: None, bytes: challenge, answer: false });
     if let Some(k) = key {
-        match next_frame::<P, R>(frames, &ctx.limits, Who::Unknown).await? {
+        match next_frame::<P>(frames, &ctx.limits, Who::Unknown).await? {
             Frame::Proof(p) if auth::proof_matches(&auth::dialer_proof(k, &t), &p) => {}
             Frame::Proof(_) => return Err(Some("wrong proof: the connection does not hold the key of the role it claims".into())),
             other => return Err(Some(format!("expected Proof, got a {} frame", other.kind()))),
@@ -268,9 +237,9 @@ async fn handshake<P: Protocol, R: AsyncRead + Unpin>(frames: &mut Frames<P, R>,
 }
 
 /// Serves an authenticated connection until it ends; `Some` says how it broke the protocol.
-async fn serve<P: Protocol, R: AsyncRead + Unpin>(frames: &mut Frames<P, R>, who: Who, out: &OutTx, conn: ConnId, ctx: &Inbound<P>, credit: &Credit) -> Option<String> {
+async fn serve<P: Protocol>(frames: &mut Frames<P>, who: Who, out: &OutTx, conn: ConnId, ctx: &Inbound<P>, credit: &Credit) -> Option<String> {
     loop {
-        let frame = match next_frame::<P, R>(frames, &ctx.limits, who).await {
+        let frame = match next_frame::<P>(frames, &ctx.limits, who).await {
             Ok(f) => f,
             Err(problem) => return problem,
         };
@@ -353,7 +322,7 @@ impl PeerLink {
                 }
             };
             let hello = Hello::Peer { host: me, processes: mine.clone() };
-            let result = match dial_handshake::<Never, Never, _, _>(stream.into_split(), hello, key.as_ref(), timeout).await {
+            let result = match dial_handshake::<Never, Never>(stream, hello, key.as_ref(), timeout).await {
                 Ok(dialed) => {
                     tokio::spawn(watch_peer_replies(me, peer, dialed.reader));
                     let mut wr = dialed.writer;

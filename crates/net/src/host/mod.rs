@@ -184,9 +184,6 @@ pub struct HostReport {
     pub messages_misaddressed: u64,
     /// Connections closed with an Error frame because they broke the protocol.
     pub bad_connections: u64,
-    /// Connections accepted on the host's Unix socket ([`HostSpec::unix_socket`](crate::HostSpec)).
-    #[serde(default)]
-    pub unix_socket_connections: u64,
     pub uptime: Duration,
 }
 

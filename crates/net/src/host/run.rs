@@ -1,6 +1,6 @@
 //! The protocol loop: the host's processes, their inputs in order, their effects applied.
 
-use super::inbound::{accept_loop, accept_unix_loop, Inbound, PeerLink};
+use super::inbound::{accept_loop, Inbound, PeerLink};
 use super::local::{ClientsAwaited, ClientsOnLoop, LocalInput, ReplySink};
 use super::{HostConfig, HostReport, HostedProcess, ProcessReport, ProcessTraffic, ShutdownHandle};
 use crate::agenda::Agenda;
@@ -14,7 +14,7 @@ use crate::alarm::Alarm;
 use ensemble_core::{ClientId, Effect, Event, Process, ProcessId, Protocol, Reply, Request, Time, TimerId, WorkId};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
@@ -104,21 +104,8 @@ pub(super) fn run<P: Protocol>(
         connections: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_connections)),
         in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.limits.in_flight_per_host)),
         client_conns: std::sync::Mutex::new(HashMap::new()),
-        unix_accepted: AtomicU64::new(0),
     });
-    // Clients on this machine may come through the host's Unix socket instead of its port.
-    let _unix_socket = match &cfg.hosts.get(me.index()).and_then(|h| h.unix_socket.clone()) {
-        None => None,
-        Some(path) => {
-            let (listener, bound) = {
-                let _guard = runtime.enter();
-                bind_unix_socket(path)?
-            };
-            runtime.spawn(accept_unix_loop(listener, format!("the Unix socket {}", path.display()), inbound.clone()));
-            Some(bound)
-        }
-    };
-    runtime.spawn(accept_loop(listener, inbound.clone()));
+    runtime.spawn(accept_loop(listener, inbound));
 
     let mine = dir.host(me).expect("checked by the configuration").processes.clone();
     let mut peers = Vec::new();
@@ -204,7 +191,6 @@ pub(super) fn run<P: Protocol>(
             peer_messages_out: 0,
             messages_misaddressed: 0,
             bad_connections: 0,
-            unix_socket_connections: 0,
             uptime: Duration::ZERO,
         },
     };
@@ -231,36 +217,11 @@ pub(super) fn run<P: Protocol>(
         }),
     }
     drop(alarm);
-    let mut report = host.finish();
-    report.unix_socket_connections = inbound.unix_accepted.load(Ordering::Relaxed);
+    let report = host.finish();
     // Dropping the loop joins the storage workers (after the jobs already queued).
     drop(host);
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(report)
-}
-
-/// Binds a host's Unix socket at `path`, first removing a socket a host that stopped without
-/// cleaning up left there (but no other kind of file). The socket is removed again when the
-/// returned guard drops, as the host stops.
-fn bind_unix_socket(path: &std::path::Path) -> Result<(tokio::net::UnixListener, BoundSocket), NetError> {
-    use std::os::unix::fs::FileTypeExt;
-    let context = |what: &str| io_context(format!("{what} the Unix socket {}", path.display()));
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path).map_err(context("replace"))?,
-        Ok(_) => return Err(NetError::Config(format!("{} exists and is not a socket: not replacing it with the host's Unix socket", path.display()))),
-        Err(_) => {}
-    }
-    let listener = tokio::net::UnixListener::bind(path).map_err(context("bind"))?;
-    Ok((listener, BoundSocket(path.to_path_buf())))
-}
-
-/// A bound Unix socket's file, removed on drop.
-struct BoundSocket(std::path::PathBuf);
-
-impl Drop for BoundSocket {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 /// The protocol loop's state: the processes and their view of the world outside.
