@@ -376,8 +376,18 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
                         let _ = done_tx.send(report);
                     }),
                 };
+                let stopped_early = || "the embedded host stopped before its clients were done".to_string();
                 let driven = match hand_over.send(clients) {
-                    Ok(()) => done.recv().map_err(|_| "the embedded host stopped before its clients were done".to_string()).and_then(|r| r.map_err(|e| e.to_string())),
+                    // The spinner turns on time here, since no completion reaches this thread
+                    // until the end; without one, nothing needs this thread before then.
+                    Ok(()) if progress => loop {
+                        match done.recv_timeout(SPINNER_TICK) {
+                            Ok(r) => break r.map_err(|e| e.to_string()),
+                            Err(mpsc::RecvTimeoutError::Timeout) => bar.tick(),
+                            Err(mpsc::RecvTimeoutError::Disconnected) => break Err(stopped_early()),
+                        }
+                    },
+                    Ok(()) => done.recv().map_err(|_| stopped_early()).and_then(|r| r.map_err(|e| e.to_string())),
                     Err(_) => Err("the embedded host stopped before it took its clients".to_string()),
                 };
                 let completions = std::mem::take(&mut *kept.lock().unwrap_or_else(|e| e.into_inner()));
@@ -820,6 +830,9 @@ fn truncate_window(s: &mut Summary, measured_s: f64) {
 }
 
 const DIR_PREFIX: &str = "ensemble-real-";
+
+/// How often the progress spinner turns while the clients run on an embedded host's loop.
+const SPINNER_TICK: Duration = Duration::from_millis(100);
 
 /// Removes the run directories of benches that were SIGKILLed (their nodes died with them, but
 /// no code of theirs ran to remove the files): directories of ours whose owner process is gone.
