@@ -8,28 +8,18 @@
 # bookkeeping costs every statement a little, alike on every path.
 #
 # What it counts is execution (and planning) inside the server: CPU, but also waiting for a lock
-# (LOCK TABLE, a row) and for a COMMIT's WAL flush. It does not count what a statement costs
-# outside the executor: the protocol's messages, parsing a simple query's text.
+# (LOCK TABLE, a row). It does not count what a statement costs outside the executor: the
+# protocol's messages, parsing a simple query's text, and the commit itself (a COMMIT statement
+# only ends the transaction block; the commit record and its WAL flush come after it, so the
+# `of_it_commit_us` column stays near zero).
 # Usage: scripts/overhead-server-statements.sh [ENSEMBLE_BINARY] FIGURE_FLAGS...
 #   e.g. scripts/overhead-server-statements.sh --app tpcw --threads 4 --measure 10 --rounds 2 --out DIR
 #   (the binary defaults to target/release/ensemble).
 # Run nothing else against the server meanwhile.
 set -euo pipefail
-bin=""
-if [ $# -gt 0 ] && [[ "$1" != -* ]]; then
-  # Named from the caller's directory, before the script moves to the repository's.
-  bin=$(realpath "$1")
-  shift
-fi
-cd "$(dirname "$0")/.."
-bin=${bin:-target/release/ensemble}
-if [ ! -x "$bin" ]; then
-  [ "$bin" = target/release/ensemble ] || { echo "overhead-server-statements: no executable at $bin" >&2; exit 2; }
-  scripts/setup.sh
-  cargo build --release --locked -p ensemble
-fi
-scripts/start-databases.sh >/dev/null
-pg() { psql -h 127.0.0.1 -U postgres -d test -v ON_ERROR_STOP=1 -Atqc "$1"; }
+script=overhead-server-statements
+# shellcheck source=scripts/lib/figure-binary.sh
+source "$(dirname "$0")/lib/figure-binary.sh"
 restart() {
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main restart
   for _ in $(seq 1 100); do
@@ -58,12 +48,7 @@ restart
 # Statements inside functions and prepared statements' EXECUTE are counted as what they run.
 pg "ALTER SYSTEM SET pg_stat_statements.track = 'all'" >/dev/null
 pg "ALTER SYSTEM SET pg_stat_statements.track_planning = on" >/dev/null
-pg "SELECT pg_reload_conf()" >/dev/null
-for _ in $(seq 1 100); do
-  [ "$(pg 'SHOW pg_stat_statements.track')" = all ] && break
-  sleep 0.1
-done
-[ "$(pg 'SHOW pg_stat_statements.track')" = all ] || { echo "overhead-server-statements: the server did not take pg_stat_statements.track = all" >&2; exit 1; }
+reload_until pg_stat_statements.track all
 pg "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
 pg "SELECT pg_stat_statements_reset()" >/dev/null
 # Each run's databases are dropped when it ends, and pg_stat_statements knows them by oid

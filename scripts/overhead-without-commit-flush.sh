@@ -12,21 +12,9 @@
 # Run nothing else against the server meanwhile: every session on it commits without waiting for
 # its flush until the reset.
 set -euo pipefail
-bin=""
-if [ $# -gt 0 ] && [[ "$1" != -* ]]; then
-  # Named from the caller's directory, before the script moves to the repository's.
-  bin=$(realpath "$1")
-  shift
-fi
-cd "$(dirname "$0")/.."
-bin=${bin:-target/release/ensemble}
-if [ ! -x "$bin" ]; then
-  [ "$bin" = target/release/ensemble ] || { echo "overhead-without-commit-flush: no executable at $bin" >&2; exit 2; }
-  scripts/setup.sh
-  cargo build --release --locked -p ensemble
-fi
-scripts/start-databases.sh >/dev/null
-pg() { psql -h 127.0.0.1 -U postgres -d test -Atqc "$1"; }
+script=overhead-without-commit-flush
+# shellcheck source=scripts/lib/figure-binary.sh
+source "$(dirname "$0")/lib/figure-binary.sh"
 reset() {
   pg "ALTER SYSTEM RESET synchronous_commit"
   pg "SELECT pg_reload_conf()" >/dev/null
@@ -34,12 +22,6 @@ reset() {
 }
 trap reset EXIT
 pg "ALTER SYSTEM SET synchronous_commit = off"
-pg "SELECT pg_reload_conf()" >/dev/null
-# The reload reaches the server's processes by a signal: wait until a new session sees it.
-for _ in $(seq 1 100); do
-  [ "$(pg 'SHOW synchronous_commit')" = off ] && break
-  sleep 0.1
-done
-[ "$(pg 'SHOW synchronous_commit')" = off ] || { echo "overhead-without-commit-flush: the server did not take synchronous_commit = off" >&2; exit 1; }
+reload_until synchronous_commit off
 echo "overhead-without-commit-flush: PostgreSQL commits without waiting for their WAL flush (synchronous_commit = off) for this run"
 "$bin" figure overhead --backend postgres "$@"
