@@ -329,7 +329,6 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
     let window_start = if cpu.is_some() { crate::cpu_use::Snapshot::take() } else { None };
     let window_over = epoch + end;
     let mut window_end = None;
-    let mut in_window = 0u64;
     let (driven, stopped_at, fault) = std::thread::scope(|s| {
         let sampler = window_start.is_some().then(|| {
             s.spawn(move || {
@@ -343,9 +342,6 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
             None => run_clients_beside(cfg, slots, local, |c| {
                 metrics.record(&c, &h.classify(&c));
                 history.push(c);
-                if Instant::now() <= window_over {
-                    in_window += 1;
-                }
                 bar.tick();
                 if abort.is_triggered() {
                     ControlFlow::Break(())
@@ -376,25 +372,19 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
                         let _ = done_tx.send(report);
                     }),
                 };
-                let stopped_early = || "the embedded host stopped before its clients were done".to_string();
                 let driven = match hand_over.send(clients) {
                     // The spinner turns on time here, since no completion reaches this thread
-                    // until the end; without one, nothing needs this thread before then.
-                    Ok(()) if progress => loop {
+                    // until the end.
+                    Ok(()) => loop {
                         match done.recv_timeout(SPINNER_TICK) {
                             Ok(r) => break r.map_err(|e| e.to_string()),
                             Err(mpsc::RecvTimeoutError::Timeout) => bar.tick(),
-                            Err(mpsc::RecvTimeoutError::Disconnected) => break Err(stopped_early()),
+                            Err(mpsc::RecvTimeoutError::Disconnected) => break Err("the embedded host stopped before its clients were done".to_string()),
                         }
                     },
-                    Ok(()) => done.recv().map_err(|_| stopped_early()).and_then(|r| r.map_err(|e| e.to_string())),
                     Err(_) => Err("the embedded host stopped before it took its clients".to_string()),
                 };
                 let completions = std::mem::take(&mut *kept.lock().unwrap_or_else(|e| e.into_inner()));
-                // Each completion carries when it completed (from the clients' epoch): those of
-                // the window are the ones completed by its end.
-                let over = Time::from_duration(end);
-                in_window = completions.iter().filter(|c| c.completed <= over).count() as u64;
                 for c in completions {
                     metrics.record(&c, &h.classify(&c));
                     history.push(c);
@@ -439,8 +429,11 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
         return Err(partial_run(exp, &metrics, None, why, counters_of(&read_reports(dir.path(), &host_ids, false)?)));
     }
 
-    if let (Some(cpu), Some(start), Some(end)) = (cpu, &window_start, &window_end) {
-        cpu.add(start, end, in_window);
+    if let (Some(cpu), Some(first), Some(last)) = (cpu, &window_start, &window_end) {
+        // Each completion carries when it completed (from the clients' epoch): the window's
+        // are those completed by its end.
+        let over = Time::from_duration(end);
+        cpu.add(first, last, history.iter().filter(|c| c.completed <= over).count() as u64);
     }
     let reports = read_reports(dir.path(), &host_ids, true)?;
     let counters = counters_of(&reports);
