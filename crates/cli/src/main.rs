@@ -863,6 +863,17 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 ReadsAheadCount::THROWN_AWAY
             );
         }
+        // A server's storages: the commits that waited for its log flush, the serial lane's
+        // groups of writers one each.
+        let flushed = count(ensemble_server::ServerStorage::FLUSHED_COMMITS);
+        if flushed > 0 {
+            println!(
+                "{}: {flushed} commit(s) waited for the {} server's log flush, a group of writers one ({})",
+                r.experiment.label,
+                r.experiment.backend.kind.name(),
+                ensemble_server::ServerStorage::FLUSHED_COMMITS
+            );
+        }
         // 2pc: a prepared branch asked for its decision only when a vote or a decision was
         // lost, or a node restarted; quiet when none was.
         if count("inquiries") > 0 {

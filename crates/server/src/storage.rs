@@ -93,6 +93,8 @@ pub struct ServerStorage {
     read_plans: HashMap<&'static str, ReadPlans>,
     /// What became of the reads this storage sent ahead.
     reads_ahead: ReadsAheadCount,
+    /// Commits that waited for the server's log flush ([`Self::flushed_commits`]).
+    flushed_commits: u64,
     /// PostgreSQL: the writing transaction open, as its start named it
     /// ([`Bookkeeping::ReadCountersAndId`]), so that a COMMIT whose answer the connection lost
     /// can be asked about ([`Self::commit`]).
@@ -239,7 +241,7 @@ enum Kind {
 impl ServerStorage {
     pub fn open(url: &str, app: Arc<Application>, sql: Arc<Translated>, instance: InstanceId) -> Result<Self, ServerError> {
         let conn = Conn::open(sql.engine, url)?;
-        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, deadlocks_early: false, side_by_side: None, writes_waited: false, read_plans: HashMap::new(), reads_ahead: ReadsAheadCount::default(), open_writer: None, marks: CommitMarks::default() };
+        let mut s = ServerStorage { conn, url: url.to_string(), app, sql, instance, bookkeeping_prepared: false, deadlocks_early: false, side_by_side: None, writes_waited: false, read_plans: HashMap::new(), reads_ahead: ReadsAheadCount::default(), flushed_commits: 0, open_writer: None, marks: CommitMarks::default() };
         {
             use std::hash::{BuildHasher, Hasher};
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -336,6 +338,21 @@ impl ServerStorage {
     pub fn reads_ahead(&self) -> ReadsAheadCount {
         self.reads_ahead
     }
+
+    /// How many of this storage's COMMITs waited for the server's log flush (PostgreSQL's
+    /// WAL, InnoDB's redo log): those of transactions that wrote, where a read-only one commits
+    /// without a flush. A serial lane's group of writers is one, and so is a batch of state
+    /// updates. A writer whose body changed nothing counts too where its transaction wrote or
+    /// took an id anyway: on MariaDB every writer's commit mark is a write, and on PostgreSQL
+    /// a writer's start takes the transaction's id (to be asked about), whose commit record is
+    /// flushed. A write sent ahead counts as a change (its count comes with the COMMIT).
+    pub fn flushed_commits(&self) -> u64 {
+        self.flushed_commits
+    }
+
+    /// The name [`Self::flushed_commits`] goes by in a storage's tally, and so among its
+    /// node's counters.
+    pub const FLUSHED_COMMITS: &'static str = "flushed_commits";
 
     pub fn application(&self) -> &Arc<Application> {
         &self.app
@@ -545,6 +562,7 @@ impl ServerStorage {
     /// transaction, with the prepared statements ([`Self::prepare_bookkeeping`]).
     fn commit(&mut self, before: &str, leaves: Leaves) -> Result<Ended, Attempt> {
         let open = self.open_writer.take();
+        let took_an_id = open.is_some();
         let mut batch: Vec<String> = [before].iter().filter(|b| !b.is_empty()).map(|b| b.to_string()).collect();
         let mark = match (self.sql.engine, leaves) {
             (Engine::Mariadb, Leaves::Nothing | Leaves::CountersInVariables) | (Engine::Postgres, Leaves::EpochAndSnapshot) => Some(self.marks.last + 1),
@@ -582,6 +600,11 @@ impl ServerStorage {
         if let Some(mark) = mark {
             self.marks.last = mark;
             self.marks.row_made = true;
+        }
+        // What rode on the COMMIT wrote (the counters' bump, a group's or a batch's close, a
+        // mark), or the transaction took an id: its commit record is flushed.
+        if !before.is_empty() || mark.is_some() || took_an_id {
+            self.flushed_commits += 1;
         }
         Ok(ended)
     }
@@ -821,6 +844,9 @@ impl ServerStorage {
                 (if outcome.committed() { "COMMIT" } else { "ROLLBACK" }).to_string()
             };
             s.conn.batch(&end).map_err(Attempt::committing)?;
+            if outcome.committed() && changed > 0 {
+                s.flushed_commits += 1;
+            }
             Ok(outcome)
         };
         self.retrying(&what, DIRECT_MAX_RETRIES, attempt).map_err(storage_err)
@@ -1551,12 +1577,17 @@ impl Storage for ServerStorage {
     }
 
     /// The reads sent ahead, once there have been any (a storage that does not read ahead, on
-    /// MariaDB, reports nothing rather than two zeros).
+    /// MariaDB, reports nothing rather than two zeros), and the commits that wrote, once there
+    /// has been one.
     fn tally(&self) -> Vec<(&'static str, u64)> {
-        if self.reads_ahead == ReadsAheadCount::default() {
-            return Vec::new();
+        let mut tally = Vec::new();
+        if self.reads_ahead != ReadsAheadCount::default() {
+            tally.extend([(ReadsAheadCount::ANSWERED, self.reads_ahead.answered), (ReadsAheadCount::THROWN_AWAY, self.reads_ahead.thrown_away)]);
         }
-        vec![(ReadsAheadCount::ANSWERED, self.reads_ahead.answered), (ReadsAheadCount::THROWN_AWAY, self.reads_ahead.thrown_away)]
+        if self.flushed_commits > 0 {
+            tally.push((Self::FLUSHED_COMMITS, self.flushed_commits));
+        }
+        tally
     }
 }
 
