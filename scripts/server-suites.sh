@@ -7,6 +7,7 @@
 #     On PostgreSQL also with locals side by side under SSI (--writers-side-by-side); and on
 #     each server (and PostgreSQL's locals side by side and 2PC baseline) once with the server
 #     ending the node's sessions every half second (scripts/sessions-ended.sh);
+#     and the overhead figure, briefly, on each server;
 #  3. a server that cannot serve is refused before any run starts, with a message naming it
 #     (one that is not there; SQLite and, on a second PostgreSQL cluster on port 5433 that
 #     scripts/postgres-without-prepared-transactions.sh makes, a server without prepared
@@ -67,6 +68,21 @@ for backend in postgres mariadb; do
     "$bin" bench tpcw --backend "$backend" --system centralized --real --embedded $where \
       --topology lan --clients 20 --warmup 1 --measure 3 --quiet --out "$out" | tail -n 5
   done
+done
+
+# The overhead figure, briefly, on each server: every path runs, the runs through the node are
+# checked, and it prints what the server charges one session for a committed write (on
+# PostgreSQL, its log's flush apart) and how many commits per operation waited for a flush on
+# each path (RESULTS.md, "Middleware overhead on the servers").
+for backend in postgres mariadb; do
+  echo "server-suites: the overhead figure on $backend, each path 1 s" >&2
+  fig="$("$bin" figure overhead --backend "$backend" --measure 1 --rounds 1 --out "$out" 2>&1)" || { echo "$fig" >&2; exit 1; }
+  expected=("checks of the runs through the node: serializable" "a committed one-row UPDATE" "commits that waited for the server's log flush, per operation: directly")
+  [ "$backend" = postgres ] && expected+=("with synchronous_commit off: the commit's flush about")
+  for line in "${expected[@]}"; do
+    grep -qF "$line" <<<"$fig" || { tail -n 30 <<<"$fig" >&2; echo "server-suites: the overhead figure on $backend printed no '$line'" >&2; exit 1; }
+  done
+  grep -F "commits that waited" -A1 <<<"$fig" >&2
 done
 
 # PostgreSQL with an instance's locals side by side under SSI, the checker's search ordering

@@ -44,6 +44,8 @@ struct Measured {
     retries: u64,
     /// What became of the reads sent ahead (the paths that read ahead, on PostgreSQL).
     reads_ahead: ensemble_server::ReadsAheadCount,
+    /// Commits that waited for the server's log flush (`ServerStorage::flushed_commits`).
+    flushed_commits: u64,
     /// Where the machine's CPU time went in the window.
     cpu: CpuUse,
 }
@@ -187,12 +189,14 @@ fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -
     let mut retries = 0;
     let mut connections = Vec::new();
     let mut reads_ahead = ensemble_server::ReadsAheadCount::default();
+    let mut flushed_commits = 0;
     for h in handles {
         let (h, r, db) = h.join().expect("a client thread panicked")?;
         hist.add(h)?;
         retries += r;
         if let Direct::Server(db) = &db {
             reads_ahead += db.reads_ahead();
+            flushed_commits += db.flushed_commits();
         }
         connections.push(db);
     }
@@ -202,7 +206,7 @@ fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -
     if let (Some(a), Some(b)) = (&window_start, &window_end) {
         cpu.add(a, b, hist.len());
     }
-    Ok(Measured { ops: hist.len(), secs: start.elapsed().as_secs_f64().min(measure_s + 1.0), hist, retries, reads_ahead, cpu })
+    Ok(Measured { ops: hist.len(), secs: start.elapsed().as_secs_f64().min(measure_s + 1.0), hist, retries, reads_ahead, flushed_commits, cpu })
 }
 
 /// The workload as the figure's title names it.
@@ -265,6 +269,56 @@ fn floor_costs() -> anyhow::Result<(f64, f64)> {
     Ok((handoff_us, tcp_us))
 }
 
+/// What one session's statements cost the server, one after another with nothing else running
+/// on it: a round trip that reads nothing, and a committed write of one row, with and (on
+/// PostgreSQL) without waiting for the log's flush. The node's serial lane commits its writers
+/// one group after another, each waiting for its flush; the direct path's writers wait for
+/// theirs side by side, and the server flushes for several at once.
+struct ServerFloor {
+    round_trip_us: f64,
+    write_us: f64,
+    /// PostgreSQL, with `synchronous_commit = off` for the session (MariaDB's
+    /// `innodb_flush_log_at_trx_commit` is the whole server's).
+    write_unflushed_us: Option<f64>,
+}
+
+/// Times [`ServerFloor`] on a database of its own, made and dropped like a run's; `None` on
+/// SQLite.
+fn server_floor(e: &Experiment) -> anyhow::Result<Option<ServerFloor>> {
+    const ROUNDS: u32 = 1000;
+    let Some(engine) = e.backend.kind.engine() else { return Ok(None) };
+    let mut floor = e.clone();
+    floor.label = "overhead-server-floor".into();
+    floor.instances = 1;
+    let (tagged, _database) = ensemble_bench::databases::for_run(&floor)?;
+    let url = ensemble_server::admin::instance_url(engine, &tagged.backend.server_urls(), &tagged.backend.run, 0).map_err(anyhow::Error::msg)?;
+    let mut conn = ensemble_server::conn::Conn::open(engine, &url)?;
+    conn.batch("CREATE TABLE floor_writes (k INT PRIMARY KEY, v BIGINT NOT NULL)")?;
+    conn.batch("INSERT INTO floor_writes (k, v) VALUES (1, 0)")?;
+    // Each statement is a transaction of its own (autocommit), after a tenth as many untimed.
+    let mut timed = |sql: &str| -> anyhow::Result<f64> {
+        for _ in 0..ROUNDS / 10 {
+            conn.batch(sql)?;
+        }
+        let t0 = Instant::now();
+        for _ in 0..ROUNDS {
+            conn.batch(sql)?;
+        }
+        Ok(t0.elapsed().as_secs_f64() * 1e6 / ROUNDS as f64)
+    };
+    let write = "UPDATE floor_writes SET v = v + 1 WHERE k = 1";
+    let round_trip_us = timed("SELECT 1")?;
+    let write_us = timed(write)?;
+    let write_unflushed_us = match engine {
+        ensemble_server::Engine::Postgres => {
+            timed("SET synchronous_commit = off")?;
+            Some(timed(write)?)
+        }
+        ensemble_server::Engine::Mariadb => None,
+    };
+    Ok(Some(ServerFloor { round_trip_us, write_us, write_unflushed_us }))
+}
+
 /// One path's figures in one round.
 #[derive(Clone, Copy)]
 struct Round {
@@ -301,11 +355,13 @@ struct Path {
     /// What became of the reads its storages sent ahead (from the node's counters for a run
     /// through one; zero where nothing reads ahead).
     reads_ahead: ensemble_server::ReadsAheadCount,
+    /// Commits that waited for the server's log flush, counted as `reads_ahead` is.
+    flushed_commits: u64,
 }
 
 impl Path {
     fn new(name: impl Into<String>) -> Path {
-        Path { name: name.into(), rounds: Vec::new(), cpu: CpuUse::default(), retries: 0, counted: 0, reads_ahead: Default::default() }
+        Path { name: name.into(), rounds: Vec::new(), cpu: CpuUse::default(), retries: 0, counted: 0, reads_ahead: Default::default(), flushed_commits: 0 }
     }
 
     fn push(&mut self, m: &Measured) {
@@ -314,6 +370,12 @@ impl Path {
         self.retries += m.retries;
         self.counted += m.hist.len();
         self.reads_ahead += m.reads_ahead;
+        self.flushed_commits += m.flushed_commits;
+    }
+
+    /// Commits that waited for the server's log flush, per operation.
+    fn flushes_per_op(&self) -> f64 {
+        self.flushed_commits as f64 / self.counted.max(1) as f64
     }
 
     /// Victims run again per 1000 operations.
@@ -428,6 +490,7 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
         })
         .collect();
     let (handoff_us, tcp_us) = floor_costs()?;
+    let server = server_floor(&e)?;
     let db_name = match e.backend.kind {
         ensemble_bench::BackendKind::Sqlite => "SQLite",
         ensemble_bench::BackendKind::Postgres => "PostgreSQL",
@@ -491,6 +554,7 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
                 answered: counter(&run, &[ReadsAheadCount::ANSWERED]),
                 thrown_away: counter(&run, &[ReadsAheadCount::THROWN_AWAY]),
             };
+            path.flushed_commits += counter(&run, &[ensemble_server::ServerStorage::FLUSHED_COMMITS]);
             checks.push(run.check.clone().unwrap_or_default());
             path.rounds.push(Round::of_run(&run));
         }
@@ -606,13 +670,41 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
     // there than they do: its writers wait in its serial lane and share a COMMIT
     // (`Storage::run_batch`), where without it each waits for the writer lock in a session of
     // its own and commits alone. At one client nothing queues, and a hop below zero is noise.
+    // What the node's writers wait for in its serial lane, one group after another.
+    let flushes = match &server {
+        Some(f) => {
+            let (unflushed, lane) = match f.write_unflushed_us {
+                Some(u) => (
+                    format!(", {u:.1} us with synchronous_commit off: the commit's flush about {:.1} us", f.write_us - u),
+                    format!(
+                        ";\n  at the flush timed above, that node's serial lane waits about {:.0} us per operation for its groups' flushes, one after another",
+                        default_node.flushes_per_op() * (f.write_us - u)
+                    ),
+                ),
+                None => (String::new(), String::new()),
+            };
+            let how = match e.backend.kind {
+                ensemble_bench::BackendKind::Postgres => "a group of writers on its serial lane shares one",
+                _ => "its writers take the writer lock last and each commits alone, with its commit's mark, a write even where its body changed nothing",
+            };
+            format!(
+                "this server, timed in this run on one session, statement after statement: a round trip (SELECT 1) {:.1} us, a committed one-row UPDATE {:.1} us{unflushed}\ncommits that waited for the server's log flush, per operation: directly {:.3}, Ensemble's transactions without the node {:.3}, through the node as `ensemble bench` runs it {:.3} ({how}){lane}\n",
+                f.round_trip_us,
+                f.write_us,
+                d.flushes_per_op(),
+                b.flushes_per_op(),
+                default_node.flushes_per_op(),
+            )
+        }
+        None => String::new(),
+    };
     let hop_below_zero = if r.mean_ms() < b.mean_ms() && threads > 1 && e.backend.kind == ensemble_bench::BackendKind::Postgres {
         " (below zero: without the node each writer waits for the writer lock in its own session and commits alone; the node's serial lane\n  queues them in the node and lets those queued share one COMMIT, so the split overstates the bookkeeping and understates the hop)"
     } else {
         ""
     };
     Ok(format!(
-        "Middleware overhead: {} on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; round by round {})\n{against_pipelined}{as_run}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms{hop_below_zero}\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\nauthentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
+        "Middleware overhead: {} on {db_name}, {threads} closed-loop clients, each path {measure_s} s in {rounds} rounds of {round_s} s, the paths in turn in each round; the node a connection per client unless the row says\n\n{}\nthroughput ratio (Ensemble / direct): {:.2}\nmean latency ratio (Ensemble / direct): {:.2} (Ensemble adds {:.0} % to the direct path's mean; round by round {})\n{against_pipelined}{as_run}{lifted}where the added mean goes: the bookkeeping in the database {:.3} ms, the hop through the node {:.3} ms{hop_below_zero}\nthis machine, timed in this run: a thread-to-thread round trip over a channel {:.1} us, a loopback TCP round trip {:.1} us;\n  the hop is one TCP round trip and two hand-offs between threads (the node's loop to a storage worker and back; the\n  client's and the node's i/o run on their loops' threads): {:.3} ms at least\nrun again after the server made them victims, per 1000 operations: directly {:.1}, Ensemble's transactions {:.1}, through the node {:.1}\n{flushes}authentication (authenticated / plain wire): throughput {:.3}, mean latency {:.3}\n{where_cpu}checks of the runs through the node: {}",
         workload_name(&e.workload),
         render(&rows),
         r.ops_per_s() / d.ops_per_s(),
