@@ -343,12 +343,15 @@ fn table1_table(runs: Vec<RunResult>) -> Figure {
     Figure { title: "P-Store Table 1: a global transaction's latency under light load, 4 groups of 3, 50 % global TPC-B".into(), table, runs }
 }
 
+/// How a figure's table is made from its climbs' peaks.
+type PeaksToTable = fn(Vec<Peak>) -> Figure;
+
 /// Figure `name`'s table computed again from its runs (as its result file keeps them): each
 /// climb's runs are grouped by the configuration they record, and its peak is their highest
 /// throughput, as when the figure ran. `None` for a name that is not P-Store's; an error for
 /// runs that are not that figure's configurations.
 pub fn table(name: &str, runs: Vec<RunResult>) -> Option<anyhow::Result<Figure>> {
-    let (configs, table): (Vec<Config>, fn(Vec<Peak>) -> Figure) = match name {
+    let (configs, table): (Vec<Config>, PeaksToTable) = match name {
         "pstore-fig2" => (fig2_configs(), fig2_table),
         "pstore-fig3a" => (fig3a_configs(), fig3a_table),
         "pstore-fig3b" => (fig3b_configs(), fig3b_table),
