@@ -296,7 +296,7 @@ fn server_floor(e: &Experiment) -> anyhow::Result<Option<ServerFloor>> {
     conn.batch("CREATE TABLE floor_writes (k INT PRIMARY KEY, v BIGINT NOT NULL)")?;
     conn.batch("INSERT INTO floor_writes (k, v) VALUES (1, 0)")?;
     // Each statement is a transaction of its own (autocommit), after a tenth as many untimed.
-    let mut timed = |sql: &str| -> anyhow::Result<f64> {
+    fn timed(conn: &mut ensemble_server::conn::Conn, sql: &str) -> anyhow::Result<f64> {
         for _ in 0..ROUNDS / 10 {
             conn.batch(sql)?;
         }
@@ -305,14 +305,14 @@ fn server_floor(e: &Experiment) -> anyhow::Result<Option<ServerFloor>> {
             conn.batch(sql)?;
         }
         Ok(t0.elapsed().as_secs_f64() * 1e6 / ROUNDS as f64)
-    };
+    }
     let write = "UPDATE floor_writes SET v = v + 1 WHERE k = 1";
-    let round_trip_us = timed("SELECT 1")?;
-    let write_us = timed(write)?;
+    let round_trip_us = timed(&mut conn, "SELECT 1")?;
+    let write_us = timed(&mut conn, write)?;
     let write_unflushed_us = match engine {
         ensemble_server::Engine::Postgres => {
-            timed("SET synchronous_commit = off")?;
-            Some(timed(write)?)
+            conn.batch("SET synchronous_commit = off")?;
+            Some(timed(&mut conn, write)?)
         }
         ensemble_server::Engine::Mariadb => None,
     };
@@ -665,11 +665,6 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
     where_cpu += &machine_time_line(&format!("the node as `ensemble bench` runs it ({})", default_node.name.trim_start_matches("... ")), default_node, &d);
     where_cpu += &machine_time_line("the same node in the clients' process (`--embedded`)", &embedded_path, &d);
     where_cpu += &machine_time_line("the same with its clients on its loop (`--embedded --clients-on-loop`; their driver's time is in the node loop's column)", &on_loop_path, &d);
-    // The split takes Ensemble's transactions without the node for the node's work in the
-    // database; where writers queue on PostgreSQL (more than one client), the node does less
-    // there than they do: its writers wait in its serial lane and share a COMMIT
-    // (`Storage::run_batch`), where without it each waits for the writer lock in a session of
-    // its own and commits alone. At one client nothing queues, and a hop below zero is noise.
     // What the node's writers wait for in its serial lane, one group after another.
     let flushes = match &server {
         Some(f) => {
@@ -698,6 +693,11 @@ pub fn run(settings: &Settings<'_>, progress: bool, backend: ensemble_bench::Bac
         }
         None => String::new(),
     };
+    // The split takes Ensemble's transactions without the node for the node's work in the
+    // database; where writers queue on PostgreSQL (more than one client), the node does less
+    // there than they do: its writers wait in its serial lane and share a COMMIT
+    // (`Storage::run_batch`), where without it each waits for the writer lock in a session of
+    // its own and commits alone. At one client nothing queues, and a hop below zero is noise.
     let hop_below_zero = if r.mean_ms() < b.mean_ms() && threads > 1 && e.backend.kind == ensemble_bench::BackendKind::Postgres {
         " (below zero: without the node each writer waits for the writer lock in its own session and commits alone; the node's serial lane\n  queues them in the node and lets those queued share one COMMIT, so the split overstates the bookkeeping and understates the hop)"
     } else {

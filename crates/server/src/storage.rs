@@ -1577,8 +1577,8 @@ impl Storage for ServerStorage {
     }
 
     /// The reads sent ahead, once there have been any (a storage that does not read ahead, on
-    /// MariaDB, reports nothing rather than two zeros), and the commits that wrote, once there
-    /// has been one.
+    /// MariaDB, reports nothing rather than two zeros), and the commits that waited for the
+    /// server's log flush, once there has been one.
     fn tally(&self) -> Vec<(&'static str, u64)> {
         let mut tally = Vec::new();
         if self.reads_ahead != ReadsAheadCount::default() {
