@@ -5,7 +5,7 @@
 #     real processes, and under the two-phase-commit baseline (real processes), each
 #     run checked serializable by replay (`ensemble bench` exits non-zero on a failed check);
 #     On PostgreSQL also with locals side by side under SSI (--writers-side-by-side); and on
-#     each server (and PostgreSQL's locals side by side and 2PC baseline) once with the server
+#     each server (and PostgreSQL's locals side by side, and the 2PC baseline) once with the server
 #     ending the node's sessions every half second (scripts/sessions-ended.sh);
 #     and the overhead figure, briefly, on each server;
 #  3. a server that cannot serve is refused before any run starts, with a message naming it
@@ -99,8 +99,8 @@ fi
 grep -q "is for real runs of the Conveyor Belt on PostgreSQL" <<<"$msg" || { echo "server-suites: unexpected message: $msg" >&2; exit 1; }
 
 # A server that ends the node's sessions mid-run (every half second): shop on each server, on
-# PostgreSQL also side by side and under the 2PC baseline, each run checked, nothing lost,
-# applied twice or refused (the script says why not the baseline on MariaDB).
+# PostgreSQL also side by side, and under the 2PC baseline on both, each run checked, nothing
+# lost, applied twice or refused.
 scripts/sessions-ended.sh --bin "$bin"
 
 # 2pc over SQLite is refused before anything runs, saying why.
@@ -125,5 +125,13 @@ grep -q "has max_prepared_transactions = 0" <<<"$msg" || { echo "server-suites: 
 made="$(psql "$noprep" -Atc "SELECT count(*) FROM pg_database WHERE datname LIKE 'ensemble\_%'")"
 [ "$made" = 0 ] || { echo "server-suites: the refused run made $made database(s)" >&2; exit 1; }
 left="$(comm -13 <(echo "$before") <(leftovers | sort) | sed '/^$/d')"
-[ -z "$left" ] || { echo "server-suites: the suite's runs left behind on the servers:" >&2; sed 's/^/  /' <<<"$left" >&2; exit 1; }
+if [ -n "$left" ]; then
+  echo "server-suites: the suite's runs left behind on the servers:" >&2
+  sed 's/^/  /' <<<"$left" >&2
+  # What may be keeping them: transactions still open and sessions still on the run's databases.
+  echo "server-suites: what the servers still run:" >&2
+  mariadb -h 127.0.0.1 -u root -e "SELECT trx_id, trx_state, trx_started, trx_mysql_thread_id, trx_rows_locked, trx_query FROM information_schema.innodb_trx; SELECT id, db, command, time, state, info FROM information_schema.processlist WHERE db LIKE 'ensemble\\_%'" >&2 || true
+  psql -h 127.0.0.1 -U postgres -d test -c "SELECT pid, datname, state, query FROM pg_stat_activity WHERE datname LIKE 'ensemble\_%'" >&2 || true
+  exit 1
+fi
 echo "server-suites: all passed" >&2

@@ -5,12 +5,10 @@
 # lost is asked about (PostgreSQL: pg_xact_status, or for a local writer side by side the mark in
 # its storage's own table; MariaDB: the storage's row of _ensemble_commits), so each run must
 # pass its check, nothing lost or applied twice, with transactions run again and no request
-# refused (ARCHITECTURE.md, "Victims"). The 2PC baseline too, on PostgreSQL: a participant's
+# refused (ARCHITECTURE.md, "Victims"). The 2PC baseline too, on both servers: a participant's
 # branch that finds its session ended applies itself again on a new one, and a lost PREPARE is
-# asked about (crates/server/src/twopc.rs). On MariaDB (mode mariadb-2pc, not run by default) a
-# session ended during XA PREPARE can leave its branch prepared but unlisted until the server
-# restarts, so the baseline fails the run there, loudly (`prepared_after_all`; RESULTS.md, "A
-# server that ends the node's sessions mid-run").
+# asked about, and a branch whose session was ended is decided, once the old session has left
+# the server's list (crates/server/src/twopc.rs, `prepared_after_all`, `finish`).
 #
 # Each run is `ensemble bench shop --backend B --real --topology lan --clients 20 --warmup 1
 # --measure 8` with the mode's system. It prints a line per run (sessions ended, transactions
@@ -20,7 +18,7 @@
 #
 # Usage: scripts/sessions-ended.sh [--bin PATH] [--runs N] [MODE...]
 #   MODE: postgres | mariadb | postgres-side-by-side | postgres-2pc | mariadb-2pc
-#   (default: the first four, in that order; with --runs N, the modes in turn, N passes)
+#   (default: all five, in that order; with --runs N, the modes in turn, N passes)
 # The servers must be up (scripts/start-databases.sh).
 set -euo pipefail
 bin=""
@@ -38,7 +36,7 @@ while [ $# -gt 0 ]; do
 done
 cd "$(dirname "$0")/.."
 bin="${bin:-target/release/ensemble}"
-[ ${#modes[@]} -gt 0 ] || modes=(postgres mariadb postgres-side-by-side postgres-2pc)
+[ ${#modes[@]} -gt 0 ] || modes=(postgres mariadb postgres-side-by-side postgres-2pc mariadb-2pc)
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "sessions-ended: --runs wants a positive count, not '$runs'" >&2; exit 2; }
 [ -x "$bin" ] || { echo "sessions-ended: $bin is not built (cargo build --release -p ensemble)" >&2; exit 1; }
 out="$(mktemp -d)"

@@ -582,29 +582,22 @@ impl TwoPcStorage {
     }
 
     /// A PREPARE whose answer the connection lost: the server may or may not have prepared
-    /// branch `b`. On PostgreSQL, asked on a new session once the old one has ended
-    /// (`ServerStorage::ask_once_the_old_session_ended`: a PREPARE TRANSACTION under way
-    /// finishes, an unprepared transaction is rolled back), the branch is prepared if and only
-    /// if `pg_prepared_xacts` lists it: `Ok` (the vote is yes), or a victim's fate (no, or run
-    /// again).
+    /// branch `b`. Asked on a new session once the old one has ended and left the server's list
+    /// (`ServerStorage::ask_once_the_old_session_ended`: a PREPARE under way finishes, an
+    /// unprepared transaction is rolled back, and MariaDB hands a prepared branch over to other
+    /// sessions), the branch is prepared if and only if the server lists it
+    /// (`pg_prepared_xacts`, `XA RECOVER`): `Ok` (the vote is yes; the decision then comes from
+    /// any session, `Self::finish`), or a victim's fate (no, or run again).
     ///
-    /// MariaDB cannot be asked. A session ended while its XA PREPARE ran can leave the branch
-    /// prepared in InnoDB but in no list: `XA RECOVER` does not show it, no session can commit
-    /// or roll it back, and it holds its locks until the server restarts, when it is recovered
-    /// as prepared (seen with MariaDB 10.11: `innodb_trx` showed it running with no session;
-    /// after a restart `XA RECOVER` listed it). Taken for not prepared, the coordinator would
-    /// abort the transaction around a branch nobody can end; so the job fails loudly, as a
-    /// COMMIT whose outcome is unknown does.
+    /// The wait matters on MariaDB: asked, or decided, while the server still tears the old
+    /// session down, a prepared branch may not be listed yet, and a decision sent then can leave its
+    /// InnoDB transaction prepared in no list with its locks held until the server restarts
+    /// (`crate::admin::wait_until_the_run_s_sessions_ended`; RESULTS.md, "A branch decided while
+    /// its session was torn down"). Before the wait, the job failed loudly here on MariaDB.
     fn prepared_after_all(&mut self, b: &str, why: &str) -> Result<(), Failure> {
-        if self.shared.engine() == Engine::Mariadb {
-            // The worker serves on, on a new connection.
-            let _ = self.recover(&ConnError::Lost(why.to_string()));
-            return Err(Failure::Fatal(format!(
-                "the connection was lost while preparing ({why}): whether MariaDB prepared {b} cannot be known (a branch whose session ended during XA PREPARE can stay prepared unlisted until the server restarts)"
-            )));
-        }
         let unknown = |m: String| Failure::Fatal(format!("the connection was lost while preparing ({why}), and then asking whether {b} is prepared: {m}"));
-        if self.db.ask_once_the_old_session_ended(|conn| is_prepared(Engine::Postgres, conn, b)).map_err(unknown)? {
+        let engine = self.shared.engine();
+        if self.db.ask_once_the_old_session_ended(|conn| is_prepared(engine, conn, b)).map_err(unknown)? {
             Ok(())
         } else {
             Err(Failure::Victim(ConnError::Retry(format!("the connection was lost while preparing ({why}), and the server rolled {b} back"))))
@@ -636,7 +629,22 @@ impl TwoPcStorage {
         let was_parked = parked.is_some();
         let result = match parked {
             Some(mut conn) => {
-                let r = conn.conn.batch(&sql);
+                let mut r = conn.conn.batch(&sql);
+                if let Err(ConnError::Lost(why)) = &r {
+                    // The session that holds the branch is gone: MariaDB's branch is decided
+                    // from another session, but only once the server has torn the old one down
+                    // (`crate::admin::wait_until_the_run_s_sessions_ended` says why).
+                    let engine = self.shared.engine();
+                    let decided = conn.ask_once_the_old_session_ended(|c| match c.batch(&sql) {
+                        // Not prepared any more: the lost attempt applied the decision.
+                        Err(ConnError::Statement(m)) if m.contains("XAER_NOTA") && !is_prepared(engine, c, &b)? => Ok(()),
+                        other => other,
+                    });
+                    match decided {
+                        Ok(()) => r = Ok(()),
+                        Err(m) => return JobResult::Failed(format!("`{sql}`: the connection was lost ({why}), and then: {m}")),
+                    }
+                }
                 if r.is_ok() {
                     self.shared.spare.lock().expect("no panic while holding the lock").push(conn);
                 }
