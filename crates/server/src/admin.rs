@@ -162,7 +162,7 @@ pub fn rollback_prepared(conn: &mut Conn, run: &str) -> Result<usize, ConnError>
 /// holding its locks until the server restarts; dropping its database then waits for them and
 /// fails. A session leaves the process list only once its teardown is done. Test:
 /// `a_branch_whose_session_just_ended_is_rolled_back_whole`.
-pub(crate) fn wait_until_the_run_s_sessions_ended(conn: &mut Conn, run: &str) -> Result<(), ConnError> {
+pub fn wait_until_the_run_s_sessions_ended(conn: &mut Conn, run: &str) -> Result<(), ConnError> {
     // `_` is LIKE's one-character wildcard; the run tag has no other special character.
     let first = database_name(run, 0);
     let pattern = first[..first.len() - 1].replace('_', "\\_") + "%";
