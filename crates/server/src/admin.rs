@@ -125,31 +125,39 @@ pub(crate) const DETACH_POLL: std::time::Duration = std::time::Duration::from_mi
 /// node stopped before its decision, say). A prepared branch keeps its locks across sessions and
 /// server restarts, and would block dropping its database for good.
 ///
-/// It waits first for the run's sessions to end ([`wait_until_the_run_s_sessions_ended`]).
+/// It waits first for the run's sessions to end ([`wait_until_the_run_s_sessions_ended`]), and
+/// then looks again: a branch whose session was committing or rolling it back as it ended is
+/// gone by then, and counts for nothing.
 pub fn rollback_prepared(conn: &mut Conn, run: &str) -> Result<usize, ConnError> {
     let prefix = format!("{run}-");
-    let ours: Vec<String> = xa_prepared(conn)?
-        .into_iter()
-        .filter(|xid| xid.starts_with(&prefix) && xid.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-        .collect();
-    if !ours.is_empty() {
-        wait_until_the_run_s_sessions_ended(conn, run)?;
+    let ours = |conn: &mut Conn| -> Result<Vec<String>, ConnError> {
+        Ok(xa_prepared(conn)?
+            .into_iter()
+            .filter(|xid| xid.starts_with(&prefix) && xid.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .collect())
+    };
+    if ours(conn)?.is_empty() {
+        return Ok(0);
     }
+    wait_until_the_run_s_sessions_ended(conn, run)?;
     let mut n = 0;
-    for xid in ours {
+    for xid in ours(conn)? {
         // MariaDB hands a prepared branch to other sessions only once the session that
-        // prepared it has ended (the wait above gives up after a while).
+        // prepared it has ended (the wait above gives up after a while); one that its own
+        // session decided meanwhile is no longer listed.
         let mut waited = std::time::Duration::ZERO;
-        loop {
+        let rolled_back = loop {
             match conn.batch(&format!("XA ROLLBACK '{xid}'")) {
+                Ok(()) => break true,
+                Err(ConnError::Statement(m)) if m.contains("XAER_NOTA") && !xa_prepared(conn)?.contains(&xid) => break false,
                 Err(ConnError::Statement(m)) if m.contains("XAER_NOTA") && waited < DETACH_WAIT => {
                     std::thread::sleep(DETACH_POLL);
                     waited += DETACH_POLL;
                 }
-                other => break other?,
+                Err(e) => return Err(e),
             }
-        }
-        n += 1;
+        };
+        n += usize::from(rolled_back);
     }
     Ok(n)
 }
