@@ -168,7 +168,9 @@ pub fn rollback_prepared(conn: &mut Conn, run: &str) -> Result<usize, ConnError>
 /// can then take the XA ROLLBACK and yet keep the branch's InnoDB transaction, prepared, with no
 /// session and in no list (`SHOW ENGINE INNODB STATUS`: "ACTIVE (PREPARED) … recovered trx"),
 /// holding its locks until the server restarts; dropping its database then waits for them and
-/// fails. A session leaves the process list only once its teardown is done. Test:
+/// fails. A session leaves the process list near the end of its teardown, and InnoDB lets go of
+/// its branch just after that: so the wait goes on until InnoDB holds no transaction for a
+/// session the process list no longer names ([`sessions_still_held`]). Test:
 /// `a_branch_whose_session_just_ended_is_rolled_back_whole`.
 pub fn wait_until_the_run_s_sessions_ended(conn: &mut Conn, run: &str) -> Result<(), ConnError> {
     // `_` is LIKE's one-character wildcard; the run tag has no other special character.
@@ -180,7 +182,69 @@ pub fn wait_until_the_run_s_sessions_ended(conn: &mut Conn, run: &str) -> Result
         std::thread::sleep(DETACH_POLL);
         waited += DETACH_POLL;
     }
+    while waited < DETACH_WAIT && !sessions_still_held(conn)?.is_empty() {
+        std::thread::sleep(DETACH_POLL);
+        waited += DETACH_POLL;
+    }
     Ok(())
+}
+
+/// The MariaDB sessions InnoDB still holds a transaction for, read live (`SHOW ENGINE INNODB
+/// STATUS`, "MariaDB thread id N, …" in its list of transactions; `information_schema.innodb_trx` is a
+/// cache that a reader every 100 ms keeps from ever being refreshed). A session's teardown
+/// hands its prepared branch to other sessions (`XA RECOVER` lists it, `XA COMMIT` and `XA
+/// ROLLBACK` take it) and leaves the process list *before* InnoDB lets go of the branch's
+/// transaction (MariaDB 10.11: `unlink_thd` runs `THD::cleanup`, whose `trans_xa_detach`
+/// marks the branch recovered, then leaves `server_threads`, and only then
+/// `THD::free_connection` closes the connection in InnoDB, `trx_disconnect_prepared`). A
+/// decision sent in between finds no recovered transaction in InnoDB, does nothing there, and
+/// is answered OK: the branch's transaction stays prepared, in no list, its locks held until
+/// the server restarts, and an `XA COMMIT` so answered committed nothing. Once a session is
+/// named here no more, that gap is closed.
+pub fn sessions_innodb_holds(conn: &mut Conn) -> Result<std::collections::BTreeSet<i64>, ConnError> {
+    let rows = conn.batch_rows("SHOW ENGINE INNODB STATUS")?;
+    match rows.first().and_then(|r| r.get(2)) {
+        Some(ensemble_core::Value::Text(status)) => sessions_in_innodb_status(status),
+        other => Err(format!("it returned no status text ({other:?})")),
+    }
+    .map_err(|why| ConnError::Statement(format!("SHOW ENGINE INNODB STATUS: {why}: the sessions InnoDB holds a transaction for cannot be read")))
+}
+
+/// The sessions named in the list of transactions of `SHOW ENGINE INNODB STATUS`'s text.
+fn sessions_in_innodb_status(status: &str) -> Result<std::collections::BTreeSet<i64>, String> {
+    // Past 1 MB MariaDB cuts the middle of the list of transactions out.
+    if status.contains("\n... truncated...\n") {
+        return Err("its text was truncated".into());
+    }
+    // Only the list of transactions: the section on the latest deadlock names its two
+    // sessions for as long as no other deadlock replaces it.
+    let list = status
+        .split_once("LIST OF TRANSACTIONS FOR EACH SESSION:")
+        .and_then(|(_, rest)| rest.split_once("\nFILE I/O\n"))
+        .map(|(list, _)| list)
+        .ok_or("its text has no list of transactions followed by FILE I/O")?;
+    Ok(list
+        .lines()
+        .filter_map(|l| l.strip_prefix("MariaDB thread id "))
+        .filter_map(|rest| rest.split(',').next()?.trim().parse().ok())
+        .collect())
+}
+
+/// The sessions whose teardown has left the process list but not yet InnoDB
+/// ([`sessions_innodb_holds`]): InnoDB read first, so that a session it names and the process
+/// list read after it does not has left the list (or ended whole meanwhile, which the next look
+/// shows).
+pub fn sessions_still_held(conn: &mut Conn) -> Result<Vec<i64>, ConnError> {
+    let held = sessions_innodb_holds(conn)?;
+    let listed: std::collections::BTreeSet<i64> = conn
+        .batch_rows("SELECT id FROM information_schema.processlist")?
+        .into_iter()
+        .filter_map(|r| match r.first() {
+            Some(ensemble_core::Value::Int(id)) => Some(*id),
+            _ => None,
+        })
+        .collect();
+    Ok(held.difference(&listed).copied().collect())
 }
 
 /// The ids of the XA branches prepared on this MariaDB server (`XA RECOVER`). The branches this
@@ -252,6 +316,48 @@ mod tests {
         let two = vec!["postgres://a/x".to_string(), "postgres://b/x".to_string()];
         assert_eq!(server_url(&two, 1).unwrap(), "postgres://b/x");
         assert!(server_url(&two, 2).unwrap_err().contains("one per instance"));
+    }
+
+    /// What MariaDB 10.11 printed after a deadlock, with a branch prepared by session 11145
+    /// and one whose session has gone (shortened).
+    const INNODB_STATUS: &str = "\
+------------------------
+LATEST DETECTED DEADLOCK
+------------------------
+*** (1) TRANSACTION:
+TRANSACTION 239062, ACTIVE 1 sec starting index read
+MariaDB thread id 11144, OS thread handle 140285982607040, query id 1339384 127.0.0.1 root Updating
+*** (2) TRANSACTION:
+TRANSACTION 239061, ACTIVE 2 sec starting index read
+MariaDB thread id 11143, OS thread handle 131489754666688, query id 1339383 127.0.0.1 root Updating
+*** WE ROLL BACK TRANSACTION (1)
+------------
+TRANSACTIONS
+------------
+Trx id counter 239070
+LIST OF TRANSACTIONS FOR EACH SESSION:
+---TRANSACTION 239069, ACTIVE (PREPARED) 0 sec
+1 lock struct(s), heap size 1128, 0 row lock(s), undo log entries 1
+MariaDB thread id 11145, OS thread handle 140285903492800, query id 1339394 127.0.0.1 root starting
+SHOW ENGINE INNODB STATUS
+------- TRX HAS BEEN WAITING 2 ns FOR THIS LOCK TO BE GRANTED:
+------------------
+---TRANSACTION 20, ACTIVE (PREPARED) 3 sec recovered trx
+1 lock struct(s), heap size 1128, 0 row lock(s), undo log entries 1
+--------
+FILE I/O
+--------
+I/O thread 0 state: waiting for completed aio requests (insert buffer thread)
+";
+
+    #[test]
+    fn the_sessions_innodb_holds_are_read_from_its_list_of_transactions_only() {
+        // Not the two of the latest deadlock, long gone; nothing for the recovered branch.
+        assert_eq!(sessions_in_innodb_status(INNODB_STATUS).unwrap().into_iter().collect::<Vec<_>>(), vec![11145]);
+        let cut = INNODB_STATUS.replace("---TRANSACTION 239069", "\n... truncated...\n---TRANSACTION 239069");
+        assert!(sessions_in_innodb_status(&cut).unwrap_err().contains("truncated"));
+        let no_list = INNODB_STATUS.replace("LIST OF TRANSACTIONS FOR EACH SESSION:", "");
+        assert!(sessions_in_innodb_status(&no_list).unwrap_err().contains("no list of transactions"));
     }
 
     #[test]

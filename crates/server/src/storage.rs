@@ -641,8 +641,9 @@ impl ServerStorage {
     /// old session ([`CommitMarks::connection`]), which the server may still be running (a
     /// COMMIT or PREPARE under way finishes; anything else is rolled back), waits until the
     /// server no longer lists it, which it does only once its transaction is over (PostgreSQL
-    /// aborts an open transaction before a backend leaves `pg_stat_activity`, and MariaDB
-    /// detaches a prepared XA branch before its session leaves the process list), then asks
+    /// aborts an open transaction before a backend leaves `pg_stat_activity`; MariaDB hands a
+    /// prepared XA branch over before its session leaves the process list, and InnoDB lets go of
+    /// it just after, so there the wait is also for InnoDB), then asks
     /// `question` on the new session: what the old session did is all there is to read. A new
     /// session lost on the way is replaced and the whole asked again, up to [`SETUP_LOSSES`]
     /// times: ending a session that has ended, and reading, change nothing.
@@ -663,7 +664,8 @@ impl ServerStorage {
     }
 
     /// Ends the session `old` (on PostgreSQL, the backend of that pid that `started` then) from
-    /// this one and waits until the server no longer lists it.
+    /// this one and waits until the server no longer lists it (and on MariaDB, until InnoDB no
+    /// longer holds a transaction for it).
     fn end_session(&mut self, old: i64, started: i64) -> Result<(), ConnError> {
         let (end, listed) = match self.sql.engine {
             // MariaDB numbers connections in sequence (up to 2^32): no other takes the id.
@@ -678,8 +680,12 @@ impl ServerStorage {
             Ok(()) | Err(ConnError::Statement(_)) => {}
             Err(e) => return Err(e),
         }
+        let mariadb = self.sql.engine == Engine::Mariadb;
         let mut polls = 0;
-        while self.conn.batch_rows(&listed)? != vec![vec![Value::Int(0)]] {
+        // On MariaDB the session leaves the process list just before InnoDB lets go of its
+        // transaction, and a branch decided in between stays prepared in InnoDB
+        // (`crate::admin::sessions_innodb_holds` says why).
+        while self.conn.batch_rows(&listed)? != vec![vec![Value::Int(0)]] || (mariadb && crate::admin::sessions_innodb_holds(&mut self.conn)?.contains(&old)) {
             polls += 1;
             if polls == LOST_COMMIT_POLLS {
                 return Err(ConnError::Statement(format!("its old session {old} was still listed after {LOST_COMMIT_POLLS} questions")));

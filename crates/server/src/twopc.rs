@@ -592,8 +592,8 @@ impl TwoPcStorage {
     /// The wait matters on MariaDB: asked, or decided, while the server still tears the old
     /// session down, a prepared branch may not be listed yet, and a decision sent then can leave its
     /// InnoDB transaction prepared in no list with its locks held until the server restarts
-    /// (`crate::admin::wait_until_the_run_s_sessions_ended`; RESULTS.md, "A branch decided while
-    /// its session was torn down"). Before the wait, the job failed loudly here on MariaDB.
+    /// (`crate::admin::sessions_innodb_holds`; RESULTS.md, "A branch decided while its session
+    /// was torn down"). Before the wait, the job failed loudly here on MariaDB.
     fn prepared_after_all(&mut self, b: &str, why: &str) -> Result<(), Failure> {
         let unknown = |m: String| Failure::Fatal(format!("the connection was lost while preparing ({why}), and then asking whether {b} is prepared: {m}"));
         let engine = self.shared.engine();
@@ -632,8 +632,8 @@ impl TwoPcStorage {
                 let mut r = conn.conn.batch(&sql);
                 if let Err(ConnError::Lost(why)) = &r {
                     // The session that holds the branch is gone: MariaDB's branch is decided
-                    // from another session, but only once the server has torn the old one down
-                    // (`crate::admin::wait_until_the_run_s_sessions_ended` says why).
+                    // from another session, but only once the server has torn the old one down,
+                    // InnoDB included (`crate::admin::sessions_innodb_holds` says why).
                     let engine = self.shared.engine();
                     let decided = conn.ask_once_the_old_session_ended(|c| match c.batch(&sql) {
                         // Not prepared any more: the lost attempt applied the decision.
@@ -696,8 +696,19 @@ impl TwoPcStorage {
                 return Ok(());
             }
             // MariaDB lets another session decide a prepared branch only once it has noticed
-            // that the branch's session ended (`XAER_NOTA` until then).
+            // that the branch's session ended (`XAER_NOTA` until then), and a decision must also
+            // wait for InnoDB to let go of the branch (`crate::admin::sessions_innodb_holds`).
+            // The branch's session is not known here, so every session torn down is waited
+            // for; what this cannot see is a teardown that has handed the branch over but not
+            // yet left the process list.
             std::thread::sleep(crate::admin::DETACH_POLL);
+            while self.shared.engine() == Engine::Mariadb && std::time::Instant::now() < deadline {
+                let held = crate::admin::sessions_still_held(&mut self.db.conn).map_err(|e2| format!("{e}; and asking which sessions InnoDB still holds: {e2}"))?;
+                if held.is_empty() {
+                    break;
+                }
+                std::thread::sleep(crate::admin::DETACH_POLL);
+            }
         }
     }
 }
