@@ -5,7 +5,7 @@
 #     real processes, and under the two-phase-commit baseline (real processes), each
 #     run checked serializable by replay (`ensemble bench` exits non-zero on a failed check);
 #     On PostgreSQL also with locals side by side under SSI (--writers-side-by-side); and on
-#     each server (and PostgreSQL's locals side by side and 2PC baseline) once with the server
+#     each server (and PostgreSQL's locals side by side, and the 2PC baseline on both) once with the server
 #     ending the node's sessions every half second (scripts/sessions-ended.sh);
 #     and the overhead figure, briefly, on each server;
 #  3. a server that cannot serve is refused before any run starts, with a message naming it
@@ -99,8 +99,8 @@ fi
 grep -q "is for real runs of the Conveyor Belt on PostgreSQL" <<<"$msg" || { echo "server-suites: unexpected message: $msg" >&2; exit 1; }
 
 # A server that ends the node's sessions mid-run (every half second): shop on each server, on
-# PostgreSQL also side by side and under the 2PC baseline, each run checked, nothing lost,
-# applied twice or refused (the script says why not the baseline on MariaDB).
+# PostgreSQL also side by side, and under the 2PC baseline on both, each run checked, nothing
+# lost, applied twice or refused.
 scripts/sessions-ended.sh --bin "$bin"
 
 # 2pc over SQLite is refused before anything runs, saying why.

@@ -8,10 +8,9 @@
 # refused (ARCHITECTURE.md, "Victims"). The 2PC baseline too: a participant's branch that finds
 # its session ended applies itself again on a new one, and a lost PREPARE is asked about, and a
 # branch whose session was ended is decided, once the old session has left the server's list
-# (crates/server/src/twopc.rs, `prepared_after_all`, `finish`). On MariaDB (mode mariadb-2pc,
-# not run by default) a run now and then still ends with a branch that InnoDB keeps prepared in
-# no list, whose locks keep a transaction voted down until the run fails to drain (RESULTS.md,
-# "A branch decided while its session was torn down").
+# (crates/server/src/twopc.rs, `prepared_after_all`, `finish`); on MariaDB, once InnoDB too has
+# let go of it (crates/server/src/admin.rs, `sessions_innodb_holds`; RESULTS.md, "A branch
+# decided while its session was torn down").
 #
 # Each run is `ensemble bench shop --backend B --real --topology lan --clients 20 --warmup 1
 # --measure 8` with the mode's system. It prints a line per run (sessions ended, transactions
@@ -21,7 +20,7 @@
 #
 # Usage: scripts/sessions-ended.sh [--bin PATH] [--runs N] [MODE...]
 #   MODE: postgres | mariadb | postgres-side-by-side | postgres-2pc | mariadb-2pc
-#   (default: the first four, in that order; with --runs N, the modes in turn, N passes)
+#   (default: all five, in that order; with --runs N, the modes in turn, N passes)
 # The servers must be up (scripts/start-databases.sh).
 set -euo pipefail
 bin=""
@@ -39,7 +38,7 @@ while [ $# -gt 0 ]; do
 done
 cd "$(dirname "$0")/.."
 bin="${bin:-target/release/ensemble}"
-[ ${#modes[@]} -gt 0 ] || modes=(postgres mariadb postgres-side-by-side postgres-2pc)
+[ ${#modes[@]} -gt 0 ] || modes=(postgres mariadb postgres-side-by-side postgres-2pc mariadb-2pc)
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "sessions-ended: --runs wants a positive count, not '$runs'" >&2; exit 2; }
 [ -x "$bin" ] || { echo "sessions-ended: $bin is not built (cargo build --release -p ensemble)" >&2; exit 1; }
 out="$(mktemp -d)"
@@ -66,6 +65,8 @@ run_once() {
   [ "${mode#*-}" = 2pc ] && how=(--system 2pc --instances 3)
   log="$out/ended-$mode-$pass.log"
   echo "sessions-ended: shop on $mode (${how[*]}), real processes, the server ending the node's sessions every 0.5 s, run $pass" >&2
+  # Made before the run starts, so that the wait below never reads a log not there yet.
+  : >"$log"
   "$bin" bench shop --backend "$backend" --real --topology lan --clients 20 \
     --warmup 1 --measure 8 "${how[@]}" --quiet --out "$out" >"$log" 2>&1 &
   bench=$!
