@@ -21,6 +21,13 @@ use ensemble_bench::experiment::{MAX_SCALE, MAX_THINK_MS, MAX_WINDOW_S};
 use ensemble_core::topology::{Topology, MAX_CORES, MAX_MS};
 use std::path::{Path, PathBuf};
 
+/// A node's loop allocates a frame and a message per request and its storage workers free what
+/// the loop allocated (and the other way round); glibc's allocator was a tenth of the loop's
+/// samples in `scripts/profile-node.sh` (RESULTS.md, "The profile of a node"). One binary runs
+/// the clients, the nodes and the direct paths they are compared with, so all of them use it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "ensemble", version, about = "Scale an OLTP application out over independent SQL database instances, serializably (Conveyor Belt).")]
 struct Cli {
