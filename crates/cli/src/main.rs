@@ -22,8 +22,8 @@ use ensemble_core::topology::{Topology, MAX_CORES, MAX_MS};
 use std::path::{Path, PathBuf};
 
 /// The simulator allocates for every event and a node's loop for every frame; measured against
-/// glibc's allocator, mimalloc ran the main job 11 % faster and took glibc's tenth of a node
-/// loop's samples away (RESULTS.md, "mimalloc"). One binary runs the clients, the nodes and the
+/// glibc's allocator, mimalloc ran the main job and the fault sweeps faster and took glibc's
+/// tenth of a node loop's samples away (RESULTS.md, "mimalloc"). One binary runs the clients, the nodes and the
 /// direct paths they are compared with, so all of them use it.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
