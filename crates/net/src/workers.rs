@@ -163,23 +163,8 @@ fn worker<J, R, D>(
     };
     // The storage has reported a tally: from then on every one is copied out, empty or not.
     let mut tallied = false;
-    let spin = std::time::Duration::from_micros(std::env::var("ENSEMBLE_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(0));
     loop {
-        let mut spun = None;
-        if !spin.is_zero() {
-            let until = std::time::Instant::now() + spin;
-            loop {
-                match rx.try_recv() {
-                    Ok(next) => {
-                        spun = Some(next);
-                        break;
-                    }
-                    Err(_) if std::time::Instant::now() < until => std::thread::yield_now(),
-                    Err(_) => break,
-                }
-            }
-        }
-        let first = match spun.map(Ok).unwrap_or_else(|| rx.recv_timeout(ensemble_core::STORAGE_IDLE_AFTER)) {
+        let first = match rx.recv_timeout(ensemble_core::STORAGE_IDLE_AFTER) {
             Ok(next) => next,
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                 if let Some(s) = storage.as_mut() {

@@ -224,28 +224,6 @@ pub(super) fn run<P: Protocol>(
     Ok(report)
 }
 
-/// EXPERIMENT: how long the loop polls for its next input before it parks.
-fn loop_spin() -> Duration {
-    static SPIN: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *SPIN.get_or_init(|| Duration::from_micros(std::env::var("ENSEMBLE_LOOP_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(0)))
-}
-
-async fn next_input<T>(rx: &mut UnboundedReceiver<T>) -> Option<T> {
-    let spin = loop_spin();
-    if !spin.is_zero() {
-        let until = Instant::now() + spin;
-        loop {
-            match rx.try_recv() {
-                Ok(input) => return Some(input),
-                Err(mpsc::error::TryRecvError::Disconnected) => return None,
-                Err(mpsc::error::TryRecvError::Empty) if Instant::now() < until => tokio::task::yield_now().await,
-                Err(mpsc::error::TryRecvError::Empty) => break,
-            }
-        }
-    }
-    rx.recv().await
-}
-
 /// The protocol loop's state: the processes and their view of the world outside.
 struct HostLoop<P: Protocol> {
     me: HostId,
@@ -283,7 +261,7 @@ impl<P: Protocol> HostLoop<P> {
         loop {
             self.fire_due();
             alarm.set(self.agenda.next_due());
-            let Some(input) = next_input(&mut rx).await else { break };
+            let Some(input) = rx.recv().await else { break };
             match input {
                 Input::Peer { from, to, msg } => {
                     self.report.peer_messages_in += 1;
