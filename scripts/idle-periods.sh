@@ -23,22 +23,9 @@ secs=${2:-2}
 app=${3:-tpcw}
 shift $(( $# < 3 ? $# : 3 ))
 [[ "$secs" =~ ^[1-9][0-9]*$ ]] || { echo "idle-periods: SECONDS is a positive count, not '$secs'" >&2; exit 2; }
-if ! command -v perf >/dev/null || ! perf --version >/dev/null 2>&1; then
-  echo "idle-periods: installing linux-perf" >&2
-  sudo_=""
-  [ "$(id -u)" -eq 0 ] || sudo_="sudo"
-  $sudo_ apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq linux-perf >/dev/null
-fi
-[ -x "$bin" ] || { scripts/setup.sh; cargo build --release --locked -p ensemble; }
-scripts/start-databases.sh >/dev/null
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cat > "$work/loopback.toml" <<'EOF'
-name = "loopback"
-sites = ["dc"]
-one_way_ms = [[0.0]]
-EOF
+script=idle-periods
+# shellcheck source=scripts/lib/perf-bench.sh
+source scripts/lib/perf-bench.sh
 warmup=2
 measure=$((secs + 8))
 "$bin" bench "$app" --real --backend postgres --system centralized --topology "$work/loopback.toml" --clients 4 "$@" \

@@ -25,22 +25,9 @@ case "$locals" in
   *) echo "profile-node: LOCALS is side-by-side or default, not '$locals'" >&2; exit 2 ;;
 esac
 [[ "$secs" =~ ^[1-9][0-9]*$ && "$clients" =~ ^[1-9][0-9]*$ ]] || { echo "profile-node: SECONDS and CLIENTS are positive counts, not '$secs' and '$clients'" >&2; exit 2; }
-if ! command -v perf >/dev/null || ! perf --version >/dev/null 2>&1; then
-  echo "profile-node: installing linux-perf" >&2
-  sudo_=""
-  [ "$(id -u)" -eq 0 ] || sudo_="sudo"
-  $sudo_ apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq linux-perf >/dev/null
-fi
-[ -x "$bin" ] || { scripts/setup.sh; cargo build --release --locked -p ensemble; }
-scripts/start-databases.sh >/dev/null
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cat > "$work/loopback.toml" <<'EOF'
-name = "loopback"
-sites = ["dc"]
-one_way_ms = [[0.0]]
-EOF
+script=profile-node
+# shellcheck source=scripts/lib/perf-bench.sh
+source scripts/lib/perf-bench.sh
 warmup=2
 measure=$((secs + 8))
 "$bin" bench shop --real --backend postgres --system centralized --topology "$work/loopback.toml" --clients "$clients" \

@@ -1,0 +1,22 @@
+# Sourced by the scripts that record a real run of `ensemble bench` on PostgreSQL with `perf`
+# (profile-node.sh, idle-periods.sh), once they have set `script` (their name, for errors) and
+# `bin` (the ensemble binary) and moved to the repository: installs perf (linux-perf) if it is
+# missing, builds the release binary if `bin` is missing, starts the databases, and makes `work`,
+# a directory removed when the caller exits, holding `loopback.toml`, a topology of one site
+# without delay.
+if ! command -v perf >/dev/null || ! perf --version >/dev/null 2>&1; then
+  echo "$script: installing linux-perf" >&2
+  sudo_=""
+  [ "$(id -u)" -eq 0 ] || sudo_="sudo"
+  $sudo_ apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq linux-perf >/dev/null
+fi
+[ -x "$bin" ] || { scripts/setup.sh; cargo build --release --locked -p ensemble; }
+scripts/start-databases.sh >/dev/null
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cat > "$work/loopback.toml" <<'TOML'
+name = "loopback"
+sites = ["dc"]
+one_way_ms = [[0.0]]
+TOML
