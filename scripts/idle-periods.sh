@@ -7,7 +7,7 @@
 # middle of the clients' window, and prints:
 #   1. the CPU time each kind of thread ran in the window (by its name: the server's backends
 #      `postgres`, the node's storage workers `ensemble-storag`, the client driver's and the
-#      node's loops `ensemble`, and the idle task);
+#      node's loops `ensemble` (the loop `ensemble-host` when embedded), and the idle task);
 #   2. every period a core spent idle, by the thread that ran on that core right after it: how
 #      many, their total and their mean. A server backend there was woken by a statement or by
 #      its log flush; a storage worker, by a statement's answer; a loop, by a request or a reply.
@@ -38,7 +38,8 @@ for _ in $(seq 1 1200); do
 done
 grep -q "ready at" "$work/bench.txt" || { cat "$work/bench.txt" >&2; echo "idle-periods: the node did not start" >&2; exit 1; }
 sleep $((warmup + 3))
-perf sched record -a -o "$work/sched.data" -- sleep "$secs" >/dev/null 2>&1
+perf sched record -a -o "$work/sched.data" -- sleep "$secs" > "$work/perf.txt" 2>&1 \
+  || { cat "$work/perf.txt" >&2; kill "$bench" 2>/dev/null; wait "$bench" 2>/dev/null; echo "idle-periods: perf sched record failed" >&2; exit 1; }
 wait "$bench" || { cat "$work/bench.txt" >&2; echo "idle-periods: the run failed" >&2; exit 1; }
 row=$(grep -E "^$app-centralized-1-postgres-[a-z-]+ +centralized " "$work/bench.txt" | tail -1 || true)
 [ -n "$row" ] || { cat "$work/bench.txt" >&2; echo "idle-periods: no result row in the run's output" >&2; exit 1; }
