@@ -39,7 +39,7 @@ done
 grep -q "ready at" "$work/bench.txt" || { cat "$work/bench.txt" >&2; echo "idle-periods: the node did not start" >&2; exit 1; }
 sleep $((warmup + 3))
 perf sched record -a -o "$work/sched.data" -- sleep "$secs" > "$work/perf.txt" 2>&1 \
-  || { cat "$work/perf.txt" >&2; kill "$bench" 2>/dev/null || true; wait "$bench" 2>/dev/null || true; echo "idle-periods: perf sched record failed" >&2; exit 1; }
+  || { cat "$work/perf.txt" >&2; echo "idle-periods: perf sched record failed" >&2; exit 1; }
 wait "$bench" || { cat "$work/bench.txt" >&2; echo "idle-periods: the run failed" >&2; exit 1; }
 row=$(grep -E "^$app-centralized-1-postgres-[a-z-]+ +centralized " "$work/bench.txt" | tail -1 || true)
 [ -n "$row" ] || { cat "$work/bench.txt" >&2; echo "idle-periods: no result row in the run's output" >&2; exit 1; }

@@ -3,7 +3,8 @@
 # `bin` (the ensemble binary) and moved to the repository: installs perf (linux-perf) if it is
 # missing, builds the release binary if `bin` is missing, starts the databases, and makes `work`,
 # a directory removed when the caller exits, holding `loopback.toml`, a topology of one site
-# without delay.
+# without delay. A caller that exits early, its run (`bench`, the pid) still going, stops it, so
+# that the run's clean-up drops its databases.
 if ! command -v perf >/dev/null || ! perf --version >/dev/null 2>&1; then
   echo "$script: installing linux-perf" >&2
   sudo_=""
@@ -14,7 +15,7 @@ fi
 [ -x "$bin" ] || { scripts/setup.sh; cargo build --release --locked -p ensemble; }
 scripts/start-databases.sh >/dev/null
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'if [ -n "${bench:-}" ] && kill -0 "$bench" 2>/dev/null; then kill "$bench"; wait "$bench" 2>/dev/null; fi; rm -rf "$work"' EXIT
 cat > "$work/loopback.toml" <<'TOML'
 name = "loopback"
 sites = ["dc"]
