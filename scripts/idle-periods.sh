@@ -31,12 +31,7 @@ measure=$((secs + 8))
 "$bin" bench "$app" --real --backend postgres --system centralized --topology "$work/loopback.toml" --clients 4 "$@" \
   --warmup "$warmup" --measure "$measure" --out "$work/results" --quiet > "$work/bench.txt" 2>&1 &
 bench=$!
-for _ in $(seq 1 1200); do
-  grep -q "ready at" "$work/bench.txt" && break
-  kill -0 "$bench" 2>/dev/null || break
-  sleep 0.1
-done
-grep -q "ready at" "$work/bench.txt" || { cat "$work/bench.txt" >&2; echo "idle-periods: the node did not start" >&2; exit 1; }
+await_node_ready
 sleep $((warmup + 3))
 perf sched record -a -o "$work/sched.data" -- sleep "$secs" > "$work/perf.txt" 2>&1 \
   || { cat "$work/perf.txt" >&2; echo "idle-periods: perf sched record failed" >&2; exit 1; }

@@ -34,16 +34,10 @@ measure=$((secs + 8))
   --browse-fraction 0.5 ${side[@]+"${side[@]}"} --warmup "$warmup" --measure "$measure" --out "$work/results" --quiet \
   > "$work/bench.txt" 2>&1 &
 bench=$!
-# The node is the bench's only child; profile it once the clients have run a while (they start
-# when the bench prints that the node is ready, after it has loaded its database).
-node=""
-for _ in $(seq 1 1200); do
-  node=$(pgrep -P "$bench" | head -1 || true)
-  [ -n "$node" ] && grep -q "ready at" "$work/bench.txt" && break
-  kill -0 "$bench" 2>/dev/null || break
-  sleep 0.1
-done
-grep -q "ready at" "$work/bench.txt" || { cat "$work/bench.txt" >&2; echo "profile-node: the node did not start" >&2; exit 1; }
+await_node_ready
+# The node is the bench's only child.
+node=$(pgrep -P "$bench" | head -1 || true)
+[ -n "$node" ] || { echo "profile-node: the bench's node process was not found" >&2; exit 1; }
 sleep $((warmup + 4))
 perf record -F 499 --call-graph dwarf,16384 -o "$work/node.data" -p "$node" -- sleep "$secs" >/dev/null 2>&1
 wait "$bench" || { cat "$work/bench.txt" >&2; echo "profile-node: the run failed" >&2; exit 1; }
