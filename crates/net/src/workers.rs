@@ -17,10 +17,8 @@
 
 use crossbeam_channel::{Receiver, Sender};
 use ensemble_core::{SerialLane, Storage, WorkId};
-use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// Makes worker `i`'s storage, on worker `i`'s own thread.
@@ -38,132 +36,7 @@ pub const MAX_SERIAL_BATCH: usize = 32;
 pub struct JobFailed(pub String);
 
 /// A queue of jobs for the workers that take from it.
-enum Queue<J> {
-    /// crossbeam's channel, whose `recv` spins and then yields the thread (`sched_yield`) a few
-    /// times before it parks.
-    Channel(Sender<(WorkId, J)>),
-    /// A queue whose takers park on a condition variable as soon as it is empty
-    /// (`ENSEMBLE_JOB_QUEUE=condvar`, an experiment).
-    Parking(Arc<ParkingQueue<J>>),
-}
-
-enum Taker<J> {
-    Channel(Receiver<(WorkId, J)>),
-    Parking(Arc<ParkingQueue<J>>),
-}
-
-struct ParkingQueue<J> {
-    /// The jobs waiting, and whether the pool has closed the queue.
-    state: Mutex<(VecDeque<(WorkId, J)>, bool)>,
-    ready: Condvar,
-}
-
-impl<J> ParkingQueue<J> {
-    fn new() -> Arc<ParkingQueue<J>> {
-        Arc::new(ParkingQueue { state: Mutex::new((VecDeque::new(), false)), ready: Condvar::new() })
-    }
-
-    fn close(&self) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
-        self.ready.notify_all();
-    }
-}
-
-/// Which kind of queue a pool uses: `ENSEMBLE_JOB_QUEUE=condvar` for [`Queue::Parking`].
-fn parking_queues() -> bool {
-    std::env::var("ENSEMBLE_JOB_QUEUE").is_ok_and(|v| v == "condvar")
-}
-
-fn queue<J>() -> (Queue<J>, impl Fn() -> Taker<J>) {
-    let (tx, rx, parking) = if parking_queues() {
-        let q = ParkingQueue::new();
-        (Queue::Parking(q.clone()), None, Some(q))
-    } else {
-        let (tx, rx) = crossbeam_channel::unbounded::<(WorkId, J)>();
-        (Queue::Channel(tx), Some(rx), None)
-    };
-    (tx, move || match (&rx, &parking) {
-        (Some(rx), _) => Taker::Channel(rx.clone()),
-        (None, Some(q)) => Taker::Parking(q.clone()),
-        (None, None) => unreachable!("a queue is one kind or the other"),
-    })
-}
-
-impl<J> Queue<J> {
-    /// False once no taker is left.
-    fn send(&self, item: (WorkId, J)) -> bool {
-        match self {
-            Queue::Channel(tx) => tx.send(item).is_ok(),
-            Queue::Parking(q) => {
-                // The pool holds one reference; each taker one more.
-                if Arc::strong_count(q) == 1 {
-                    return false;
-                }
-                q.state.lock().unwrap_or_else(|p| p.into_inner()).0.push_back(item);
-                q.ready.notify_one();
-                true
-            }
-        }
-    }
-}
-
-impl<J> Drop for Queue<J> {
-    fn drop(&mut self) {
-        if let Queue::Parking(q) = self {
-            q.close();
-        }
-    }
-}
-
-/// How a taker's wait ended without a job.
-enum NoJob {
-    Timeout,
-    Closed,
-}
-
-impl<J> Taker<J> {
-    /// The next job, waiting at most `wait` (forever with None).
-    fn take(&self, wait: Option<Duration>) -> Result<(WorkId, J), NoJob> {
-        match self {
-            Taker::Channel(rx) => match wait {
-                Some(w) => rx.recv_timeout(w).map_err(|e| match e {
-                    crossbeam_channel::RecvTimeoutError::Timeout => NoJob::Timeout,
-                    crossbeam_channel::RecvTimeoutError::Disconnected => NoJob::Closed,
-                }),
-                None => rx.recv().map_err(|_| NoJob::Closed),
-            },
-            Taker::Parking(q) => {
-                let deadline = wait.map(|w| std::time::Instant::now() + w);
-                let mut state = q.state.lock().unwrap_or_else(|p| p.into_inner());
-                loop {
-                    if let Some(item) = state.0.pop_front() {
-                        return Ok(item);
-                    }
-                    if state.1 {
-                        return Err(NoJob::Closed);
-                    }
-                    state = match deadline {
-                        None => q.ready.wait(state).unwrap_or_else(|p| p.into_inner()),
-                        Some(d) => {
-                            let now = std::time::Instant::now();
-                            if now >= d {
-                                return Err(NoJob::Timeout);
-                            }
-                            q.ready.wait_timeout(state, d - now).unwrap_or_else(|p| p.into_inner()).0
-                        }
-                    };
-                }
-            }
-        }
-    }
-
-    fn try_take(&self) -> Option<(WorkId, J)> {
-        match self {
-            Taker::Channel(rx) => rx.try_recv().ok(),
-            Taker::Parking(q) => q.state.lock().unwrap_or_else(|p| p.into_inner()).0.pop_front(),
-        }
-    }
-}
+type Queue<J> = Sender<(WorkId, J)>;
 
 /// Each worker's storage's last [`Storage::tally`], by worker index.
 type Tallies = Arc<Mutex<Vec<Vec<(&'static str, u64)>>>>;
@@ -185,12 +58,12 @@ impl<J: Send + 'static> WorkerPool<J> {
         R: Send + 'static,
         D: Fn(WorkId, Result<R, JobFailed>) + Send + Clone + 'static,
     {
-        let (tx, taker) = queue::<J>();
+        let (tx, rx) = crossbeam_channel::unbounded::<(WorkId, J)>();
         let workers = workers.max(1);
         let tallies: Tallies = Arc::new(Mutex::new(vec![Vec::new(); workers + usize::from(serial.is_some())]));
         let mut pool = WorkerPool { jobs: Some(tx), serial: None, threads: Vec::new(), tallies: tallies.clone() };
         for index in 0..workers {
-            let rx = taker();
+            let rx = rx.clone();
             let make_storage = make_storage.clone();
             let done = done.clone();
             let tallies = tallies.clone();
@@ -199,8 +72,7 @@ impl<J: Send + 'static> WorkerPool<J> {
             pool.threads.push(handle);
         }
         if let Some(pick) = serial {
-            let (tx, taker) = queue::<J>();
-            let rx = taker();
+            let (tx, rx) = crossbeam_channel::unbounded::<(WorkId, J)>();
             pool.serial = Some((pick, tx));
             let label = format!("{name}-serial");
             let handle = std::thread::Builder::new()
@@ -218,10 +90,10 @@ impl<J> WorkerPool<J> {
     pub fn submit(&self, work: WorkId, job: J) -> bool {
         if let Some((pick, lane)) = &self.serial {
             if pick(&job) {
-                return lane.send((work, job));
+                return lane.send((work, job)).is_ok();
             }
         }
-        self.jobs.as_ref().is_some_and(|tx| tx.send((work, job)))
+        self.jobs.as_ref().is_some_and(|tx| tx.send((work, job)).is_ok())
     }
 
     /// What the pool's storages counted ([`Storage::tally`]), summed by name, in the order the
@@ -274,7 +146,7 @@ fn worker<J, R, D>(
     label: &str,
     index: usize,
     make_storage: &dyn Fn(usize) -> Box<dyn Storage<Job = J, Result = R>>,
-    rx: Taker<J>,
+    rx: Receiver<(WorkId, J)>,
     batch: usize,
     tallies: &Mutex<Vec<Vec<(&'static str, u64)>>>,
     done: D,
@@ -292,30 +164,30 @@ fn worker<J, R, D>(
     // The storage has reported a tally: from then on every one is copied out, empty or not.
     let mut tallied = false;
     loop {
-        let first = match rx.take(Some(ensemble_core::STORAGE_IDLE_AFTER)) {
+        let first = match rx.recv_timeout(ensemble_core::STORAGE_IDLE_AFTER) {
             Ok(next) => next,
-            Err(NoJob::Timeout) => {
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                 if let Some(s) = storage.as_mut() {
                     if let Err(p) = catch_unwind(AssertUnwindSafe(|| s.idle())) {
                         eprintln!("[ensemble-net] storage worker {label}: idle() panicked: {}", panic_text(&*p));
                     }
                 }
-                match rx.take(None) {
+                match rx.recv() {
                     Ok(next) => next,
                     Err(_) => break,
                 }
             }
-            Err(NoJob::Closed) => break,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
         };
         let mut works = vec![first.0];
         let mut jobs = vec![first.1];
         while jobs.len() < batch {
-            match rx.try_take() {
-                Some((w, j)) => {
+            match rx.try_recv() {
+                Ok((w, j)) => {
                     works.push(w);
                     jobs.push(j);
                 }
-                None => break,
+                Err(_) => break,
             }
         }
         let results = match storage.as_mut() {
