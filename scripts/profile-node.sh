@@ -35,7 +35,7 @@ measure=$((secs + 8))
   > "$work/bench.txt" 2>&1 &
 bench=$!
 await_node_ready
-# The node is the bench's only child.
+# The node is the bench's only child; it is profiled once the clients have run a while.
 node=$(pgrep -P "$bench" | head -1 || true)
 [ -n "$node" ] || { echo "profile-node: the bench's node process was not found" >&2; exit 1; }
 sleep $((warmup + 4))

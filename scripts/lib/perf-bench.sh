@@ -3,9 +3,9 @@
 # `bin` (the ensemble binary) and moved to the repository: installs perf (linux-perf) if it is
 # missing, builds the release binary if `bin` is missing, starts the databases, and makes `work`,
 # a directory removed when the caller exits, holding `loopback.toml`, a topology of one site
-# without delay; `await_node_ready` waits for the caller's run to have its node ready. A caller that
-# exits early, its run (`bench`, the pid) still going, stops it, so
-# that the run's clean-up drops its databases.
+# without delay; `await_node_ready` waits for the caller's run to have its node ready. A
+# caller that exits early, its run (`bench`, the pid) still going, stops it, so that the run's
+# clean-up drops its databases.
 if ! command -v perf >/dev/null || ! perf --version >/dev/null 2>&1; then
   echo "$script: installing linux-perf" >&2
   sudo_=""
