@@ -39,7 +39,8 @@ await_node_ready
 node=$(pgrep -P "$bench" | head -1 || true)
 [ -n "$node" ] || { echo "profile-node: the bench's node process was not found" >&2; exit 1; }
 sleep $((warmup + 4))
-perf record -F 499 --call-graph dwarf,16384 -o "$work/node.data" -p "$node" -- sleep "$secs" >/dev/null 2>&1
+perf record -F 499 --call-graph dwarf,16384 -o "$work/node.data" -p "$node" -- sleep "$secs" > "$work/perf.txt" 2>&1 \
+  || { cat "$work/perf.txt" >&2; echo "profile-node: perf record failed" >&2; exit 1; }
 wait "$bench" || { cat "$work/bench.txt" >&2; echo "profile-node: the run failed" >&2; exit 1; }
 grep -E "^shop-centralized" "$work/bench.txt" || true
 loop=$(basename "$bin" | cut -c1-15)
