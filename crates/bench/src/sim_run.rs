@@ -5,7 +5,7 @@ use crate::harness::{Harness, RunOutput};
 use crate::metrics::Metrics;
 use crate::report::{ProcessCounters, RunResult, SimFigures};
 use ensemble_core::{Completion, ProcessId, Protocol, Time};
-use ensemble_sim::Simulation;
+use ensemble_sim::{FaultPlan, Simulation};
 use std::time::Duration;
 
 /// After the measurement window clients stop issuing; the run goes on until no completion has
@@ -26,13 +26,29 @@ pub struct Simulated<H: Harness> {
     pub failures: Vec<String>,
     /// A server backend's databases, dropped with the run (after the check).
     pub databases: Option<crate::databases::RunDatabases>,
+    /// What the simulator saw of the run's end and of its faults.
+    pub ending: Ending,
+}
+
+/// How a simulated run ended, for the fault runs ([`crate::fault_runs`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ending {
+    /// No completion for `QUIET` and every process quiescent before `MAX_DRAIN` ran out.
+    pub drained: bool,
+    /// Requests sent and never answered, by client and sequence number (the first few).
+    pub unanswered: Vec<(ensemble_core::ClientId, u64)>,
+    /// Messages the fault plan delivered twice.
+    pub duplicated: u64,
+    /// Messages the processes refused, in all, and the first each refusing process refused.
+    pub refused: u64,
+    pub first_refusals: Vec<String>,
 }
 
 impl<H: Harness> Simulated<H> {
     /// Runs the protocol's checks, writes the history file if the experiment asks for one, and
     /// records the verdict in the result.
     pub fn check(self, h: &H, exp: &Experiment) -> anyhow::Result<RunResult> {
-        let Simulated { mut result, history, storages, failures, databases } = self;
+        let Simulated { mut result, history, storages, failures, databases, ending: _ } = self;
         let run = RunOutput { history: &history, storages, failures };
         crate::finish_run(h, exp, run, &mut result)?;
         drop(databases);
@@ -51,6 +67,11 @@ pub fn run_sim<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::R
 
 /// Runs the experiment; the history is kept when it will be checked or written.
 pub fn simulate<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::Result<Simulated<H>> {
+    simulate_under(h, exp, FaultPlan::new(), progress)
+}
+
+/// Runs the experiment under `faults` (none: [`simulate`]).
+pub fn simulate_under<H: Harness>(h: &H, exp: &Experiment, faults: FaultPlan, progress: bool) -> anyhow::Result<Simulated<H>> {
     exp.validate().map_err(anyhow::Error::msg)?;
     h.validate(exp).map_err(anyhow::Error::msg)?;
     let (tagged, databases) = crate::databases::for_run(exp)?;
@@ -67,6 +88,7 @@ pub fn simulate<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
         let (client, site) = h.client(exp, c, end);
         sim.add_client(client, site)?;
     }
+    *sim.faults_mut() = faults;
 
     let start = Time::ZERO + Duration::from_secs_f64(exp.warmup_s);
     let mut metrics = Metrics::new(start, end);
@@ -95,16 +117,19 @@ pub fn simulate<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
         bar.set_position(t.as_secs_f64() as u64);
     }
     let busy_at_end = busy(&sim, n);
-    loop {
+    let drained = loop {
         let next = sim.now() + Duration::from_secs(1);
         sim.run_until(next, &mut record);
         // Quiet, and every process done with what it had in flight (an overloaded replica may
         // still be applying commits its clients heard of long ago).
         let quiet = next.saturating_sub(last_completion.get().max(end)) >= QUIET;
-        if (quiet && sim.quiescent()) || next.saturating_sub(end) >= MAX_DRAIN {
-            break;
+        if quiet && sim.quiescent() {
+            break true;
         }
-    }
+        if next.saturating_sub(end) >= MAX_DRAIN {
+            break false;
+        }
+    };
     bar.finish_and_clear();
 
     let window = Duration::from_secs_f64(exp.measure_s);
@@ -121,6 +146,13 @@ pub fn simulate<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
     let reports = sim.process_reports();
     let processes = reports.iter().map(|(id, counters, _)| ProcessCounters::new(*id, counters)).collect();
     let failures: Vec<String> = reports.iter().filter_map(|(id, _, f)| f.as_ref().map(|m| format!("{id}: {m}"))).collect();
+    let ending = Ending {
+        drained,
+        unanswered: sim.unanswered().iter().take(5).copied().collect(),
+        duplicated: stats.messages_duplicated,
+        refused: stats.processes.iter().map(|p| p.messages_refused).sum(),
+        first_refusals: stats.processes.iter().filter_map(|p| p.first_refusal.clone()).collect(),
+    };
 
     let storages = sim.into_storages();
     let result = RunResult {
@@ -132,7 +164,7 @@ pub fn simulate<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
         processes,
         partial: None,
     };
-    Ok(Simulated { result, history, storages, failures, databases })
+    Ok(Simulated { result, history, storages, failures, databases, ending })
 }
 
 /// Each process's busy time so far, with the cores it runs on.

@@ -165,6 +165,9 @@ pub struct Simulation<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResul
     crashes_scheduled: usize,
     recovery: Option<Recovery<P, S>>,
     stats: SimStats,
+    /// Requests a client sent (by client and sequence number) whose completion it has not yet
+    /// reported: what a run that stalls leaves unanswered.
+    unanswered: BTreeSet<(ClientId, u64)>,
     /// Reused effect buffers: handlers push into them, the loop drains them.
     process_out: Vec<Effect<P>>,
     client_out: Vec<ClientEffect<P::Evidence>>,
@@ -231,6 +234,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             crashes_scheduled: 0,
             recovery: None,
             stats,
+            unanswered: BTreeSet::new(),
             process_out: Vec::new(),
             client_out: Vec::new(),
             trace: None,
@@ -419,6 +423,12 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
     /// own in flight. A crashed process that has not restarted is not asked.
     pub fn quiescent(&self) -> bool {
         self.procs.iter().flatten().filter_map(|p| p.process.as_ref()).all(|p| p.quiescent())
+    }
+
+    /// Requests sent whose client has not reported them completed, by client and sequence
+    /// number: none once a run has drained.
+    pub fn unanswered(&self) -> &BTreeSet<(ClientId, u64)> {
+        &self.unanswered
     }
 
     /// The storages, by ascending process id (`None` for a process without one): after a run,
@@ -739,11 +749,17 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         let mut out = std::mem::take(&mut self.client_out);
         for effect in out.drain(..) {
             match effect {
-                ClientEffect::Send { to, request } => self.send_request(client, to, request),
+                ClientEffect::Send { to, request } => {
+                    self.unanswered.insert((request.client, request.seq));
+                    self.send_request(client, to, request)
+                }
                 ClientEffect::SetTimer { id, after } => {
                     self.queue.push(self.now + after, SimEvent::ClientTimer { client, id });
                 }
-                ClientEffect::Completed(completion) => on_completion(self.now, &completion),
+                ClientEffect::Completed(completion) => {
+                    self.unanswered.remove(&(completion.request.client, completion.request.seq));
+                    on_completion(self.now, &completion)
+                }
             }
         }
         debug_assert!(self.client_out.is_empty());
