@@ -9,6 +9,7 @@
 
 pub mod databases;
 pub mod experiment;
+pub mod fault_runs;
 pub mod figures;
 pub mod harness;
 pub mod metrics;

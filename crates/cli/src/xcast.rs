@@ -21,8 +21,8 @@ const MAX_RUNS: u64 = 1_000_000_000;
 pub struct SweepArgs {
     /// A primitive (reliable, broadcast, genuine, streams; commit: two-phase commit), a G-DUR
     /// system (p-store, p-store-ge, p-store-gdur, p-store-2pc, p-store-full: fault runs of the
-    /// whole engine), or in turn: all primitives (`primitives`), all G-DUR systems (`g-dur`),
-    /// everything (`all`).
+    /// whole engine), the Conveyor Belt (belt: timing faults, checked by replay), or in turn:
+    /// all primitives (`primitives`), all G-DUR systems (`g-dur`), everything (`all`).
     #[arg(long, default_value = "all", value_parser = primitive)]
     primitive: String,
     /// Seeded runs per primitive; 1 to 1000000000.
@@ -55,11 +55,30 @@ fn select(name: &str) -> Result<Vec<Subject>, String> {
     }
 }
 
-/// The group-communication primitives, then the G-DUR systems.
+/// The group-communication primitives, then the G-DUR systems, then the belt.
 fn subjects() -> Vec<Subject> {
     let mut all = sweep::subjects();
     all.extend(gdur_subjects());
+    all.push(Subject::plain("belt", belt_verdict));
     all
+}
+
+/// A Conveyor Belt fault run (`ensemble_bench::fault_runs`) as the sweep tallies it: a failed
+/// check is a violation; a run that did not drain, left a request unanswered, or committed
+/// nothing issued after the heal, made no progress; a refusal no duplicated message explains is a refusal; a halted instance,
+/// or a run that could not be set up at all, is a failure.
+fn belt_verdict(seed: u64) -> Verdict {
+    match ensemble_bench::fault_runs::run(seed) {
+        Ok(r) => Verdict {
+            violations: usize::from(!r.checked),
+            unsettled: !r.settled() || r.committed_after_heal == 0,
+            refusals: r.unexplained_refusals() as usize,
+            failures: r.failures.len(),
+            simulated: Some(r.ended),
+            detail: r.to_string(),
+        },
+        Err(e) => Verdict { violations: 0, unsettled: false, refusals: 0, failures: 1, simulated: None, detail: format!("seed {seed}: the run failed: {e:#}") },
+    }
 }
 
 /// The G-DUR systems' fault runs (`ensemble_gdur::sweep`).
