@@ -60,8 +60,9 @@ enum Command {
         #[command(subcommand)]
         command: xcast_real::XcastCommand,
     },
-    /// Run many seeded simulations of each group-communication primitive under random faults
-    /// and check every one: no violation, and progress after the faults heal.
+    /// Run many seeded simulations of each group-communication primitive, G-DUR system or the
+    /// Conveyor Belt under random faults and check every one: no violation, and progress after
+    /// the faults heal.
     Sweep(xcast::SweepArgs),
 }
 
