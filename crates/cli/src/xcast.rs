@@ -21,7 +21,8 @@ const MAX_RUNS: u64 = 1_000_000_000;
 pub struct SweepArgs {
     /// A primitive (reliable, broadcast, genuine, streams; commit: two-phase commit), a G-DUR
     /// system (p-store, p-store-ge, p-store-gdur, p-store-2pc, p-store-full: fault runs of the
-    /// whole engine), the Conveyor Belt (belt: timing faults, checked by replay), or in turn:
+    /// whole engine), the Conveyor Belt (belt: shop and micro under timing faults, checked by
+    /// replay; belt-tpcw, belt-rubis: the same on TPC-W or RUBiS, slower), or in turn:
     /// all primitives (`primitives`), all G-DUR systems (`g-dur`), everything (`all`).
     #[arg(long, default_value = "all", value_parser = primitive)]
     primitive: String,
@@ -59,7 +60,9 @@ fn select(name: &str) -> Result<Vec<Subject>, String> {
 fn subjects() -> Vec<Subject> {
     let mut all = sweep::subjects();
     all.extend(gdur_subjects());
-    all.push(Subject::plain("belt", belt_verdict));
+    all.push(Subject::plain("belt", |seed| belt_verdict(ensemble_bench::fault_runs::run(seed), seed)));
+    all.push(Subject::plain("belt-tpcw", |seed| belt_verdict(ensemble_bench::fault_runs::run_of("tpcw", seed), seed)));
+    all.push(Subject::plain("belt-rubis", |seed| belt_verdict(ensemble_bench::fault_runs::run_of("rubis", seed), seed)));
     all
 }
 
@@ -67,8 +70,8 @@ fn subjects() -> Vec<Subject> {
 /// check is a violation; a run that did not drain, left a request unanswered, or committed
 /// nothing issued after the heal, made no progress; a refusal no duplicated message explains is a refusal; a halted instance,
 /// or a run that could not be set up at all, is a failure.
-fn belt_verdict(seed: u64) -> Verdict {
-    match ensemble_bench::fault_runs::run(seed) {
+fn belt_verdict(run: anyhow::Result<ensemble_bench::fault_runs::BeltFaultRun>, seed: u64) -> Verdict {
+    match run {
         Ok(r) => Verdict {
             violations: usize::from(!r.checked),
             unsettled: !r.settled() || r.committed_after_heal == 0,
