@@ -68,8 +68,8 @@ fn subjects() -> Vec<Subject> {
 
 /// A Conveyor Belt fault run (`ensemble_bench::fault_runs`) as the sweep tallies it: a failed
 /// check is a violation; a run that did not drain, left a request unanswered, or committed
-/// nothing issued after the heal, made no progress; a refusal no duplicated message explains is a refusal; a halted instance,
-/// or a run that could not be set up at all, is a failure.
+/// nothing issued after the heal made no progress; a refusal no duplicated message explains is
+/// a refusal; a halted instance, or a run that could not be set up at all, is a failure.
 fn belt_verdict(run: anyhow::Result<ensemble_bench::fault_runs::BeltFaultRun>, seed: u64) -> Verdict {
     match run {
         Ok(r) => Verdict {
