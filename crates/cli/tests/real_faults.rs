@@ -239,6 +239,29 @@ fn a_stopped_node_ends_the_run_as_a_stall_naming_it() {
     assert!(r.summary.window_s < 30.0, "the run stopped inside its window: {}", r.summary.window_s);
 }
 
+/// The real counterpart of the simulated stalls of `ensemble sweep --primitive belt`: a node
+/// stopped for less than the watcher's silence (a long GC pause, a VM descheduled) holds the
+/// token and its clients' requests in its sockets' buffers, and once continued the ring goes on:
+/// the run ends whole and checked. Half a second leaves the 3 s of silence that ends a run room
+/// on a loaded machine.
+#[test]
+fn a_node_stopped_briefly_costs_time_only() {
+    let _one = exclusive();
+    let mut bench = start_bench(&["--topology", "lan", "--system", "ensemble", "--instances", "3", "--clients", "4", "--warmup", "0.5", "--measure", "3"]);
+    let nodes = bench.wait_until_running();
+    let stopped = node(&nodes, 1);
+    signal(stopped, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(500)); // the fault's length, not a synchronisation
+    signal(stopped, libc::SIGCONT);
+    let status = bench.wait_exit();
+    assert!(status.success(), "{}", bench.stderr());
+    let path = bench.out.path().join("shop-ensemble-3-real-seed1.json");
+    let r: RunResult = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(r.partial, None);
+    assert_eq!(r.check_passed, Some(true), "{:?}", r.check);
+    assert!(r.summary.classes.get("global").is_some_and(|g| g.count > 0), "no global ran: {:?}", r.summary.classes.keys());
+}
+
 #[test]
 fn sigterm_stops_every_node_and_removes_the_temporary_directory() {
     let _one = exclusive();
