@@ -109,8 +109,7 @@ pub fn run(seed: u64) -> anyhow::Result<BeltFaultRun> {
 }
 
 /// The fault run of the belt for `seed` on application `app` (TPC-W and RUBiS are each a
-/// subject of their own: a run of theirs takes 5 to 11 times as long as one of shop, most of it
-/// loading their datasets).
+/// subject of their own: a run of theirs takes 5 to 11 times as long as one of shop).
 pub fn run_of(app: &str, seed: u64) -> anyhow::Result<BeltFaultRun> {
     let instances = 2 + ((seed >> 1) % 3) as u32;
     let duplicates = (seed >> 4) & 3 == 0;
