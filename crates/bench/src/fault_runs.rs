@@ -8,15 +8,17 @@
 //! these runs lose no message and crash no process; what they do is everything TCP over a WAN
 //! can do to timing, which is where a token protocol's mistakes hide:
 //! * message delays (up to 600 ms) on one link of the ring, on every message one
-//!   instance sends or receives (a stalled machine: its clients' requests and its token both
-//!   wait), or on every message;
+//!   instance sends or receives (a stalled machine as its peers see it: its clients' requests
+//!   and its token both wait; its own cores go on, since the simulator's pause drops what
+//!   reaches a paused process, which TCP would not), or on every message;
 //! * a partition that heals, as TCP sees one: every message across the cut sent during it
 //!   arrives after the heal, in order;
 //! * on a quarter of the seeds, duplicated messages between instances, which TCP never makes:
 //!   a copy of the token is a second token, and the belt must refuse it and go on (each copy
 //!   may be refused once; a refusal beyond the copies fails the run).
 //!
-//! What [`run`] is, for seed `s` (each knob from its own bits of `s`): `shop` or `micro`
+//! What [`run`] is, for seed `s` (bit 0, bit 3, bits 4 and 5, bit 6 each choose one knob below;
+//! the instance count is `2 + (s >> 1) % 3`): `shop` or `micro`
 //! (whose operations are mostly global) under the analyzer's plan (`ensemble`) or with every
 //! writer global (`read-only`), 2 to 4 instances at their sites of Gyro's WAN (`wan5`), the
 //! token holder's globals in parallel or one after the other, 8 closed-loop clients spread

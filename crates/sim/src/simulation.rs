@@ -426,7 +426,8 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
     }
 
     /// Requests sent whose client has not reported them completed, by client and sequence
-    /// number: none once a run has drained.
+    /// number. A run can go quiet and every process quiescent with one left here (a request
+    /// lost on its way), so a check of progress asks this as well.
     pub fn unanswered(&self) -> &BTreeSet<(ClientId, u64)> {
         &self.unanswered
     }
