@@ -8,11 +8,14 @@
 //! these runs lose no message and crash no process; what they do is everything TCP over a WAN
 //! can do to timing, which is where a token protocol's mistakes hide:
 //! * message delays (up to 600 ms) on one link of the ring, on every message one
-//!   instance sends or receives (a stalled machine as its peers see it: its clients' requests
-//!   and its token both wait; its own cores go on, since the simulator's pause drops what
-//!   reaches a paused process, which TCP would not), or on every message;
+//!   instance sends or receives (a slow network interface: its clients' requests and its token
+//!   both wait, its cores go on), or on every message;
 //! * a partition that heals, as TCP sees one: every message across the cut sent during it
 //!   arrives after the heal, in order;
+//! * on half of the seeds, one or two instances stalled for up to 2 s each (a paused
+//!   machine: what reaches it, its timers and its storage work wait for the stall's end, and
+//!   nothing is lost, [`ensemble_sim::Stall`]), which a ring without failure detection must
+//!   simply wait out;
 //! * on a quarter of the seeds, duplicated messages between instances, which TCP never makes:
 //!   a copy of the token is a second token, and the belt must refuse it and go on (each copy
 //!   may be refused once; a refusal beyond the copies fails the run).
@@ -219,6 +222,14 @@ fn faults(rng: &mut ChaCha8Rng, n: u32, duplicates: bool) -> (FaultPlan, Vec<Str
             }
         }
         said.push(format!("messages between instances duplicated with probability {p:.2} in [{}, {}) ms", ms(w.start), ms(w.end)));
+    }
+    // Drawn last, so that the faults above are the ones each seed drew before stalls existed.
+    if rng.random_bool(0.5) {
+        for _ in 0..rng.random_range(1..=2) {
+            let (a, w) = (instance(rng), window(rng));
+            plan.stall(a, w);
+            said.push(format!("{a} stalled in [{}, {}) ms", ms(w.start), ms(w.end)));
+        }
     }
     (plan, said)
 }

@@ -39,6 +39,8 @@ pub struct Ending {
     pub unanswered: Vec<(ensemble_core::ClientId, u64)>,
     /// Messages the fault plan delivered twice.
     pub duplicated: u64,
+    /// Events that reached a stalled process and waited for the stall's end.
+    pub held_in_stalls: u64,
     /// Messages the processes refused, in all, and the first each refusing process refused.
     pub refused: u64,
     pub first_refusals: Vec<String>,
@@ -150,6 +152,7 @@ pub fn simulate_under<H: Harness>(h: &H, exp: &Experiment, faults: FaultPlan, pr
         drained,
         unanswered: sim.unanswered().iter().copied().collect(),
         duplicated: stats.messages_duplicated,
+        held_in_stalls: stats.events_held_in_stalls,
         refused: stats.processes.iter().map(|p| p.messages_refused).sum(),
         first_refusals: stats.processes.iter().filter_map(|p| p.first_refusal.clone()).collect(),
     };

@@ -79,6 +79,7 @@ fn fault_spec(crashes: u32) -> RandomFaults {
         partitions: 1,
         crashes,
         crashes_lose_state: true,
+        stalls: 0,
     }
 }
 

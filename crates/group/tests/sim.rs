@@ -74,6 +74,7 @@ fn faulty_run(seed: u64, crashes_lose_state: bool) -> (Outcomes, Vec<(Time, Stri
         partitions: 1,
         crashes: 2,
         crashes_lose_state,
+        stalls: 0,
     };
     *w.sim.faults_mut() = FaultPlan::random(&mut ChaCha8Rng::seed_from_u64(seed), &spec);
     w.sim.enable_trace();

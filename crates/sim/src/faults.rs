@@ -1,5 +1,6 @@
-//! Fault injection: rules that lose, duplicate, slow or reorder messages, partitions, and crashes
-//! (pause-style, or losing the process's volatile state), written by hand or drawn from a seed.
+//! Fault injection: rules that lose, duplicate, slow or reorder messages, partitions, crashes
+//! (pause-style, or losing the process's volatile state) and stalls, written by hand or drawn
+//! from a seed.
 //!
 //! A [`FaultPlan`] is a list of rules, each active in a half-open [`Window`] of virtual time.
 //! Message rules are judged when a message is handed to the network (its send instant), the way a
@@ -127,6 +128,23 @@ pub struct Crash {
     pub loses_state: bool,
 }
 
+/// A process stands still during `window`, as a machine whose hypervisor paused it, or a
+/// process stopped by a debugger or `SIGSTOP`: nothing is lost, everything waits.
+///
+/// What reaches the process in the window (messages and requests, which its peers' TCP would
+/// keep sending and its kernel keep buffering), the timers that fire, and the completions of
+/// the jobs its cores were running all wait, and at the window's end it takes them in the
+/// order they came, at once; its clock then reads the window's end. Its cores stop with it: a
+/// job running when the stall began holds its core until the end, and so may a job that gets a
+/// core of a pool it shares with other processes during the stall. Unlike a pause
+/// ([`Crash`]), a stall drops nothing, so it is fair to a protocol that assumes reliable
+/// links and no failures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stall {
+    pub process: ProcessId,
+    pub window: Window,
+}
+
 /// Why a message was lost; the simulator counts each cause (see [`crate::DropCounts`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DropCause {
@@ -145,6 +163,7 @@ pub(crate) enum Verdict {
 pub struct FaultPlan {
     rules: Vec<FaultRule>,
     crashes: Vec<Crash>,
+    stalls: Vec<Stall>,
 }
 
 impl FaultPlan {
@@ -153,7 +172,7 @@ impl FaultPlan {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty() && self.crashes.is_empty()
+        self.rules.is_empty() && self.crashes.is_empty() && self.stalls.is_empty()
     }
 
     pub fn rules(&self) -> &[FaultRule] {
@@ -162,6 +181,10 @@ impl FaultPlan {
 
     pub fn crashes(&self) -> &[Crash] {
         &self.crashes
+    }
+
+    pub fn stalls(&self) -> &[Stall] {
+        &self.stalls
     }
 
     /// Lose messages on `links` with `probability` (clamped to `[0, 1]`) during `window`.
@@ -216,7 +239,14 @@ impl FaultPlan {
         self
     }
 
-    /// A fault plan drawn from `rng` as `spec` says: every rule and crash, its window, its
+    /// Stall `process` during `window` (see [`Stall`]). A window already begun when the next
+    /// `run_until` starts stalls the process from that run's current time.
+    pub fn stall(&mut self, process: ProcessId, window: Window) -> &mut Self {
+        self.stalls.push(Stall { process, window });
+        self
+    }
+
+    /// A fault plan drawn from `rng` as `spec` says: every rule, crash and stall, its window, its
     /// links and its probability come from the seed, so a sweep of seeds is a sweep of plans.
     pub fn random(rng: &mut impl Rng, spec: &RandomFaults) -> FaultPlan {
         let mut plan = FaultPlan::new();
@@ -263,6 +293,10 @@ impl FaultPlan {
             } else {
                 plan.crash(p, w.start, restart);
             }
+        }
+        for _ in 0..spec.stalls {
+            let p = pick(rng);
+            plan.stall(p, window(rng));
         }
         plan
     }
@@ -327,6 +361,9 @@ pub struct RandomFaults {
     pub partitions: u32,
     pub crashes: u32,
     pub crashes_lose_state: bool,
+    /// Stalls ([`Stall`]) of processes of `processes`, drawn after everything else, so that a
+    /// spec with none draws the plans it drew before stalls existed.
+    pub stalls: u32,
 }
 
 /// Certain outcomes take no draw, so a rule with probability 1 (or 0) leaves the stream alone.

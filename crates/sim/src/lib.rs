@@ -39,8 +39,9 @@
 //! * **Faults.** A [`FaultPlan`] drops, duplicates, delays or reorders messages with a
 //!   probability, or partitions sets of processes, each in a window of virtual time; and crashes
 //!   processes, pause-style or losing their volatile state, with an optional restart at which a
-//!   [`Recovery`] rebuilds the process from its storage ([`Crash`]). [`FaultPlan::random`] draws
-//!   a whole plan from a seed.
+//!   [`Recovery`] rebuilds the process from its storage ([`Crash`]); and stalls processes, which
+//!   then take what reached them, in order, when the stall ends ([`Stall`]).
+//!   [`FaultPlan::random`] draws a whole plan from a seed.
 //!
 //! # Use
 //!
@@ -81,6 +82,6 @@ mod simulation;
 mod stats;
 pub mod toy;
 
-pub use faults::{Crash, Endpoint, FaultKind, FaultPlan, FaultRule, Links, RandomFaults, Window};
+pub use faults::{Crash, Endpoint, FaultKind, FaultPlan, FaultRule, Links, RandomFaults, Stall, Window};
 pub use simulation::{ProcessReport, Recovery, SimError, Simulation};
 pub use stats::{DropCounts, ProcessStats, SimStats};

@@ -1,6 +1,6 @@
 //! The simulator proper: processes, clients, the network, CPUs and the event loop.
 
-use crate::faults::{Crash, DropCause, Endpoint, FaultPlan, Verdict};
+use crate::faults::{Crash, DropCause, Endpoint, FaultPlan, Stall, Verdict};
 use crate::queue::EventQueue;
 use crate::stats::{ProcessStats, SimStats};
 use ensemble_core::topology::{Topology, TopologyError};
@@ -61,6 +61,23 @@ enum SimEvent<P: Protocol> {
     ClientTimer { client: u32, id: TimerId },
     Crash { proc: u32, loses_state: bool },
     Restart { proc: u32 },
+    StallBegins { proc: u32 },
+    /// The process takes what waited for it during the stall; scheduled with the stall, so that
+    /// it comes before anything else that reaches the process at that instant.
+    StallEnds { proc: u32 },
+}
+
+impl<P: Protocol> SimEvent<P> {
+    /// The process an event happens at, for the events a stall holds back.
+    fn stalls_with(&self) -> Option<u32> {
+        match self {
+            SimEvent::AtProcess { proc, .. }
+            | SimEvent::CpuDone { proc, .. }
+            | SimEvent::Release { proc, .. }
+            | SimEvent::ProcessTimer { proc, .. } => Some(*proc),
+            _ => None,
+        }
+    }
 }
 
 impl<P: Protocol> std::fmt::Debug for SimEvent<P> {
@@ -78,6 +95,8 @@ impl<P: Protocol> std::fmt::Debug for SimEvent<P> {
             SimEvent::ClientTimer { client, id } => write!(f, "ClientTimer {{ client: {client}, id: {id:?} }}"),
             SimEvent::Crash { proc, loses_state } => write!(f, "Crash {{ proc: {proc}, loses_state: {loses_state} }}"),
             SimEvent::Restart { proc } => write!(f, "Restart {{ proc: {proc} }}"),
+            SimEvent::StallBegins { proc } => write!(f, "StallBegins {{ proc: {proc} }}"),
+            SimEvent::StallEnds { proc } => write!(f, "StallEnds {{ proc: {proc} }}"),
         }
     }
 }
@@ -109,6 +128,12 @@ struct Proc<P: Protocol, S> {
     started: bool,
     /// Number of crash windows the process is in (windows may overlap); down while positive.
     down: u32,
+    /// Number of stall windows the process is in; stalled while positive.
+    stalled: u32,
+    /// What reached the process while it was stalled, in the order it came; taken at the
+    /// stall's end. Anything that comes while this is not empty waits behind it, so that a link
+    /// stays FIFO across the stall's end.
+    held: VecDeque<SimEvent<P>>,
     epoch: u32,
     /// Jobs of this process running on a core of its pool.
     running: u32,
@@ -163,6 +188,8 @@ pub struct Simulation<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResul
     faults: FaultPlan,
     /// How many of `faults.crashes()` have been turned into events.
     crashes_scheduled: usize,
+    /// How many of `faults.stalls()` have been.
+    stalls_scheduled: usize,
     recovery: Option<Recovery<P, S>>,
     stats: SimStats,
     /// Requests a client sent (by client and sequence number) whose completion it has not yet
@@ -232,6 +259,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             fault_rng: stream(STREAM_FAULTS),
             faults: FaultPlan::new(),
             crashes_scheduled: 0,
+            stalls_scheduled: 0,
             recovery: None,
             stats,
             unanswered: BTreeSet::new(),
@@ -264,6 +292,8 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             pool,
             started: false,
             down: 0,
+            stalled: 0,
+            held: VecDeque::new(),
             epoch: 0,
             running: 0,
             queued: VecDeque::new(),
@@ -352,9 +382,9 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         self.stats.utilisation(id, self.now)
     }
 
-    /// Events scheduled but not yet run.
+    /// Events scheduled but not yet run, those a stall holds back included.
     pub fn pending_events(&self) -> usize {
-        self.queue.len()
+        self.queue.len() + self.procs.iter().flatten().map(|p| p.held.len()).sum::<usize>()
     }
 
     /// Whether `id` is currently crashed.
@@ -422,7 +452,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
     /// Whether every live process says it is quiescent ([`Process::quiescent`]): nothing of its
     /// own in flight. A crashed process that has not restarted is not asked.
     pub fn quiescent(&self) -> bool {
-        self.procs.iter().flatten().filter_map(|p| p.process.as_ref()).all(|p| p.quiescent())
+        self.procs.iter().flatten().all(|p| p.held.is_empty() && p.process.as_ref().is_none_or(|p| p.quiescent()))
     }
 
     /// Requests sent whose client has not reported them completed, by client and sequence
@@ -449,6 +479,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
     pub fn run_until(&mut self, until: Time, on_completion: &mut dyn FnMut(Time, &Completion<P::Evidence>)) {
         self.start_new_processes(on_completion);
         self.schedule_new_crashes();
+        self.schedule_new_stalls();
         while let Some(at) = self.queue.peek_time() {
             // Between two pops the queue only grows, so its length now is that stretch's peak.
             self.stats.max_queue_len = self.stats.max_queue_len.max(self.queue.len());
@@ -507,7 +538,28 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         }
     }
 
+    fn schedule_new_stalls(&mut self) {
+        while let Some(stall) = self.faults.stalls().get(self.stalls_scheduled).copied() {
+            self.stalls_scheduled += 1;
+            let Stall { process, window } = stall;
+            let begins = window.start.max(self.now);
+            if window.end <= begins || self.procs.get(process.0 as usize).is_none_or(Option::is_none) {
+                continue; // over already, or of a process not in this run
+            }
+            self.queue.push(begins, SimEvent::StallBegins { proc: process.0 });
+            self.queue.push(window.end, SimEvent::StallEnds { proc: process.0 });
+        }
+    }
+
     fn dispatch(&mut self, event: SimEvent<P>, on_completion: &mut dyn FnMut(Time, &Completion<P::Evidence>)) {
+        if let Some(proc) = event.stalls_with() {
+            let p = self.procs[proc as usize].as_mut().expect("events happen at existing processes");
+            if p.stalled > 0 || !p.held.is_empty() {
+                p.held.push_back(event);
+                self.stats.events_held_in_stalls += 1;
+                return;
+            }
+        }
         match event {
             SimEvent::AtProcess { proc, event } => {
                 let p = self.procs[proc as usize].as_ref().expect("messages are only sent to existing processes");
@@ -546,6 +598,18 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             }
             SimEvent::Crash { proc, loses_state } => self.crash(proc, loses_state),
             SimEvent::Restart { proc } => self.restart(proc),
+            SimEvent::StallBegins { proc } => {
+                self.procs[proc as usize].as_mut().expect("checked when scheduled").stalled += 1;
+            }
+            SimEvent::StallEnds { proc } => {
+                let p = self.procs[proc as usize].as_mut().expect("checked when scheduled");
+                p.stalled -= 1;
+                if p.stalled == 0 {
+                    for event in std::mem::take(&mut p.held) {
+                        self.dispatch(event, on_completion);
+                    }
+                }
+            }
         }
     }
 

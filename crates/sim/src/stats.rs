@@ -77,6 +77,8 @@ pub struct SimStats {
     pub timers_fired: u64,
     /// Process timers that fired while their process was paused.
     pub timers_discarded: u64,
+    /// Events that reached a stalled process and waited for the stall's end.
+    pub events_held_in_stalls: u64,
     /// Time messages spent waiting for their site's outgoing link, all added up.
     pub uplink_wait: std::time::Duration,
     /// Longest the event queue got.

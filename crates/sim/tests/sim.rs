@@ -1,6 +1,6 @@
 //! The simulator's model, checked on toy processes: determinism, network delays and FIFO links,
 //! machines, cores and CPU queueing, charged work, timers, faults (drops, duplicates, reordering,
-//! partitions, crashes with and without loss of state, random plans), and scale.
+//! partitions, crashes with and without loss of state, stalls, random plans), and scale.
 //!
 //! The toy of `ensemble_sim::toy` covers most of it. The simulation owns its processes as
 //! `Box<dyn Process>`, which cannot be downcast back to a `ToyNode`, so a test that reads what a
@@ -177,6 +177,7 @@ fn a_random_fault_plan_replays_byte_for_byte() {
         partitions: 1,
         crashes: 2,
         crashes_lose_state: true,
+        stalls: 0,
     };
     let (trace_a, done_a, stats_a) = jittery_world(2, Some(&spec));
     let (trace_b, done_b, stats_b) = jittery_world(2, Some(&spec));
@@ -1043,6 +1044,61 @@ fn a_pause_keeps_the_volatile_state_and_timers() {
 }
 
 #[test]
+fn a_stall_holds_the_timers_requests_and_job_completions_and_loses_none() {
+    // The counter's script under a stall from 3.5 ms to 35 ms instead of a crash: the save's
+    // storage job (3 to 4 ms), five adds and the timer due at 30 ms all wait for 35 ms, then come
+    // in the order they reached the process, and nothing is lost or counted twice.
+    let log = Rc::new(RefCell::new(CounterLog::default()));
+    let deployment = Deployment::one_per_machine(&[0], 2, "counter");
+    let mut sim = Simulation::<Counter, CounterStorage>::new(lan_free_messages(), deployment, 1).expect("valid");
+    sim.add_process(Box::new(CounterProcess::new(0, Duration::from_millis(30), log.clone())), Some(CounterStorage { saved: 0 }))
+        .expect("new process");
+    let script = [1.0, 2.0, 3.0, 5.0, 6.0, 15.0, 25.0, 26.0].map(|t| (ms(t), if t == 3.0 { "save" } else { "add" }));
+    sim.add_client(Box::new(ScriptClient { script: script.to_vec(), sent: BTreeMap::new() }), 0).expect("client");
+    sim.faults_mut().stall(p(0), Window::new(ms(3.5), ms(35.0)));
+    let mut done = run(&mut sim, ms(34.9));
+    assert_eq!(done.len(), 2, "only what finished before the stall is answered during it");
+    assert!(!sim.quiescent(), "what a stalled process holds is still to come");
+    done.extend(run(&mut sim, ms(100.0)));
+    let answered: Vec<(u64, u64, Time)> = done
+        .iter()
+        .map(|c| match &c.result {
+            CompletionResult::Done(d) => (c.request.seq, d.evidence, c.completed),
+            CompletionResult::Error(e) => panic!("{e}"),
+        })
+        .collect();
+    let at_end = ms(35.1); // the stall's end and the reply's 0.1 ms
+    let expected: Vec<(u64, u64, Time)> =
+        [(0, 1, ms(1.2)), (1, 2, ms(2.2)), (2, 2, at_end), (3, 3, at_end), (4, 4, at_end), (5, 5, at_end), (6, 6, at_end), (7, 7, at_end)]
+            .to_vec();
+    assert_eq!(answered, expected);
+    assert_eq!(log.borrow().timers, vec![(ms(35.0), TimerId(1))], "the timer due during the stall fires at its end");
+    assert_eq!(log.borrow().starts, vec![(ms(0.0), 0)], "a stall restarts nothing");
+    assert_eq!(sim.storage(p(0)).map(|s| s.saved), Some(2));
+    let stats = sim.stats();
+    assert_eq!(stats.messages_dropped.total(), 0);
+    assert_eq!((stats.timers_discarded, stats.events_held_in_stalls), (0, 7), "the job's completion, five adds, the timer");
+    assert!(sim.quiescent());
+}
+
+#[test]
+fn a_link_stays_fifo_across_a_stall_and_the_stall_touches_no_one_else() {
+    // p0 pings p1 and p2 every millisecond; p1 stands still from 20 to 40 ms. Every ping reaches
+    // p1, in order: those that arrived during the stall at 40 ms exactly, before any later one.
+    let (mut sim, nodes) = pinged_pair();
+    sim.faults_mut().stall(p(1), Window::new(ms(20.0), ms(40.0)));
+    run(&mut sim, ms(1_000.0));
+    assert_eq!(seqs_from(&nodes, p(1), p(0)), (0..100).collect::<Vec<_>>());
+    assert_eq!(seqs_from(&nodes, p(2), p(0)), (0..100).collect::<Vec<_>>());
+    let at_p1 = nodes[1].pings();
+    let held: Vec<u64> = at_p1.iter().filter(|(t, _, _)| *t == ms(40.0)).map(|(_, _, s)| *s).collect();
+    assert_eq!(held.len(), 20, "{at_p1:?}");
+    assert!(at_p1.iter().all(|(t, _, _)| *t <= ms(20.0) || *t >= ms(40.0)), "p1 took nothing during the stall: {at_p1:?}");
+    assert!(nodes[2].pings().iter().all(|(t, _, _)| *t != ms(40.0)), "p2 was not stalled");
+    assert_eq!(sim.stats().messages_dropped.total(), 0);
+}
+
+#[test]
 #[should_panic(expected = "a crash of p1 loses its state, but the simulation has no recovery")]
 fn a_crash_losing_state_without_a_recovery_panics_naming_the_process() {
     let (mut sim, _) = pinged_pair();
@@ -1064,6 +1120,7 @@ fn random_fault_plans_follow_the_seed_and_heal_by_the_horizon() {
         partitions: 3,
         crashes: 4,
         crashes_lose_state: true,
+        stalls: 0,
     };
     let draw = |seed: u64, spec: &RandomFaults| FaultPlan::random(&mut ChaCha8Rng::seed_from_u64(seed), spec);
     let plans: Vec<FaultPlan> = (0..40).map(|seed| draw(seed, &spec)).collect();

@@ -474,6 +474,7 @@ pub fn run_with(seed: u64, faults: Faults, broken: bool) -> CommitOutcome {
                 partitions: 1,
                 crashes: 2,
                 crashes_lose_state: seed % 2 == 1,
+                stalls: 0,
             };
             // And one crash of a coordinator, so that every run has one to recover from or
             // wait for.

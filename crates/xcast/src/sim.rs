@@ -467,6 +467,7 @@ fn plant_faults(sim: &mut Simulation<XCast, Slot>, seed: u64, s: &Scenario, rng:
         partitions: 1,
         crashes: 0,
         crashes_lose_state: lose_state,
+        stalls: 0,
     };
     let crashes = RandomFaults {
         processes: crashable,
