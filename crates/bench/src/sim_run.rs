@@ -44,6 +44,10 @@ pub struct Ending {
     /// Messages the processes refused, in all, and the first each refusing process refused.
     pub refused: u64,
     pub first_refusals: Vec<String>,
+    /// Refusals no duplicated message explains (a copy may be refused once), and the first
+    /// such refusal of each process that made one.
+    pub unexplained_refusals: u64,
+    pub first_unexplained_refusals: Vec<String>,
 }
 
 impl<H: Harness> Simulated<H> {
@@ -155,6 +159,8 @@ pub fn simulate_under<H: Harness>(h: &H, exp: &Experiment, faults: FaultPlan, pr
         held_in_stalls: stats.events_held_in_stalls,
         refused: stats.processes.iter().map(|p| p.messages_refused).sum(),
         first_refusals: stats.processes.iter().filter_map(|p| p.first_refusal.clone()).collect(),
+        unexplained_refusals: stats.processes.iter().map(|p| p.refusals_unexplained).sum(),
+        first_unexplained_refusals: stats.processes.iter().filter_map(|p| p.first_unexplained_refusal.clone()).collect(),
     };
 
     let storages = sim.into_storages();

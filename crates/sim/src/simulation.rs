@@ -44,8 +44,10 @@ pub type Recovery<P, S> = Box<dyn FnMut(ProcessId, Option<&mut S>) -> Box<dyn Pr
 
 /// Something scheduled to happen at an instant of virtual time.
 enum SimEvent<P: Protocol> {
-    /// A message or request reaches a process; it queues for a core.
-    AtProcess { proc: u32, event: Event<P> },
+    /// A message or request reaches a process; it queues for a core. `duplicated` numbers the
+    /// fault that delivered this message twice, on both deliveries: a refusal of either is
+    /// explained by the copy, once ([`SimStats::refusals_of_duplicates`]).
+    AtProcess { proc: u32, event: Event<P>, duplicated: Option<u64> },
     /// A core finishes a job. `epoch` is the process's crash epoch when the job started: a job
     /// from before a crash finds a newer epoch and is discarded.
     CpuDone { proc: u32, epoch: u32, service: Duration, job: Job<P> },
@@ -83,7 +85,7 @@ impl<P: Protocol> SimEvent<P> {
 impl<P: Protocol> std::fmt::Debug for SimEvent<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SimEvent::AtProcess { proc, event } => write!(f, "AtProcess {{ proc: {proc}, event: {event:?} }}"),
+            SimEvent::AtProcess { proc, event, .. } => write!(f, "AtProcess {{ proc: {proc}, event: {event:?} }}"),
             SimEvent::CpuDone { proc, epoch, service, job } => {
                 write!(f, "CpuDone {{ proc: {proc}, epoch: {epoch}, service: {service:?}, job: {job:?} }}")
             }
@@ -105,7 +107,8 @@ impl<P: Protocol> std::fmt::Debug for SimEvent<P> {
 #[derive(Debug)]
 enum Job<P: Protocol> {
     /// Protocol code handling a message or request: `on_event` runs when the job finishes.
-    Handle(Event<P>),
+    /// With the number of the duplication it came from, if any.
+    Handle(Event<P>, Option<u64>),
     Storage { work: WorkId, job: P::Job, cost: Duration },
 }
 
@@ -190,6 +193,9 @@ pub struct Simulation<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResul
     crashes_scheduled: usize,
     /// How many of `faults.stalls()` have been.
     stalls_scheduled: usize,
+    /// The duplications (numbered as `SimEvent::AtProcess` says) one of whose deliveries a
+    /// process has refused.
+    duplicates_refused: BTreeSet<u64>,
     recovery: Option<Recovery<P, S>>,
     stats: SimStats,
     /// Requests a client sent (by client and sequence number) whose completion it has not yet
@@ -260,6 +266,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             faults: FaultPlan::new(),
             crashes_scheduled: 0,
             stalls_scheduled: 0,
+            duplicates_refused: BTreeSet::new(),
             recovery: None,
             stats,
             unanswered: BTreeSet::new(),
@@ -509,6 +516,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             }
             p.started = true;
             p.process.as_mut().expect("a new process is up").start(self.now, &mut self.process_out);
+            self.attribute_refusals(index as u32, None);
             self.emit(index as u32);
         }
         for index in 0..self.clients.len() {
@@ -561,12 +569,12 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             }
         }
         match event {
-            SimEvent::AtProcess { proc, event } => {
+            SimEvent::AtProcess { proc, event, duplicated } => {
                 let p = self.procs[proc as usize].as_ref().expect("messages are only sent to existing processes");
                 if p.down > 0 {
                     self.stats.messages_dropped.crashed += 1;
                 } else {
-                    self.submit(proc, Job::Handle(event));
+                    self.submit(proc, Job::Handle(event, duplicated));
                 }
             }
             SimEvent::CpuDone { proc, epoch, service, job } => self.finish_job(proc, epoch, service, job),
@@ -582,6 +590,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
                 } else {
                     self.stats.timers_fired += 1;
                     p.process.as_mut().expect("an up process exists").on_event(self.now, Event::Timer(id), &mut self.process_out);
+                    self.attribute_refusals(proc, None);
                     self.emit(proc);
                 }
             }
@@ -649,12 +658,13 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         process.start(self.now, &mut self.process_out);
         p.process = Some(process);
         self.stats.processes[proc as usize].recoveries += 1;
+        self.attribute_refusals(proc, None);
         self.emit(proc);
     }
 
     fn service_time(&self, job: &Job<P>) -> Duration {
         match job {
-            Job::Handle(_) => self.message_time,
+            Job::Handle(..) => self.message_time,
             Job::Storage { cost, .. } => *cost,
         }
     }
@@ -709,9 +719,10 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         stats.busy += service;
         let process = p.process.as_mut().expect("an up process exists");
         match job {
-            Job::Handle(event) => {
+            Job::Handle(event, duplicated) => {
                 stats.handled += 1;
                 process.on_event(self.now, event, &mut self.process_out);
+                self.attribute_refusals(proc, duplicated);
             }
             Job::Storage { work, job, .. } => {
                 stats.storage_jobs += 1;
@@ -721,6 +732,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
                 };
                 let result = storage.run(&job);
                 process.on_event(self.now, Event::StorageDone { work, result }, &mut self.process_out);
+                self.attribute_refusals(proc, None);
             }
         }
         let charge: Duration = self.process_out.iter().filter_map(|e| if let Effect::Charge(d) = e { Some(*d) } else { None }).sum();
@@ -777,6 +789,22 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             debug_assert!(self.process_out.is_empty());
             self.process_out = effects.expect("a released entry");
             self.apply_process_effects(proc);
+        }
+    }
+
+    /// Judges the refusals among the effects a handler of `proc` just pushed: the first refusal
+    /// of a message the network duplicated (`duplicated`) is the protocol refusing a copy, as it
+    /// must; any other is one no fault explains.
+    fn attribute_refusals(&mut self, proc: u32, duplicated: Option<u64>) {
+        for effect in &self.process_out {
+            let Effect::Refuse { from, what } = effect else { continue };
+            if duplicated.is_some_and(|k| self.duplicates_refused.insert(k)) {
+                self.stats.refusals_of_duplicates += 1;
+            } else {
+                let stats = &mut self.stats.processes[proc as usize];
+                stats.refusals_unexplained += 1;
+                stats.first_unexplained_refusal.get_or_insert_with(|| format!("{} refused a message from {from}: {what}", ProcessId(proc)));
+            }
         }
     }
 
@@ -904,12 +932,14 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         let bytes = self.wire_size(&msg);
         let link = LinkRef::ProcessToProcess { from, to: to.0 };
         let arrivals = self.transit(Endpoint::Process(ProcessId(from)), Endpoint::Process(to), route, bytes, link);
+        let duplicated = arrivals.copy.map(|_| self.stats.messages_duplicated);
         if let Some(at) = arrivals.copy {
             let event = Event::Message { from: ProcessId(from), msg: msg.clone() };
-            self.queue.push(at, SimEvent::AtProcess { proc: to.0, event });
+            self.queue.push(at, SimEvent::AtProcess { proc: to.0, event, duplicated });
         }
         if let Some(at) = arrivals.first {
-            self.queue.push(at, SimEvent::AtProcess { proc: to.0, event: Event::Message { from: ProcessId(from), msg } });
+            let event = Event::Message { from: ProcessId(from), msg };
+            self.queue.push(at, SimEvent::AtProcess { proc: to.0, event, duplicated });
         }
     }
 
@@ -924,11 +954,12 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         let ends = (Endpoint::Client(slot.id), Endpoint::Process(to));
         let bytes = self.wire_size(&request);
         let arrivals = self.transit(ends.0, ends.1, route, bytes, LinkRef::ClientToProcess { client, to: to.0 });
+        let duplicated = arrivals.copy.map(|_| self.stats.messages_duplicated);
         if let Some(at) = arrivals.copy {
-            self.queue.push(at, SimEvent::AtProcess { proc: to.0, event: Event::Request(request.clone()) });
+            self.queue.push(at, SimEvent::AtProcess { proc: to.0, event: Event::Request(request.clone()), duplicated });
         }
         if let Some(at) = arrivals.first {
-            self.queue.push(at, SimEvent::AtProcess { proc: to.0, event: Event::Request(request) });
+            self.queue.push(at, SimEvent::AtProcess { proc: to.0, event: Event::Request(request), duplicated });
         }
     }
 

@@ -46,6 +46,10 @@ pub struct ProcessStats {
     pub messages_refused: u64,
     /// What the first refused message was, and who sent it.
     pub first_refusal: Option<String>,
+    /// Refusals no duplicated message explains (see [`SimStats::refusals_of_duplicates`]),
+    /// counted as the handler refuses, and the first of them.
+    pub refusals_unexplained: u64,
+    pub first_unexplained_refusal: Option<String>,
 }
 
 impl ProcessStats {
@@ -70,6 +74,10 @@ pub struct SimStats {
     pub messages_sent: u64,
     /// Messages a fault rule delivered twice.
     pub messages_duplicated: u64,
+    /// Refusals of a message the network duplicated, at most one per duplication (of the
+    /// original or of the copy, whichever came second to the protocol's eyes): what a protocol
+    /// that must refuse copies may refuse.
+    pub refusals_of_duplicates: u64,
     pub messages_dropped: DropCounts,
     /// Storage jobs run (all processes).
     pub storage_jobs: u64,

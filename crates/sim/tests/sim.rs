@@ -1098,6 +1098,52 @@ fn a_link_stays_fifo_across_a_stall_and_the_stall_touches_no_one_else() {
     assert_eq!(sim.stats().messages_dropped.total(), 0);
 }
 
+/// Refuses a ping below 25 it has seen before (a copy; a later copy it takes in silence) and
+/// every tenth ping (a refusal no fault explains).
+struct Gatekeeper {
+    seen: std::collections::BTreeSet<u64>,
+}
+
+impl Process<Toy> for Gatekeeper {
+    fn id(&self) -> ProcessId {
+        p(1)
+    }
+    fn start(&mut self, _: Time, _: &mut Vec<Effect<Toy>>) {}
+    fn on_event(&mut self, _: Time, event: Event<Toy>, out: &mut Vec<Effect<Toy>>) {
+        let Event::Message { from, msg: ToyMsg::Ping { seq } } = event else { return };
+        if !self.seen.insert(seq) {
+            if seq < 25 {
+                out.push(Effect::Refuse { from, what: format!("ping {seq} again") });
+            }
+        } else if seq % 10 == 9 {
+            out.push(Effect::Refuse { from, what: format!("ping {seq} is unwanted") });
+        }
+    }
+}
+
+#[test]
+fn a_refusal_is_explained_by_a_duplicated_message_once() {
+    // p0 pings p1 100 times, one a millisecond; every ping sent in the first 50 ms (0 to 49) is
+    // delivered twice. A duplicated ping may be refused once: the copies of 0 to 24 (23 of them
+    // alone), the first refusal of 9 and 19 and the unwanted 29, 39 and 49 are explained (28);
+    // the copies of 9 and 19, refused a second time, and the unwanted 59 to 99 are not (7).
+    // Comparing counts, 35 refusals against 50 copies, would have seen nothing wrong.
+    let nodes = vec![ToyNode::new(p(0)).pinging(vec![p(1)], Duration::from_millis(1), 100)];
+    let deployment = Deployment::one_per_machine(&[0, 0], 2, "toy");
+    let mut sim = Sim::new(lan_free_messages(), deployment, 3).expect("valid");
+    sim.add_process(Box::new(nodes[0].clone()), Some(ToyStorage::new(p(0)))).expect("p0");
+    sim.add_process(Box::new(Gatekeeper { seen: Default::default() }), Some(ToyStorage::new(p(1)))).expect("p1");
+    sim.faults_mut().duplicate_messages(Window::new(ms(0.0), ms(49.5)), directed(0, 1), 1.0);
+    run(&mut sim, ms(1_000.0));
+    let stats = sim.stats();
+    assert_eq!(stats.messages_duplicated, 50);
+    let p1 = stats.process(p(1)).expect("p1");
+    assert_eq!(p1.messages_refused, 35);
+    assert_eq!((stats.refusals_of_duplicates, p1.refusals_unexplained), (28, 7));
+    let first = p1.first_unexplained_refusal.as_deref().expect("an unexplained refusal");
+    assert_eq!(first, "p1 refused a message from p0: ping 9 again");
+}
+
 #[test]
 #[should_panic(expected = "a crash of p1 loses its state, but the simulation has no recovery")]
 fn a_crash_losing_state_without_a_recovery_panics_naming_the_process() {
