@@ -14,7 +14,8 @@
 //!   probability up to 0.3, up to 60 ms extra) and a partition, all between replicas, and a
 //!   crash with restart of one member per group (a minority), losing its volatile state on
 //!   half the seeds (the rebuilt process recovers from its [`Durable`]: store, termination queue
-//!   and votes, multicast logs), a pause on the others;
+//!   and votes, multicast logs), a pause on the others; and two stalls of any replicas, up to
+//!   2 s each (what reaches a stalled replica waits for it, `ensemble_sim::Stall`);
 //! * then the run goes on until every process is quiescent (every delivered transaction decided
 //!   and applied everywhere, every submitted one answered) or 60 s.
 //!
@@ -70,6 +71,8 @@ pub struct FaultRun {
     pub scenario: String,
     /// Replicas whose queue was not empty at the end, and what its head waited for.
     pub stuck: Vec<String>,
+    /// Events that reached a stalled replica and waited for the stall's end.
+    pub held_in_stalls: u64,
 }
 
 impl FaultRun {
@@ -197,6 +200,7 @@ pub fn run(system: &str, seed: u64) -> FaultRun {
         .count();
     let failures: Vec<String> = sim.process_reports().into_iter().filter_map(|(id, _, f)| f.map(|f| format!("{id}: {f}"))).collect();
     let refusals: Vec<String> = sim.stats().processes.iter().filter_map(|p| p.first_refusal.clone()).collect();
+    let held_in_stalls = sim.stats().events_held_in_stalls;
     // The installs as each replica's durable state has them: its install log is written by
     // storage jobs, and a crash loses the jobs still queued on its cores.
     let logs: Vec<Option<Vec<Installed>>> = sim
@@ -206,7 +210,7 @@ pub fn run(system: &str, seed: u64) -> FaultRun {
         .map(|(p, slot)| slot.map(|slot| installs(&slot.durable.borrow(), &layout, ProcessId(p as u32))))
         .collect();
     let checked = check(&completions, &logs, &move |p, k| layout.replicates(p, k), failures);
-    FaultRun { checked, settled, committed_after_heal, refusals, ended, scenario, stuck }
+    FaultRun { checked, settled, committed_after_heal, refusals, ended, scenario, stuck, held_in_stalls }
 }
 
 /// What replica `p` installed, in order, from the transactions its durable state committed.
@@ -223,7 +227,8 @@ fn installs(d: &Durable, layout: &Layout, p: ProcessId) -> Vec<Installed> {
         .collect()
 }
 
-/// Message rules and a partition between replicas, and one crash with restart per group.
+/// Message rules and a partition between replicas, one crash with restart per group, and two
+/// stalls.
 fn faults(rng: &mut ChaCha8Rng, groups: u32, lose_state: bool) -> FaultPlan {
     let n = groups * GROUP_SIZE;
     let horizon = HEAL.as_nanos() as u64;
@@ -270,6 +275,11 @@ fn faults(rng: &mut ChaCha8Rng, groups: u32, lose_state: bool) -> FaultPlan {
             plan.crash(p, w.start, restart);
         }
     }
+    // Drawn last, so that the faults above are the ones each seed drew before stalls existed.
+    for _ in 0..2 {
+        let p = ProcessId(rng.random_range(0..n));
+        plan.stall(p, window(rng));
+    }
     plan
 }
 
@@ -280,10 +290,13 @@ mod tests {
     #[test]
     fn fault_runs_of_every_system_pass_on_a_few_seeds() {
         for system in crate::protocols::SYSTEMS {
+            let mut held = 0;
             for seed in [0, 1, 2, 3, 5, 12] {
                 let r = run(system, seed);
                 assert!(r.ok(), "{system}: {r}");
+                held += r.held_in_stalls;
             }
+            assert!(held > 0, "{system}: no stall held anything back");
         }
     }
 }

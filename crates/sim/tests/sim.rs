@@ -1128,10 +1128,10 @@ fn a_refusal_is_explained_by_a_duplicated_message_once() {
     // alone), the first refusal of 9 and 19 and the unwanted 29, 39 and 49 are explained (28);
     // the copies of 9 and 19, refused a second time, and the unwanted 59 to 99 are not (7).
     // Comparing counts, 35 refusals against 50 copies, would have seen nothing wrong.
-    let nodes = vec![ToyNode::new(p(0)).pinging(vec![p(1)], Duration::from_millis(1), 100)];
+    let pinger = ToyNode::new(p(0)).pinging(vec![p(1)], Duration::from_millis(1), 100);
     let deployment = Deployment::one_per_machine(&[0, 0], 2, "toy");
     let mut sim = Sim::new(lan_free_messages(), deployment, 3).expect("valid");
-    sim.add_process(Box::new(nodes[0].clone()), Some(ToyStorage::new(p(0)))).expect("p0");
+    sim.add_process(Box::new(pinger), Some(ToyStorage::new(p(0)))).expect("p0");
     sim.add_process(Box::new(Gatekeeper { seen: Default::default() }), Some(ToyStorage::new(p(1)))).expect("p1");
     sim.faults_mut().duplicate_messages(Window::new(ms(0.0), ms(49.5)), directed(0, 1), 1.0);
     run(&mut sim, ms(1_000.0));

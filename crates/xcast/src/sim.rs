@@ -13,8 +13,9 @@
 //!   multicast to a nonempty random subset of the groups, atomic broadcast to all;
 //! * faults until 8 s, then healed: 10 message rules over every process (drops, duplicates,
 //!   delays, reordering; probability up to 0.3, up to 60 ms extra), one partition of all
-//!   processes in two, and crashes with restart of one member per group (a minority) and of
-//!   the clients, losing volatile state on odd seeds (pauses on even ones);
+//!   processes in two, crashes with restart of one member per group (a minority) and of the
+//!   clients, losing volatile state on odd seeds (pauses on even ones), and two stalls of any
+//!   processes, up to 2 s each (what reaches a stalled process waits for it, `ensemble_sim::Stall`);
 //! * the run goes on after the heal until every message settled (validity and agreement hold on
 //!   the log so far) or 40 s, whichever first.
 //!
@@ -483,6 +484,11 @@ fn plant_faults(sim: &mut Simulation<XCast, Slot>, seed: u64, s: &Scenario, rng:
         } else {
             plan.crash(c.process, c.at, c.restart);
         }
+    }
+    // Drawn last, so that the faults above are the ones each seed drew before stalls existed.
+    let stalls = RandomFaults { message_rules: 0, partitions: 0, crashes: 0, stalls: 2, ..network };
+    for stall in FaultPlan::random(rng, &stalls).stalls() {
+        plan.stall(stall.process, stall.window);
     }
     let crashed = plan.crashes().iter().map(|c| c.process).collect();
     *sim.faults_mut() = plan;

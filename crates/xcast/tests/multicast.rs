@@ -96,9 +96,11 @@ fn the_checker_catches_genuine_multicast_delivering_at_the_proposal() {
 fn the_fault_plans_do_what_they_say() {
     for kind in [Kind::Reliable, Kind::Broadcast, Kind::Genuine] {
         let (mut rule, mut partition, mut duplicated, mut crashed, mut recoveries, mut faulty) = (0, 0, 0, 0, 0, 0);
+        let mut held = 0;
         for seed in 0..8 {
             let out = run(kind, seed);
             let s = &out.stats;
+            held += s.events_held_in_stalls;
             rule += s.messages_dropped.rule;
             partition += s.messages_dropped.partition;
             duplicated += s.messages_duplicated;
@@ -108,6 +110,7 @@ fn the_fault_plans_do_what_they_say() {
         }
         assert!(rule > 0 && partition > 0 && duplicated > 0 && crashed > 0, "{kind:?}");
         assert!(recoveries > 0 && faulty > 0, "{kind:?}");
+        assert!(held > 0, "{kind:?}: no stall held anything back");
     }
 }
 

@@ -51,10 +51,11 @@ fn two_phase_commit_keeps_its_properties_under_random_faults() {
 /// The runs really are faulty: every kind of fault happened.
 #[test]
 fn the_fault_plans_do_what_they_say() {
-    let (mut rule, mut partition, mut duplicated, mut crashed, mut faulty) = (0, 0, 0, 0, 0);
+    let (mut rule, mut partition, mut duplicated, mut crashed, mut faulty, mut held) = (0, 0, 0, 0, 0, 0);
     for seed in 0..8 {
         let out = run(seed);
         let s = &out.stats;
+        held += s.events_held_in_stalls;
         rule += s.messages_dropped.rule;
         partition += s.messages_dropped.partition;
         duplicated += s.messages_duplicated;
@@ -62,7 +63,7 @@ fn the_fault_plans_do_what_they_say() {
         faulty += out.report.counts.crashes;
         assert!(out.crashes.iter().any(|c| c.process.0 < 2), "seed {seed}: a coordinator crashes");
     }
-    assert!(rule > 0 && partition > 0 && duplicated > 0 && crashed > 0 && faulty > 0);
+    assert!(rule > 0 && partition > 0 && duplicated > 0 && crashed > 0 && faulty > 0 && held > 0);
 }
 
 /// Coordinator `p0` crashes (losing its volatile state) while the votes on one of its
