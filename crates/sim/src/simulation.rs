@@ -457,7 +457,8 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
     }
 
     /// Whether every live process says it is quiescent ([`Process::quiescent`]): nothing of its
-    /// own in flight. A crashed process that has not restarted is not asked.
+    /// own in flight. A crashed process that has not restarted is not asked; a process a stall
+    /// holds anything back from is not quiescent, whatever it says.
     pub fn quiescent(&self) -> bool {
         self.procs.iter().flatten().all(|p| p.held.is_empty() && p.process.as_ref().is_none_or(|p| p.quiescent()))
     }
