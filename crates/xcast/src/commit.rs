@@ -21,9 +21,10 @@
 //!   duplicates, delays, reordering; probability up to 0.3, up to 60 ms extra), one partition of
 //!   all processes in two, and 3 crashes with restart, 2 of any processes and 1 of a
 //!   coordinator (2PC needs no majority: it waits), losing volatile state on odd seeds (pauses
-//!   on even ones), and 2 stalls of any processes, up to 1.25 s each; every third seed the coordinators also abort on a vote timeout (1 s), and
-//!   on half the seeds certification answers at the participant's next tick (so transactions
-//!   wait in certification, preempt others meanwhile, and are lost in crashes);
+//!   on even ones), and 2 stalls of any processes, up to 1.25 s each; every third seed the
+//!   coordinators also abort on a vote timeout (1 s), and on half the seeds certification
+//!   answers at the participant's next tick (so transactions wait in certification, preempt
+//!   others meanwhile, and are lost in crashes);
 //! * the run goes on after the heal until settled (every transaction begun, decided by its
 //!   coordinator and every participant) or [`LIMIT`] (30 s).
 //!
