@@ -239,6 +239,15 @@ impl FaultPlan {
         self
     }
 
+    /// Adds every rule, crash and stall of `other` after this plan's own: a plan drawn in parts
+    /// (each part from its own spec, over its own processes) is one plan.
+    pub fn absorb(&mut self, other: FaultPlan) -> &mut Self {
+        self.rules.extend(other.rules);
+        self.crashes.extend(other.crashes);
+        self.stalls.extend(other.stalls);
+        self
+    }
+
     /// Stall `process` during `window` (see [`Stall`]). A window already begun when the next
     /// `run_until` starts stalls the process from that run's current time.
     pub fn stall(&mut self, process: ProcessId, window: Window) -> &mut Self {

@@ -793,18 +793,22 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         }
     }
 
-    /// Judges the refusals among the effects a handler of `proc` just pushed: the first refusal
-    /// of a message the network duplicated (`duplicated`) is the protocol refusing a copy, as it
-    /// must; any other is one no fault explains.
+    /// Counts the refusals among the effects a handler of `proc` just pushed, as the handler
+    /// makes them (a refusal is a judgement, not an effect a crash can lose), and judges each:
+    /// the first refusal of a message the network duplicated (`duplicated`) is the protocol
+    /// refusing a copy, as it must; any other is one no fault explains.
     fn attribute_refusals(&mut self, proc: u32, duplicated: Option<u64>) {
         for effect in &self.process_out {
             let Effect::Refuse { from, what } = effect else { continue };
+            let said = || format!("{} refused a message from {from}: {what}", ProcessId(proc));
+            let stats = &mut self.stats.processes[proc as usize];
+            stats.messages_refused += 1;
+            stats.first_refusal.get_or_insert_with(said);
             if duplicated.is_some_and(|k| self.duplicates_refused.insert(k)) {
                 self.stats.refusals_of_duplicates += 1;
             } else {
-                let stats = &mut self.stats.processes[proc as usize];
                 stats.refusals_unexplained += 1;
-                stats.first_unexplained_refusal.get_or_insert_with(|| format!("{} refused a message from {from}: {what}", ProcessId(proc)));
+                stats.first_unexplained_refusal.get_or_insert_with(said);
             }
         }
     }
@@ -826,12 +830,8 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
                 Effect::CancelTimer { id } => {
                     self.procs[proc as usize].as_mut().expect("an existing process").live_timers.remove(&id);
                 }
-                Effect::Charge(_) => {} // accounted for when the handler finished
-                Effect::Refuse { from, what } => {
-                    let stats = &mut self.stats.processes[proc as usize];
-                    stats.messages_refused += 1;
-                    stats.first_refusal.get_or_insert_with(|| format!("{} refused a message from {from}: {what}", ProcessId(proc)));
-                }
+                // Both accounted for when the handler finished.
+                Effect::Charge(_) | Effect::Refuse { .. } => {}
             }
         }
         // Handlers never run while effects are applied, so nothing was pushed meanwhile.
@@ -933,6 +933,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         let bytes = self.wire_size(&msg);
         let link = LinkRef::ProcessToProcess { from, to: to.0 };
         let arrivals = self.transit(Endpoint::Process(ProcessId(from)), Endpoint::Process(to), route, bytes, link);
+        // `transit` has just counted the duplication: its count numbers it.
         let duplicated = arrivals.copy.map(|_| self.stats.messages_duplicated);
         if let Some(at) = arrivals.copy {
             let event = Event::Message { from: ProcessId(from), msg: msg.clone() };

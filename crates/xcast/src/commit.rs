@@ -487,19 +487,11 @@ pub fn run_with(seed: u64, faults: Faults, broken: bool) -> CommitOutcome {
                 ..network.clone()
             };
             let mut plan = FaultPlan::random(&mut rng, &network);
-            for c in FaultPlan::random(&mut rng, &coordinators).crashes() {
-                if c.loses_state {
-                    plan.crash_losing_state(c.process, c.at, c.restart);
-                } else {
-                    plan.crash(c.process, c.at, c.restart);
-                }
-            }
+            plan.absorb(FaultPlan::random(&mut rng, &coordinators));
             // Drawn last, so that the faults above are the ones each seed drew before stalls
             // existed.
             let stalls = RandomFaults { message_rules: 0, partitions: 0, crashes: 0, stalls: 2, ..network };
-            for stall in FaultPlan::random(&mut rng, &stalls).stalls() {
-                plan.stall(stall.process, stall.window);
-            }
+            plan.absorb(FaultPlan::random(&mut rng, &stalls));
             plan
         }
     };

@@ -478,18 +478,10 @@ fn plant_faults(sim: &mut Simulation<XCast, Slot>, seed: u64, s: &Scenario, rng:
         ..network.clone()
     };
     let mut plan = FaultPlan::random(rng, &network);
-    for c in FaultPlan::random(rng, &crashes).crashes() {
-        if c.loses_state {
-            plan.crash_losing_state(c.process, c.at, c.restart);
-        } else {
-            plan.crash(c.process, c.at, c.restart);
-        }
-    }
+    plan.absorb(FaultPlan::random(rng, &crashes));
     // Drawn last, so that the faults above are the ones each seed drew before stalls existed.
     let stalls = RandomFaults { message_rules: 0, partitions: 0, crashes: 0, stalls: 2, ..network };
-    for stall in FaultPlan::random(rng, &stalls).stalls() {
-        plan.stall(stall.process, stall.window);
-    }
+    plan.absorb(FaultPlan::random(rng, &stalls));
     let crashed = plan.crashes().iter().map(|c| c.process).collect();
     *sim.faults_mut() = plan;
     crashed
