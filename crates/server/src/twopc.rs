@@ -461,45 +461,67 @@ impl TwoPcStorage {
     /// [`Job::Recover`]: makes the two tables if this is the instance's first start, takes
     /// the next incarnation, moves the clock past every recorded timestamp, and lists this
     /// run's branches prepared at this instance.
+    ///
+    /// A connection lost on the way (a server that ends sessions may end this one while the
+    /// node starts) is no reason to stop the instance: the old session is ended and waited out,
+    /// which rolls back an incarnation not yet committed and settles one whose COMMIT was under
+    /// way, and the recovery starts over on a new session, up to [`SETUP_LOSSES`] times. An
+    /// incarnation the lost attempt committed is skipped: an epoch only has to be new, not the
+    /// next number. Without the wait, the new attempt could read the last incarnation before
+    /// the old COMMIT landed and then fail on its key. Before this, the instance stopped
+    /// (seen in `scripts/sessions-ended.sh postgres-2pc`).
     fn recover_start(&mut self) -> JobResult {
-        let start = self.begin_records();
-        let r = (|| -> Result<JobResult, ConnError> {
-            let conn = &mut self.db.conn;
-            conn.batch(&format!(
-                "CREATE TABLE IF NOT EXISTS {INCARNATIONS} (epoch BIGINT NOT NULL PRIMARY KEY); \
-                 CREATE TABLE IF NOT EXISTS {DECISIONS} (epoch BIGINT NOT NULL, n BIGINT NOT NULL, committed BIGINT NOT NULL, ts BIGINT NOT NULL, PRIMARY KEY (epoch, n))"
-            ))?;
-            // One node per instance starts at a time; two at once would both fail to insert the
-            // same number, which is the incarnations' primary key.
-            let rows = conn.batch_rows(&format!("{start}; SELECT COALESCE(MAX(epoch), 0) FROM {INCARNATIONS}"))?;
-            let last = match rows.first().map(|r| &r[..]) {
-                Some([Value::Int(e)]) if *e >= 0 => *e as u64,
-                other => return Err(ConnError::Statement(format!("the last incarnation reads {other:?}"))),
-            };
-            let epoch = last + 1;
-            let ts = conn.batch_rows(&format!("INSERT INTO {INCARNATIONS} (epoch) VALUES ({epoch}); SELECT COALESCE(MAX(ts), 0) FROM {DECISIONS}"))?;
-            conn.batch("COMMIT")?;
-            if let Some(Value::Int(ts)) = ts.first().and_then(|r| r.first()) {
-                self.shared.clock.fetch_max(u64::try_from(*ts).unwrap_or(0), Ordering::SeqCst);
+        let mut lost = 0;
+        loop {
+            match self.recover_start_once() {
+                Ok(r) => return r,
+                Err(ConnError::Lost(why)) if lost < SETUP_LOSSES => {
+                    lost += 1;
+                    if let Err(m) = self.db.ask_once_the_old_session_ended(|_| Ok(())) {
+                        return JobResult::Failed(format!("recovery at the node's start: the connection was lost ({why}), and then ending its session: {m}"));
+                    }
+                }
+                Err(e) => {
+                    let _ = self.db.conn.batch("ROLLBACK");
+                    return JobResult::Failed(format!("recovery at the node's start: {e}"));
+                }
             }
-            let ids: Vec<String> = match self.shared.engine() {
-                Engine::Postgres => conn
-                    .batch_rows("SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")?
-                    .into_iter()
-                    .filter_map(|r| match r.into_iter().next() {
-                        Some(Value::Text(gid)) => Some(gid),
-                        _ => None,
-                    })
-                    .collect(),
-                Engine::Mariadb => crate::admin::xa_prepared(conn)?,
-            };
-            let in_doubt = ids.iter().filter_map(|id| self.shared.branch_of(id)).collect();
-            Ok(JobResult::Recovered { epoch, in_doubt })
-        })();
-        r.unwrap_or_else(|e| {
-            let _ = self.db.conn.batch("ROLLBACK");
-            JobResult::Failed(format!("recovery at the node's start: {e}"))
-        })
+        }
+    }
+
+    fn recover_start_once(&mut self) -> Result<JobResult, ConnError> {
+        let start = self.begin_records();
+        let conn = &mut self.db.conn;
+        conn.batch(&format!(
+            "CREATE TABLE IF NOT EXISTS {INCARNATIONS} (epoch BIGINT NOT NULL PRIMARY KEY); \
+             CREATE TABLE IF NOT EXISTS {DECISIONS} (epoch BIGINT NOT NULL, n BIGINT NOT NULL, committed BIGINT NOT NULL, ts BIGINT NOT NULL, PRIMARY KEY (epoch, n))"
+        ))?;
+        // One node per instance starts at a time; two at once would both fail to insert the
+        // same number, which is the incarnations' primary key.
+        let rows = conn.batch_rows(&format!("{start}; SELECT COALESCE(MAX(epoch), 0) FROM {INCARNATIONS}"))?;
+        let last = match rows.first().map(|r| &r[..]) {
+            Some([Value::Int(e)]) if *e >= 0 => *e as u64,
+            other => return Err(ConnError::Statement(format!("the last incarnation reads {other:?}"))),
+        };
+        let epoch = last + 1;
+        let ts = conn.batch_rows(&format!("INSERT INTO {INCARNATIONS} (epoch) VALUES ({epoch}); SELECT COALESCE(MAX(ts), 0) FROM {DECISIONS}"))?;
+        conn.batch("COMMIT")?;
+        if let Some(Value::Int(ts)) = ts.first().and_then(|r| r.first()) {
+            self.shared.clock.fetch_max(u64::try_from(*ts).unwrap_or(0), Ordering::SeqCst);
+        }
+        let ids: Vec<String> = match self.shared.engine() {
+            Engine::Postgres => conn
+                .batch_rows("SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")?
+                .into_iter()
+                .filter_map(|r| match r.into_iter().next() {
+                    Some(Value::Text(gid)) => Some(gid),
+                    _ => None,
+                })
+                .collect(),
+            Engine::Mariadb => crate::admin::xa_prepared(conn)?,
+        };
+        let in_doubt = ids.iter().filter_map(|id| self.shared.branch_of(id)).collect();
+        Ok(JobResult::Recovered { epoch, in_doubt })
     }
 
     /// [`Job::Apply`]. A connection lost before the branch was prepared is no reason to vote

@@ -816,6 +816,72 @@ fn a_one_phase_commit_of_the_2pc_baseline_whose_answer_is_lost_is_asked_about() 
     }
 }
 
+/// A 2PC node's start-up recovery whose connection is lost (a server that ends sessions may end
+/// it while the node starts): the old session is ended and waited out, and the recovery starts
+/// over on a new one. Cut before the incarnation's COMMIT, the incarnation is taken again; cut
+/// after it (or after the COMMIT reached the server), the next number is taken, and the one the
+/// lost attempt committed is skipped. Each storage serves on. A recovery whose connection is
+/// lost more than `SETUP_LOSSES` (5) times in a row fails, naming the recovery and the loss.
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn a_recovery_whose_connection_is_lost_starts_over_on_a_new_session() {
+    use ensemble_twopc::{Job, JobResult};
+    for engine in ENGINES {
+        let name = engine.name();
+        let dbs = Scratch::new(engine, "cutrecover", 1);
+        drop(dbs.shop(0));
+        let (cutter, url, proxied) = cutting(&dbs, b"COMMIT");
+        let app = apps::shop::application();
+        let sql = Arc::new(translate(&app, engine).unwrap());
+        let start = || {
+            let shared = ensemble_server::TwoPcShared::new(&proxied, Arc::clone(&app), Arc::clone(&sql), InstanceId(0), &dbs.run, Default::default()).unwrap();
+            ensemble_server::TwoPcStorage::open(shared).unwrap()
+        };
+        let observer = Arc::new(std::sync::Mutex::new(ensemble_server::conn::Conn::open(engine, &url).unwrap()));
+        let incarnations = || -> Vec<i64> {
+            let rows = observer.lock().unwrap().batch_rows(&format!("SELECT epoch FROM {} ORDER BY epoch", ensemble_server::twopc::INCARNATIONS)).unwrap();
+            rows.iter().map(|r| match r[..] { [Value::Int(e)] => e, _ => panic!("{name}: {r:?}") }).collect()
+        };
+        let committed_epoch = |epoch: i64| {
+            let observer = Arc::clone(&observer);
+            Cut::AfterCommit(Arc::new(move || {
+                let sql = format!("SELECT COUNT(*) FROM {} WHERE epoch = {epoch}", ensemble_server::twopc::INCARNATIONS);
+                observer.lock().unwrap().batch_rows(&sql).unwrap() == vec![vec![Value::Int(1)]]
+            }))
+        };
+        let listing: &'static [u8] = match engine {
+            Engine::Postgres => b"pg_prepared_xacts",
+            Engine::Mariadb => b"RECOVER",
+        };
+        // (where the connection is cut, the incarnation recovered)
+        let cases: [(&'static [u8], Cut, u64); 4] =
+            [(b"CREATE", Cut::BeforeCommit, 1), (b"COMMIT", Cut::BeforeCommit, 2), (b"COMMIT", committed_epoch(3), 4), (listing, Cut::BeforeCommit, 6)];
+        for (i, (word, cut, epoch)) in cases.into_iter().enumerate() {
+            let case = format!("{name}, cut at {} {cut:?}", String::from_utf8_lossy(word));
+            let mut a = start();
+            cutter.arm_at(word, cut);
+            let r = a.run(&Job::Recover);
+            assert_eq!(cutter.cuts(), i + 1, "{case}: the connection was cut");
+            assert_eq!(r, JobResult::Recovered { epoch, in_doubt: vec![] }, "{case}");
+            let seq = 10 + i as u64;
+            let r = a.run(&Job::Local { request: request(seq, "create_cart", vec![Value::Int(70 + i as i64)]) });
+            assert!(matches!(&r, JobResult::Committed { outcome, retries: 0, .. } if outcome.committed()), "{case}: the storage serves on: {r:?}");
+        }
+        assert_eq!(incarnations(), vec![1, 2, 3, 4, 5, 6], "{name}: every incarnation taken once, the lost attempts' too");
+        // Lost at every attempt: the first and five more.
+        let mut a = start();
+        for _ in 0..6 {
+            cutter.arm_at(b"CREATE", Cut::BeforeCommit);
+        }
+        match a.run(&Job::Recover) {
+            JobResult::Failed(m) => assert!(m.starts_with("recovery at the node's start: connection lost"), "{name}: {m}"),
+            other => panic!("{name}: a recovery lost six times in a row fails, not {other:?}"),
+        }
+        assert_eq!(cutter.cuts(), 4 + 6, "{name}");
+        assert_eq!(start().run(&Job::Recover), JobResult::Recovered { epoch: 7, in_doubt: vec![] }, "{name}: the next start recovers");
+    }
+}
+
 /// A participant's PREPARE whose answer is lost. The branch is looked for once the old session
 /// has ended and left the server's list (PostgreSQL: in `pg_prepared_xacts`; MariaDB: by `XA
 /// RECOVER`, which lists a branch whose session ended only once the server has torn that
