@@ -132,12 +132,12 @@ pub struct Crash {
 /// process stopped by a debugger or `SIGSTOP`: nothing is lost, everything waits.
 ///
 /// What reaches the process in the window (messages and requests, which its peers' TCP would
-/// keep sending and its kernel keep buffering), the timers that fire, and the completions of
-/// the jobs its cores were running all wait, and at the window's end it takes them in the
-/// order they came, at once; its clock then reads the window's end. Its cores stop with it: a
-/// job running when the stall began holds its core until the end, and so may a job that gets a
-/// core of a pool it shares with other processes during the stall. Unlike a pause
-/// ([`Crash`]), a stall drops nothing, so it is fair to a protocol that assumes reliable
+/// keep sending and its kernel keep buffering) and the timers that fire wait, and at the
+/// window's end it takes them in the order they came, at once; its clock then reads the
+/// window's end. Its cores stop with it: a job running when the stall began holds its core
+/// through the stall and then runs what it had left (a job that got a core of a pool it
+/// shares with other processes during the stall runs all of it after the end). Unlike a
+/// pause ([`Crash`]), a stall drops nothing, so it is fair to a protocol that assumes reliable
 /// links and no failures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stall {

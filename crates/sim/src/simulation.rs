@@ -133,10 +133,12 @@ struct Proc<P: Protocol, S> {
     down: u32,
     /// Number of stall windows the process is in; stalled while positive.
     stalled: u32,
-    /// What reached the process while it was stalled, in the order it came; taken at the
-    /// stall's end. Anything that comes while this is not empty waits behind it, so that a link
-    /// stays FIFO across the stall's end.
-    held: VecDeque<SimEvent<P>>,
+    /// When the current stall began (overlapping windows: the first of them).
+    stalled_since: Time,
+    /// What reached the process while it was stalled, in the order it came, each with the
+    /// instant it came; taken at the stall's end. Anything that comes while this is not empty
+    /// waits behind it, so that a link stays FIFO across the stall's end.
+    held: VecDeque<(Time, SimEvent<P>)>,
     epoch: u32,
     /// Jobs of this process running on a core of its pool.
     running: u32,
@@ -300,6 +302,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             started: false,
             down: 0,
             stalled: 0,
+            stalled_since: Time::ZERO,
             held: VecDeque::new(),
             epoch: 0,
             running: 0,
@@ -564,7 +567,7 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
         if let Some(proc) = event.stalls_with() {
             let p = self.procs[proc as usize].as_mut().expect("events happen at existing processes");
             if p.stalled > 0 || !p.held.is_empty() {
-                p.held.push_back(event);
+                p.held.push_back((self.now, event));
                 self.stats.events_held_in_stalls += 1;
                 return;
             }
@@ -609,14 +612,27 @@ impl<P: Protocol, S: Storage<Job = P::Job, Result = P::JobResult>> Simulation<P,
             SimEvent::Crash { proc, loses_state } => self.crash(proc, loses_state),
             SimEvent::Restart { proc } => self.restart(proc),
             SimEvent::StallBegins { proc } => {
-                self.procs[proc as usize].as_mut().expect("checked when scheduled").stalled += 1;
+                let p = self.procs[proc as usize].as_mut().expect("checked when scheduled");
+                if p.stalled == 0 {
+                    p.stalled_since = self.now;
+                }
+                p.stalled += 1;
             }
             SimEvent::StallEnds { proc } => {
                 let p = self.procs[proc as usize].as_mut().expect("checked when scheduled");
                 p.stalled -= 1;
                 if p.stalled == 0 {
-                    for event in std::mem::take(&mut p.held) {
-                        self.dispatch(event, on_completion);
+                    let since = p.stalled_since;
+                    for (at, event) in std::mem::take(&mut p.held) {
+                        // A core stopped mid-job resumes it: what the job had left when the
+                        // stall began (all of it, if it started during the stall) is still to
+                        // run. What came from outside, and the timers, are overdue and come now.
+                        let left = |work: Duration| at.saturating_sub(since).min(work);
+                        match &event {
+                            SimEvent::CpuDone { service, .. } => self.queue.push(self.now + left(*service), event),
+                            SimEvent::Release { charge, .. } => self.queue.push(self.now + left(*charge), event),
+                            _ => self.dispatch(event, on_completion),
+                        }
                     }
                 }
             }

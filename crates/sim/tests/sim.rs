@@ -1045,9 +1045,11 @@ fn a_pause_keeps_the_volatile_state_and_timers() {
 
 #[test]
 fn a_stall_holds_the_timers_requests_and_job_completions_and_loses_none() {
-    // The counter's script under a stall from 3.5 ms to 35 ms instead of a crash: the save's
-    // storage job (3 to 4 ms), five adds and the timer due at 30 ms all wait for 35 ms, then come
-    // in the order they reached the process, and nothing is lost or counted twice.
+    // The counter's script under a stall from 3.5 ms to 35 ms instead of a crash: five adds and
+    // the timer due at 30 ms wait for 35 ms, then come in the order they reached the process;
+    // the save's storage job (3.1 to 4.1 ms), stopped with its core at 3.5 ms, runs its last
+    // 0.6 ms after the stall, so the adds are counted before its reply. Nothing is lost or
+    // counted twice.
     let log = Rc::new(RefCell::new(CounterLog::default()));
     let deployment = Deployment::one_per_machine(&[0], 2, "counter");
     let mut sim = Simulation::<Counter, CounterStorage>::new(lan_free_messages(), deployment, 1).expect("valid");
@@ -1069,7 +1071,7 @@ fn a_stall_holds_the_timers_requests_and_job_completions_and_loses_none() {
         .collect();
     let at_end = ms(35.1); // the stall's end and the reply's 0.1 ms
     let expected: Vec<(u64, u64, Time)> =
-        [(0, 1, ms(1.2)), (1, 2, ms(2.2)), (2, 2, at_end), (3, 3, at_end), (4, 4, at_end), (5, 5, at_end), (6, 6, at_end), (7, 7, at_end)]
+        [(0, 1, ms(1.2)), (1, 2, ms(2.2)), (3, 3, at_end), (4, 4, at_end), (5, 5, at_end), (6, 6, at_end), (7, 7, at_end), (2, 7, ms(35.7))]
             .to_vec();
     assert_eq!(answered, expected);
     assert_eq!(log.borrow().timers, vec![(ms(35.0), TimerId(1))], "the timer due during the stall fires at its end");
@@ -1326,4 +1328,64 @@ fn a_charged_handlers_sends_are_not_overtaken_by_a_later_handlers() {
     run(&mut sim, ms(100.0));
     // Sent at 0.1 ms, both forwards leave when the first's 5 ms charge ends, in order.
     assert_eq!(*received.borrow(), vec![(ms(5.2), 1), (ms(5.2), 2)]);
+}
+
+/// The same relay with p1 stalled from 2 to 10 ms, 1.9 ms into the first ping's 5 ms charge:
+/// the charge resumes at the stall's end with the 3.1 ms it had left, and both forwards leave
+/// then, in order. A stall that ended the charge at once would let them leave at 10 ms.
+#[test]
+fn a_charge_a_stall_stops_resumes_with_what_it_had_left() {
+    let mut topology = lan_free_messages();
+    topology.cpu.cores = 2;
+    let received = Rc::new(RefCell::new(Vec::new()));
+    let deployment = Deployment::one_per_machine(&[0, 0, 0], 2, "relay");
+    let mut sim = Sim::new(topology, deployment, 1).expect("valid");
+    for n in 0..3 {
+        sim.add_process(Box::new(ChargedRelay { me: p(n), received: received.clone() }), None).expect("new process");
+    }
+    sim.faults_mut().stall(p(1), Window::new(ms(2.0), ms(10.0)));
+    run(&mut sim, ms(100.0));
+    assert_eq!(*received.borrow(), vec![(ms(13.2), 1), (ms(13.2), 2)]);
+    assert_eq!(sim.stats().events_held_in_stalls, 1, "the charge's end");
+}
+
+/// Takes the one core of the machine it shares with a [`ChargedRelay`] for 5 ms: sends itself a
+/// ping and the relay another at start, and charges 5 ms for its own.
+struct CoreHog;
+
+impl Process<Toy> for CoreHog {
+    fn id(&self) -> ProcessId {
+        p(0)
+    }
+    fn start(&mut self, _: Time, out: &mut Vec<Effect<Toy>>) {
+        out.push(Effect::Send { to: p(0), msg: ToyMsg::Ping { seq: 0 } });
+        out.push(Effect::Send { to: p(1), msg: ToyMsg::Ping { seq: 2 } });
+    }
+    fn on_event(&mut self, _: Time, _: Event<Toy>, out: &mut Vec<Effect<Toy>>) {
+        out.push(Effect::Charge(Duration::from_millis(5)));
+    }
+}
+
+/// p0 and p1 share one core; p1 is stalled from 2 to 20 ms, and its ping waits for the core
+/// until p0's handler and charge free it, at about 6 ms, during the stall. The ping's handling
+/// takes the core then, and runs its whole 1 ms after the stall's end, not the 5 ms from the
+/// stall's start to its due time.
+#[test]
+fn a_job_that_gets_a_core_during_a_stall_runs_all_of_it_after() {
+    let mut topology = lan_free_messages();
+    topology.cpu.message_us = 1000.0;
+    let received = Rc::new(RefCell::new(Vec::new()));
+    let mut deployment = Deployment::one_per_machine(&[0, 0], 1, "relay");
+    deployment.processes.insert(1, ensemble_core::Placement { process: p(1), machine: 0, pinned: None, os_process: None, kind: "relay".into() });
+    deployment.processes[2].process = p(2);
+    let mut sim = Sim::new(topology, deployment, 1).expect("valid");
+    sim.add_process(Box::new(CoreHog), None).expect("new process");
+    for n in 1..3 {
+        sim.add_process(Box::new(ChargedRelay { me: p(n), received: received.clone() }), None).expect("new process");
+    }
+    sim.faults_mut().stall(p(1), Window::new(ms(2.0), ms(20.0)));
+    run(&mut sim, ms(100.0));
+    // 20 ms, the handling's 1 ms, the LAN's 0.1 ms to p2 and p2's own 1 ms handling.
+    assert_eq!(*received.borrow(), vec![(ms(22.1), 2)]);
+    assert_eq!(sim.stats().events_held_in_stalls, 1, "the handling's end");
 }
