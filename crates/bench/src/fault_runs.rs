@@ -13,9 +13,9 @@
 //! * a partition that heals, as TCP sees one: every message across the cut sent during it
 //!   arrives after the heal, in order;
 //! * on half of the seeds, one or two instances stalled for up to 2 s each (a paused
-//!   machine: what reaches it, its timers and its storage work wait for the stall's end, and
-//!   nothing is lost, [`ensemble_sim::Stall`]), which a ring without failure detection must
-//!   simply wait out;
+//!   machine: what reaches it and its timers wait for the stall's end, its storage work
+//!   resumes then, and nothing is lost, [`ensemble_sim::Stall`]), which a ring without
+//!   failure detection must simply wait out;
 //! * on a quarter of the seeds, duplicated messages between instances, which TCP never makes:
 //!   a copy of the token is a second token, and the belt must refuse it and go on (a message
 //!   delivered twice may be refused once, the original or the copy; any other refusal fails

@@ -1317,6 +1317,14 @@ impl Process<Toy> for ChargedRelay {
 /// runtime's one event loop; before, the uncharged second one went 5 ms ahead of the first.
 #[test]
 fn a_charged_handlers_sends_are_not_overtaken_by_a_later_handlers() {
+    let (received, _) = relay_run(None);
+    // Sent at 0.1 ms, both forwards leave when the first's 5 ms charge ends, in order.
+    assert_eq!(received, vec![(ms(5.2), 1), (ms(5.2), 2)]);
+}
+
+/// The [`ChargedRelay`]s' run, p1 stalled in `stall` if any: what p2 received, when, and the
+/// events the stall held back.
+fn relay_run(stall: Option<Window>) -> (Vec<(Time, u64)>, u64) {
     let mut topology = lan_free_messages();
     topology.cpu.cores = 2;
     let received = Rc::new(RefCell::new(Vec::new()));
@@ -1325,9 +1333,12 @@ fn a_charged_handlers_sends_are_not_overtaken_by_a_later_handlers() {
     for n in 0..3 {
         sim.add_process(Box::new(ChargedRelay { me: p(n), received: received.clone() }), None).expect("new process");
     }
+    if let Some(window) = stall {
+        sim.faults_mut().stall(p(1), window);
+    }
     run(&mut sim, ms(100.0));
-    // Sent at 0.1 ms, both forwards leave when the first's 5 ms charge ends, in order.
-    assert_eq!(*received.borrow(), vec![(ms(5.2), 1), (ms(5.2), 2)]);
+    let held = sim.stats().events_held_in_stalls;
+    (received.take(), held)
 }
 
 /// The same relay with p1 stalled from 2 to 10 ms, 1.9 ms into the first ping's 5 ms charge:
@@ -1335,18 +1346,9 @@ fn a_charged_handlers_sends_are_not_overtaken_by_a_later_handlers() {
 /// then, in order. A stall that ended the charge at once would let them leave at 10 ms.
 #[test]
 fn a_charge_a_stall_stops_resumes_with_what_it_had_left() {
-    let mut topology = lan_free_messages();
-    topology.cpu.cores = 2;
-    let received = Rc::new(RefCell::new(Vec::new()));
-    let deployment = Deployment::one_per_machine(&[0, 0, 0], 2, "relay");
-    let mut sim = Sim::new(topology, deployment, 1).expect("valid");
-    for n in 0..3 {
-        sim.add_process(Box::new(ChargedRelay { me: p(n), received: received.clone() }), None).expect("new process");
-    }
-    sim.faults_mut().stall(p(1), Window::new(ms(2.0), ms(10.0)));
-    run(&mut sim, ms(100.0));
-    assert_eq!(*received.borrow(), vec![(ms(13.2), 1), (ms(13.2), 2)]);
-    assert_eq!(sim.stats().events_held_in_stalls, 1, "the charge's end");
+    let (received, held) = relay_run(Some(Window::new(ms(2.0), ms(10.0))));
+    assert_eq!(received, vec![(ms(13.2), 1), (ms(13.2), 2)]);
+    assert_eq!(held, 1, "the charge's end");
 }
 
 /// Takes the one core of the machine it shares with a [`ChargedRelay`] for 5 ms: sends itself a
