@@ -430,6 +430,15 @@ fn cutting(dbs: &Scratch, word: &'static [u8]) -> (CommitCutter, String, String)
     (cutter, url, proxied)
 }
 
+/// A 2PC storage of shop at instance 0 of `dbs`, through `url` (a [`CommitCutter`]'s), as a
+/// node's start opens it: not yet recovered.
+fn twopc_storage(dbs: &Scratch, url: &str) -> ensemble_server::TwoPcStorage {
+    let app = apps::shop::application();
+    let sql = Arc::new(translate(&app, dbs.engine).unwrap());
+    let shared = ensemble_server::TwoPcShared::new(url, app, sql, InstanceId(0), &dbs.run, Default::default()).unwrap();
+    ensemble_server::TwoPcStorage::open(shared).unwrap()
+}
+
 /// Whether `chunk` holds `word` as a word: COMMIT in COMMIT PREPARED, not in READ COMMITTED.
 fn holds_word(chunk: &[u8], word: &[u8]) -> bool {
     chunk.windows(word.len()).enumerate().any(|(i, w)| w == word && !chunk.get(i + word.len()).is_some_and(u8::is_ascii_alphabetic))
@@ -756,10 +765,7 @@ fn a_one_phase_commit_of_the_2pc_baseline_whose_answer_is_lost_is_asked_about() 
         let dbs = Scratch::new(engine, "cut2pc", 1);
         drop(dbs.shop(0));
         let (cutter, url, proxied) = cutting(&dbs, b"COMMIT");
-        let app = apps::shop::application();
-        let sql = Arc::new(translate(&app, engine).unwrap());
-        let shared = ensemble_server::TwoPcShared::new(&proxied, app, sql, InstanceId(0), &dbs.run, Default::default()).unwrap();
-        let mut a = ensemble_server::TwoPcStorage::open(shared).unwrap();
+        let mut a = twopc_storage(&dbs, &proxied);
         assert_eq!(a.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] }, "{name}");
         let observer = Arc::new(std::sync::Mutex::new(ensemble_server::conn::Conn::open(engine, &url).unwrap()));
         let carts = |a: &mut ensemble_server::TwoPcStorage, cart: i64| a.dump("carts").unwrap().iter().filter(|r| r[0] == Value::Int(cart)).count();
@@ -831,12 +837,7 @@ fn a_recovery_whose_connection_is_lost_starts_over_on_a_new_session() {
         let dbs = Scratch::new(engine, "cutrecover", 1);
         drop(dbs.shop(0));
         let (cutter, url, proxied) = cutting(&dbs, b"COMMIT");
-        let app = apps::shop::application();
-        let sql = Arc::new(translate(&app, engine).unwrap());
-        let start = || {
-            let shared = ensemble_server::TwoPcShared::new(&proxied, Arc::clone(&app), Arc::clone(&sql), InstanceId(0), &dbs.run, Default::default()).unwrap();
-            ensemble_server::TwoPcStorage::open(shared).unwrap()
-        };
+        let start = || twopc_storage(&dbs, &proxied);
         let observer = Arc::new(std::sync::Mutex::new(ensemble_server::conn::Conn::open(engine, &url).unwrap()));
         let incarnations = || -> Vec<i64> {
             let rows = observer.lock().unwrap().batch_rows(&format!("SELECT epoch FROM {} ORDER BY epoch", ensemble_server::twopc::INCARNATIONS)).unwrap();
@@ -902,10 +903,7 @@ fn a_prepare_whose_answer_is_lost_is_asked_about() {
             Engine::Mariadb => (b"XA PREPARE", "XA RECOVER"),
         };
         let (cutter, url, proxied) = cutting(&dbs, word);
-        let app = apps::shop::application();
-        let sql = Arc::new(translate(&app, engine).unwrap());
-        let shared = ensemble_server::TwoPcShared::new(&proxied, app, sql, InstanceId(0), &dbs.run, Default::default()).unwrap();
-        let mut b = ensemble_server::TwoPcStorage::open(shared).unwrap();
+        let mut b = twopc_storage(&dbs, &proxied);
         assert_eq!(b.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] }, "{name}");
         let order = |cart: i64| StateUpdate {
             changes: vec![RowChange {
