@@ -24,7 +24,11 @@ use std::path::{Path, PathBuf};
 /// The simulator allocates for every event and a node's loop for every frame; measured against
 /// glibc's allocator, mimalloc ran the main job and the fault sweeps faster and took glibc's
 /// tenth of a node loop's samples away (RESULTS.md, "mimalloc"). One binary runs the clients, the nodes and the
-/// direct paths they are compared with, so all of them use it.
+/// direct paths they are compared with, so all of them use it. It is built without transparent
+/// huge pages (`no_thp`): with them, the 2PC baseline, whose nodes run a storage worker per
+/// client, ran RUBiS at 9 instances and 40 clients on MariaDB at about 40 % of the throughput
+/// it has under glibc's allocator or without them (RESULTS.md, "mimalloc's huge pages and the
+/// 2PC baseline").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
