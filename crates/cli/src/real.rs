@@ -672,9 +672,10 @@ fn drain(nodes: &mut [Node], spec: &ClusterSpec) -> Result<(), String> {
         }
         let busy = nodes.iter().zip(&spec.hosts).find_map(|(node, host)| match probe(host.addr, spec.operator_key().as_ref(), PROBE_TIMEOUT) {
             Ok(s) if s.quiescent => None,
-            Ok(_) => Some(format!(
-                "{} did not drain within {within} s: it still had work in flight (a request, message or storage job not done; on the belt, a token round that did not complete)",
-                node.name
+            Ok(s) => Some(format!(
+                "{} did not drain within {within} s: it still had work in flight ({})",
+                node.name,
+                s.in_flight.unwrap_or_else(|| "it did not say which".to_string())
             )),
             Err(e) => Some(format!("{} did not drain within {within} s: it stopped answering probes ({})", node.name, unanswered(&e))),
         });

@@ -393,10 +393,14 @@ pub fn wait_until_accepting(addr: SocketAddr, timeout: Duration) -> Result<(), N
 }
 
 /// What a host said when probed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostStatus {
     /// Every process of the host said it is [quiescent](ensemble_core::Process::quiescent).
     pub quiescent: bool,
+    /// If not, what the busy processes still have in flight
+    /// ([`Process::in_flight`](ensemble_core::Process::in_flight), and their storage jobs that
+    /// have run a second or more), each after its process id.
+    pub in_flight: Option<String>,
 }
 
 /// Asks the host at `addr` how it is (an operator's Ping, answered by the host's protocol loop,
@@ -407,7 +411,7 @@ pub fn probe(addr: SocketAddr, operator_key: Option<&crate::auth::Secret>, timeo
     let nonce = rand::random::<u64>();
     conn.send(&AdminFrame::Ping(nonce))?;
     match conn.recv::<crate::frame::Never, crate::frame::Never>()? {
-        AdminFrame::Pong { nonce: n, quiescent } if n == nonce => Ok(HostStatus { quiescent }),
+        AdminFrame::Pong { nonce: n, quiescent, in_flight } if n == nonce => Ok(HostStatus { quiescent, in_flight }),
         other => Err(NetError::Unexpected { addr, what: format!("a {} frame instead of the Pong to Ping {nonce}", other.kind()) }),
     }
 }

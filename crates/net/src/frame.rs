@@ -17,7 +17,8 @@
 //!  7    Challenge  nonce: [u8; 32], proof: Option<[u8; 32]>   the listener, after Hello
 //!  8    Proof      proof: [u8; 32]                            the dialer, after Challenge
 //!  9    Ping       nonce: u64                                 an admin tool
-//! 10    Pong       nonce: u64, quiescent: bool                a host, to the admin tool
+//! 10    Pong       nonce: u64, quiescent: bool,               a host, to the admin tool
+//!                  in_flight: Option<String>
 //! ```
 //!
 //! The handshake (Hello, Challenge, Proof) and the seal are in [`crate::auth`]: on a cluster
@@ -36,7 +37,7 @@
 //!
 //! Version history: 1 addressed instances (one per OS process) and had unaddressed Message,
 //! Request and Reply payloads; 2 is the process addressing above; 3 added the handshake, the
-//! seal, Ping and Pong.
+//! seal, Ping and Pong; 4 has a busy host's Pong say what it still has in flight.
 
 use bytes::{Bytes, BytesMut};
 use ensemble_core::{ClientId, ProcessId, Reply, Request};
@@ -45,7 +46,7 @@ use std::marker::PhantomData;
 use tokio_util::codec::Decoder;
 
 /// The only version this build speaks.
-pub const PROTOCOL_VERSION: u8 = 3;
+pub const PROTOCOL_VERSION: u8 = 4;
 /// Length prefix, version byte, kind byte.
 pub const HEADER_LEN: usize = 6;
 /// The largest payload accepted or produced. A protocol message is far smaller; anything larger
@@ -162,8 +163,9 @@ pub enum Frame<M, E> {
     Proof(crate::auth::Proof),
     /// An admin tool asks how the host is; the host's protocol loop answers with a Pong.
     Ping(u64),
-    /// The answer to `Ping(nonce)`: every process of the host is quiescent.
-    Pong { nonce: u64, quiescent: bool },
+    /// The answer to `Ping(nonce)`: every process of the host is quiescent; if not, what the
+    /// busy ones still have in flight (for an operator to read, bounded by the host).
+    Pong { nonce: u64, quiescent: bool, in_flight: Option<String> },
 }
 
 impl<M, E> Frame<M, E> {
@@ -231,7 +233,7 @@ pub fn encode_frame<M: Serialize, E: Serialize>(frame: &Frame<M, E>) -> Result<B
         Frame::Challenge { nonce, proof } => postcard::to_extend(&(nonce, proof), header),
         Frame::Proof(p) => postcard::to_extend(p, header),
         Frame::Ping(n) => postcard::to_extend(n, header),
-        Frame::Pong { nonce, quiescent } => postcard::to_extend(&(nonce, quiescent), header),
+        Frame::Pong { nonce, quiescent, in_flight } => postcard::to_extend(&(nonce, quiescent, in_flight), header),
     };
     let mut buf = encoded.map_err(|e| FrameError::Encode { kind, message: e.to_string() })?;
     let len = buf.len() - HEADER_LEN;
@@ -361,8 +363,8 @@ fn decode_payload<M: DeserializeOwned, E: DeserializeOwned>(kind: FrameKind, pay
         FrameKind::Proof => Frame::Proof(decode_value(kind, payload)?),
         FrameKind::Ping => Frame::Ping(decode_value(kind, payload)?),
         FrameKind::Pong => {
-            let (nonce, quiescent) = decode_value(kind, payload)?;
-            Frame::Pong { nonce, quiescent }
+            let (nonce, quiescent, in_flight) = decode_value(kind, payload)?;
+            Frame::Pong { nonce, quiescent, in_flight }
         }
     })
 }
@@ -469,7 +471,8 @@ mod tests {
             Frame::Challenge { nonce: [4; 32], proof: None },
             Frame::Proof([6; 32]),
             Frame::Ping(77),
-            Frame::Pong { nonce: 77, quiescent: true },
+            Frame::Pong { nonce: 77, quiescent: true, in_flight: None },
+            Frame::Pong { nonce: 78, quiescent: false, in_flight: Some("p0: 2 storage jobs".into()) },
         ]
     }
 
@@ -587,12 +590,12 @@ mod tests {
 
     #[test]
     fn unknown_version() {
-        for version in [0u8, 1, 2, 4, 255] {
+        for version in [0u8, 1, 2, 3, 255] {
             let mut bytes = BytesMut::from(&encode_frame::<TestMsg, TestEvidence>(&Frame::Shutdown).unwrap()[..]);
             bytes[4] = version;
             let err = decode_all(&bytes).unwrap_err();
             assert!(matches!(err, FrameError::UnknownVersion(v) if v == version), "{err:?}");
-            assert!(err.to_string().contains(&format!("unknown protocol version {version} (this build speaks version 3)")), "{err}");
+            assert!(err.to_string().contains(&format!("unknown protocol version {version} (this build speaks version 4)")), "{err}");
         }
     }
 

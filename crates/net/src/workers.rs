@@ -20,6 +20,7 @@ use ensemble_core::{SerialLane, Storage, WorkId};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Makes worker `i`'s storage, on worker `i`'s own thread.
 pub type StorageFactory<J, R> = Arc<dyn Fn(usize) -> Box<dyn Storage<Job = J, Result = R>> + Send + Sync>;
@@ -41,12 +42,19 @@ type Queue<J> = Sender<(WorkId, J)>;
 /// Each worker's storage's last [`Storage::tally`], by worker index.
 type Tallies = Arc<Mutex<Vec<Vec<(&'static str, u64)>>>>;
 
+/// What each worker is running, by worker index: the job(s) and since when. A host that does not
+/// drain says which jobs it waits for, and how long they have run ([`WorkerPool::running`]).
+type Running = Arc<Mutex<Vec<Option<(Vec<WorkId>, Instant)>>>>;
+
 pub struct WorkerPool<J> {
     jobs: Option<Queue<J>>,
     /// The lane's picker and its worker's queue.
     serial: Option<(SerialLane<J>, Queue<J>)>,
     threads: Vec<JoinHandle<()>>,
     tallies: Tallies,
+    running: Running,
+    /// The workers' names, by index.
+    labels: Vec<String>,
 }
 
 impl<J: Send + 'static> WorkerPool<J> {
@@ -60,24 +68,30 @@ impl<J: Send + 'static> WorkerPool<J> {
     {
         let (tx, rx) = crossbeam_channel::unbounded::<(WorkId, J)>();
         let workers = workers.max(1);
-        let tallies: Tallies = Arc::new(Mutex::new(vec![Vec::new(); workers + usize::from(serial.is_some())]));
-        let mut pool = WorkerPool { jobs: Some(tx), serial: None, threads: Vec::new(), tallies: tallies.clone() };
+        let all = workers + usize::from(serial.is_some());
+        let tallies: Tallies = Arc::new(Mutex::new(vec![Vec::new(); all]));
+        let running: Running = Arc::new(Mutex::new(vec![None; all]));
+        let mut pool = WorkerPool { jobs: Some(tx), serial: None, threads: Vec::new(), tallies: tallies.clone(), running: running.clone(), labels: Vec::new() };
         for index in 0..workers {
             let rx = rx.clone();
             let make_storage = make_storage.clone();
             let done = done.clone();
-            let tallies = tallies.clone();
+            let (tallies, running) = (tallies.clone(), running.clone());
             let label = format!("{name}-{index}");
-            let handle = std::thread::Builder::new().name(label.clone()).spawn(move || worker(&label, index, &*make_storage, rx, 1, &tallies, done))?;
+            pool.labels.push(label.clone());
+            let handle = std::thread::Builder::new()
+                .name(label.clone())
+                .spawn(move || worker(&label, index, &*make_storage, rx, 1, &tallies, &running, done))?;
             pool.threads.push(handle);
         }
         if let Some(pick) = serial {
             let (tx, rx) = crossbeam_channel::unbounded::<(WorkId, J)>();
             pool.serial = Some((pick, tx));
             let label = format!("{name}-serial");
+            pool.labels.push(label.clone());
             let handle = std::thread::Builder::new()
                 .name(label.clone())
-                .spawn(move || worker(&label, workers, &*make_storage, rx, MAX_SERIAL_BATCH, &tallies, done))?;
+                .spawn(move || worker(&label, workers, &*make_storage, rx, MAX_SERIAL_BATCH, &tallies, &running, done))?;
             pool.threads.push(handle);
         }
         Ok(pool)
@@ -108,6 +122,21 @@ impl<J> WorkerPool<J> {
             }
         }
         sum
+    }
+
+    /// The jobs the workers are running that began at least `longer_than` ago, longest first:
+    /// the worker's name, the job(s) and for how long.
+    pub fn running(&self, longer_than: Duration) -> Vec<(String, Vec<WorkId>, Duration)> {
+        let now = Instant::now();
+        let running = self.running.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut long: Vec<(String, Vec<WorkId>, Duration)> = running
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.as_ref().map(|(works, since)| (self.labels[i].clone(), works.clone(), now.saturating_duration_since(*since))))
+            .filter(|(_, _, d)| *d >= longer_than)
+            .collect();
+        long.sort_by(|a, b| b.2.cmp(&a.2));
+        long
     }
 
     /// Lets the workers finish the jobs already queued, then joins them.
@@ -149,6 +178,7 @@ fn worker<J, R, D>(
     rx: Receiver<(WorkId, J)>,
     batch: usize,
     tallies: &Mutex<Vec<Vec<(&'static str, u64)>>>,
+    running: &Mutex<Vec<Option<(Vec<WorkId>, Instant)>>>,
     done: D,
 ) where
     D: Fn(WorkId, Result<R, JobFailed>),
@@ -190,6 +220,7 @@ fn worker<J, R, D>(
                 Err(_) => break,
             }
         }
+        running.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[index] = Some((works.clone(), Instant::now()));
         let results = match storage.as_mut() {
             None => Err(format!("storage worker {label} has no storage: opening it panicked")),
             Some(s) => catch_unwind(AssertUnwindSafe(|| if jobs.len() == 1 { vec![s.run(&jobs[0])] } else { s.run_batch(&jobs) })).map_err(|p| {
@@ -199,6 +230,7 @@ fn worker<J, R, D>(
                 format!("storage worker {label}: {which} panicked: {why}")
             }),
         };
+        running.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[index] = None;
         if let Some(tally) = storage.as_ref().and_then(|s| catch_unwind(AssertUnwindSafe(|| s.tally())).ok()) {
             // Most storages never count anything: no lock taken for them.
             if !tally.is_empty() || tallied {
@@ -312,6 +344,38 @@ mod tests {
         assert_eq!(tally.iter().filter(|(k, _)| *k == "jobs").count(), 1, "one entry per name: {tally:?}");
         let batches = tally.iter().find(|(k, _)| *k == "batches").map(|(_, n)| *n);
         assert!(batches.is_some_and(|b| (1..=20).contains(&b)), "the lane's 20 jobs in 1 to 20 batches: {tally:?}");
+        pool.shutdown();
+    }
+
+    #[test]
+    fn the_pool_names_the_jobs_its_workers_are_running_and_for_how_long() {
+        /// Holds every job until told to go.
+        struct Held(std::sync::mpsc::Receiver<()>, std::sync::mpsc::Sender<()>);
+        impl Storage for Held {
+            type Job = &'static str;
+            type Result = usize;
+            fn run(&mut self, _: &&'static str) -> usize {
+                let _ = self.1.send(());
+                let _ = self.0.recv();
+                0
+            }
+        }
+        let (go, hold) = std::sync::mpsc::channel();
+        let hold = std::sync::Mutex::new(Some(hold));
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let make: Factory = Arc::new(move |_| Box::new(Held(hold.lock().unwrap().take().expect("one worker"), started_tx.clone())));
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let pool = WorkerPool::start("held", 1, make, None, move |w, r| tx.send((w, r)).unwrap()).unwrap();
+        let wait = std::time::Duration::from_secs(30);
+        assert!(pool.running(Duration::ZERO).is_empty(), "nothing submitted, nothing running");
+        assert!(pool.submit(WorkId(41), "a"));
+        started.recv_timeout(wait).unwrap();
+        let running = pool.running(Duration::ZERO);
+        assert_eq!(running.iter().map(|(w, jobs, _)| (w.as_str(), jobs.clone())).collect::<Vec<_>>(), vec![("held-0", vec![WorkId(41)])]);
+        assert!(pool.running(Duration::from_secs(3600)).is_empty(), "it has not run for an hour");
+        go.send(()).unwrap();
+        assert_eq!(rx.recv_timeout(wait).unwrap().0, WorkId(41));
+        assert!(pool.running(Duration::ZERO).is_empty(), "a finished job is no longer named");
         pool.shutdown();
     }
 

@@ -270,15 +270,48 @@ fn a_ping_says_whether_every_process_of_the_host_is_quiescent() {
     let c = Cluster::start_with(d, Topology::lan(), false, 1, Some(test_secret()), limits(), |p, _| {
         ensemble_net::HostedProcess::new(Hoarder { id: p, held: 0, busy_at: 1 })
     });
-    assert!(ensemble_net::probe(c.addr(0), Some(&operator()), T).unwrap().quiescent);
+    let idle = ensemble_net::probe(c.addr(0), Some(&operator()), T).unwrap();
+    assert!(idle.quiescent && idle.in_flight.is_none(), "{idle:?}");
     let mut client = BlockingConn::connect(c.addr(0), Some(&operator()), Hello::Client { client: ClientId(1), site: 0 }, T).unwrap();
     client.send(&request(1, 0, 0)).unwrap();
     // The request and the probes travel on different connections, so the first probes may
     // overtake it; once the loop has it, every answer must be "not quiescent".
-    let busy = (0..1000).any(|_| !ensemble_net::probe(c.addr(0), Some(&operator()), T).unwrap().quiescent);
-    assert!(busy, "a host holding an unanswered request said it was quiescent");
+    let busy = (0..1000).map(|_| ensemble_net::probe(c.addr(0), Some(&operator()), T).unwrap()).find(|s| !s.quiescent);
+    let busy = busy.expect("a host holding an unanswered request said it was quiescent");
+    // The hoarder does not say what it holds: the host says which process is busy.
+    assert_eq!(busy.in_flight.as_deref(), Some("p0: work in flight (the process does not say which)"), "{busy:?}");
     drop(client);
     c.stop();
+}
+
+#[test]
+fn a_host_whose_storage_job_never_ends_names_it_when_probed_and_still_reports_when_stopped() {
+    let d = Deployment::one_per_machine(&[0], 2, "ring");
+    let c = Cluster::start_with(d.clone(), Topology::lan(), false, 2, Some(test_secret()), limits(), ring_of(&d, &[]));
+    let mut client = BlockingConn::connect(c.addr(0), Some(&operator()), Hello::Client { client: ClientId(1), site: 0 }, T).unwrap();
+    let stall = Request { client: ClientId(1), seq: 0, txn: "stall".into(), params: vec![] };
+    client.send(&Frame::<Never, Never>::Request { to: ProcessId(0), request: stall }).unwrap();
+    // A job is named once it has run a second; until then the host says only that it is busy.
+    let deadline = std::time::Instant::now() + T;
+    let named = loop {
+        let status = ensemble_net::probe(c.addr(0), Some(&operator()), T).unwrap();
+        match status.in_flight {
+            Some(w) if w.contains("has run job") => break w,
+            _ if std::time::Instant::now() > deadline => panic!("the stalled job was never named: {status:?}"),
+            _ => {}
+        }
+    };
+    assert!(named.starts_with("p0: work in flight") && named.contains("storage: ensemble-storage-p0-") && named.contains("has run job 0 for"), "{named}");
+    // The worker is still stuck: the host stops anyway, and reports what it had in flight
+    // (the bound turns a host that waits for its worker into a failure, not a hang).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(c.stop()));
+    let stopped = rx.recv_timeout(T);
+    common::RELEASE_STALLED.store(true, std::sync::atomic::Ordering::SeqCst);
+    let reports = stopped.expect("the host did not stop while a storage job of its was stuck");
+    let in_flight = reports[0].processes[0].in_flight.clone().expect("a stalled job is in flight");
+    assert!(in_flight.contains("has run job 0 for"), "{in_flight}");
+    drop(client);
 }
 
 #[test]

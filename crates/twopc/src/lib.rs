@@ -247,6 +247,23 @@ enum Pending {
     Outcome { xid: Xid, asker: InstanceId },
 }
 
+impl Pending {
+    /// The job, for an account of what is in flight.
+    fn describe(&self) -> String {
+        match self {
+            Pending::Recover => "recovery".to_string(),
+            Pending::Run { request, xid: None, attempt, .. } => format!("one-phase `{}` #{} of {} (attempt {attempt})", request.txn, request.seq, request.client),
+            Pending::Run { request, xid: Some(xid), attempt, .. } => {
+                format!("coordinator's branch {xid:?} of `{}` #{} of {} (attempt {attempt})", request.txn, request.seq, request.client)
+            }
+            Pending::Apply { xid } => format!("participant's branch {xid:?}"),
+            Pending::Decide { xid, .. } => format!("coordinator's decision on {xid:?}"),
+            Pending::Finish { xid, commit } => format!("participant's {} of {xid:?}", if *commit { "commit" } else { "rollback" }),
+            Pending::Outcome { xid, asker } => format!("lookup of {xid:?}'s decision for {asker}"),
+        }
+    }
+}
+
 /// A distributed transaction this instance coordinates.
 struct Coordinating {
     request: Request,
@@ -761,7 +778,9 @@ impl Process<TwoPc> for TwoPcNode {
                 *kinds.entry(kind).or_default() += 1;
             }
             let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
-            parts.push(format!("storage jobs: {}", kinds.join(", ")));
+            // Work ids grow: the first are the oldest, and the host names long-running jobs by id.
+            let oldest: Vec<String> = self.pending.iter().take(3).map(|(w, p)| format!("job {}: {}", w.0, p.describe())).collect();
+            parts.push(format!("storage jobs: {} (oldest: {})", kinds.join(", "), oldest.join(", ")));
         }
         for (xid, c) in self.coordinating.iter().take(3) {
             let waiting: Vec<String> = c.waiting.iter().map(|i| i.to_string()).collect();
@@ -888,6 +907,8 @@ mod tests {
         let [(w, Job::Decide { xid: x, commit: true, ts: 9, .. })] = stored(&out)[..] else { panic!("{out:?}") };
         assert_eq!(x, xid);
         assert!(sent(&out).is_empty() && replied(&out).is_empty(), "a commit told before its record could be lost: {out:?}");
+        let what = c.in_flight().expect("deciding");
+        assert!(what.contains(&format!("(oldest: job {}: coordinator's decision on {xid:?})", w.0)), "the job a host names by id is told apart: {what}");
         let out = handle(&mut c, Event::StorageDone { work: w, result: JobResult::Decided { committed: true } });
         let decisions = sent(&out);
         assert_eq!(decisions, vec![(ProcessId(1), Message::Decide { xid, commit: true, ts: 9 }), (ProcessId(2), Message::Decide { xid, commit: true, ts: 9 })]);

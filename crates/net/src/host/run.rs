@@ -66,6 +66,52 @@ struct Slot<P: Protocol> {
     halted: bool,
 }
 
+/// A storage job running at least this long is named in what a host says it has in flight: a
+/// job of a protocol here takes milliseconds, and one that has taken a second is what a host
+/// that does not drain is most often waiting for.
+const LONG_JOB: Duration = Duration::from_secs(1);
+
+/// At most this many long jobs are named, the longest first.
+const LONG_JOBS_NAMED: usize = 4;
+
+/// The most of a Pong's account of what is in flight, in bytes: enough for every process of a
+/// host here; a host of many busy processes is cut short rather than made to send a long frame
+/// every time it is probed.
+const MAX_PONG_TEXT: usize = 4096;
+
+/// How long a stopping host waits for its storage workers to finish what was queued. A host
+/// stopped once drained has none left; one stopped early (a run salvaged) must still write its
+/// report within the bench's wait for it, two seconds.
+const WORKERS_JOINED_WITHIN: Duration = Duration::from_secs(1);
+
+impl<P: Protocol> Slot<P> {
+    /// What the process still has in flight, in its own words ([`Process::in_flight`]), and
+    /// which of its storage jobs have run for [`LONG_JOB`] or more: `None` if it is quiescent.
+    fn in_flight(&self) -> Option<String> {
+        let said = catch_unwind(AssertUnwindSafe(|| self.process.in_flight())).unwrap_or_else(|p| Some(format!("in_flight() panicked: {}", panic_text(&*p))));
+        let long = self.pool.as_ref().map(|pool| pool.running(LONG_JOB)).unwrap_or_default();
+        if long.is_empty() {
+            return said;
+        }
+        let mut named: Vec<String> = long
+            .iter()
+            .take(LONG_JOBS_NAMED)
+            .map(|(worker, works, d)| {
+                let works: Vec<String> = works.iter().map(|w| w.0.to_string()).collect();
+                format!("{worker} has run job {} for {:.1} s", works.join("+"), d.as_secs_f64())
+            })
+            .collect();
+        if long.len() > LONG_JOBS_NAMED {
+            named.push(format!("{} more for over {} s", long.len() - LONG_JOBS_NAMED, LONG_JOB.as_secs()));
+        }
+        let long = format!("storage: {}", named.join(", "));
+        Some(match said {
+            Some(s) => format!("{s}; {long}"),
+            None => long,
+        })
+    }
+}
+
 /// A client connection: a socket's writer and its client's site, or a client of this OS
 /// process.
 enum ClientConn<E> {
@@ -218,8 +264,35 @@ pub(super) fn run<P: Protocol>(
     }
     drop(alarm);
     let report = host.finish();
-    // Dropping the loop joins the storage workers (after the jobs already queued).
+    // The storage workers finish the jobs already queued and are joined, for at most
+    // `WORKERS_JOINED_WITHIN`: a worker stuck in a job (a statement its server does not answer)
+    // must not keep the report from its caller, who writes it for the run; such a worker is
+    // left to end with the OS process.
+    let me = host.me;
+    let pools: Vec<(ProcessId, WorkerPool<P::Job>)> = host.slots.iter_mut().filter_map(|s| s.pool.take().map(|p| (s.id, p))).collect();
     drop(host);
+    let mut left: Vec<ProcessId> = pools.iter().map(|(id, _)| *id).collect();
+    let (joined_tx, joined) = std::sync::mpsc::channel();
+    let joiner = std::thread::Builder::new().name("ensemble-storage-join".into()).spawn(move || {
+        for (id, pool) in pools {
+            pool.shutdown();
+            let _ = joined_tx.send(id);
+        }
+    });
+    if joiner.is_ok() {
+        let deadline = Instant::now() + WORKERS_JOINED_WITHIN;
+        while let Ok(id) = joined.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            left.retain(|p| *p != id);
+        }
+        if !left.is_empty() {
+            let left: Vec<String> = left.iter().map(|p| p.to_string()).collect();
+            eprintln!(
+                "[ensemble-net {me}] the storage workers of {} were still busy {} s after the host stopped: left to end with the process",
+                left.join(", "),
+                WORKERS_JOINED_WITHIN.as_secs()
+            );
+        }
+    }
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(report)
 }
@@ -495,9 +568,25 @@ impl<P: Protocol> HostLoop<P> {
     /// Answers an admin's Ping: whether every process that still runs is quiescent. A halted
     /// process is left out: its failure is in the report, and waiting for it would only turn
     /// that failure into a stall.
+    ///
+    /// A host that is not quiescent says what each busy process still has, so that a run that
+    /// does not drain can say what it waited for even if the host never reports.
     fn pong(&mut self, nonce: u64, out: OutTx) {
         let quiescent = self.slots.iter().all(|s| s.halted || catch_unwind(AssertUnwindSafe(|| s.process.quiescent())).unwrap_or(false));
-        match encode_frame::<Never, Never>(&Frame::Pong { nonce, quiescent }) {
+        let in_flight = (!quiescent).then(|| {
+            let busy: Vec<String> = self.slots.iter().filter(|s| !s.halted).filter_map(|s| s.in_flight().map(|w| format!("{}: {w}", s.id))).collect();
+            let mut text = busy.join("; ");
+            if text.len() > MAX_PONG_TEXT {
+                let mut end = MAX_PONG_TEXT;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+                text.push_str(" …");
+            }
+            text
+        });
+        match encode_frame::<Never, Never>(&Frame::Pong { nonce, quiescent, in_flight }) {
             Ok(bytes) => {
                 let _ = Outlet::new(out).send_answer(bytes, None);
             }
@@ -521,7 +610,7 @@ impl<P: Protocol> HostLoop<P> {
                     (Some(a), Some(b)) => Some(format!("{a}; {b}")),
                     (a, b) => a.or_else(|| b.clone()),
                 };
-                let in_flight = catch_unwind(AssertUnwindSafe(|| s.process.in_flight())).unwrap_or_else(|p| Some(format!("in_flight() panicked: {}", panic_text(&*p))));
+                let in_flight = s.in_flight();
                 ProcessReport {
                     id: s.id,
                     counters: counters.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),

@@ -124,10 +124,19 @@ impl Process<Ring> for RingProcess {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![("forwarded", self.forwarded), ("served_in_memory", self.served_in_memory)]
     }
+
+    /// A request forwarded around the ring is not counted: the toy keeps no note of it.
+    fn quiescent(&self) -> bool {
+        self.pending.is_empty()
+    }
 }
 
+/// Lets the storage jobs of requests named `stall` finish: until it is set, each runs on, as a
+/// statement that its server never answers would.
+pub static RELEASE_STALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Counts the jobs it ran; the counter is shared by every worker of one process. A request
-/// named `boom` makes it panic.
+/// named `boom` makes it panic, one named `stall` runs until [`RELEASE_STALLED`] is set.
 pub struct CountingStorage {
     pub ran: Arc<AtomicU64>,
 }
@@ -139,6 +148,12 @@ impl Storage for CountingStorage {
         self.ran.fetch_add(1, Ordering::SeqCst);
         if request.txn == "boom" {
             panic!("storage boom");
+        }
+        if request.txn == "stall" {
+            // Stands for a statement the server does not answer; not a synchronisation.
+            while !RELEASE_STALLED.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
         Ran { rows: toy_rows(request) }
     }
