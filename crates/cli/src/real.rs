@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 /// The longest the clients wait after the window for replies in flight; they stop as soon as
 /// none is (`StopReason::Finished`). As long as the hosts get to drain ([`QUIESCE`]): a
 /// transaction whose reply comes after the clients stopped may have committed, and it is missing
-/// from the history the check replays (seen: the 2PC baseline on MariaDB, a convoy of RubIS
+/// from the history the check replays (seen: the 2PC baseline on MariaDB, a convoy of RUBiS
 /// registrations at one instance lasting some 20 s, each of 30-odd late commits then counted as a
 /// replica's extra row).
 const DRAIN: Duration = QUIESCE;
