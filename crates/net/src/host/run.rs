@@ -269,29 +269,15 @@ pub(super) fn run<P: Protocol>(
     // must not keep the report from its caller, who writes it for the run; such a worker is
     // left to end with the OS process.
     let me = host.me;
-    let pools: Vec<(ProcessId, WorkerPool<P::Job>)> = host.slots.iter_mut().filter_map(|s| s.pool.take().map(|p| (s.id, p))).collect();
+    let pools: Vec<WorkerPool<P::Job>> = host.slots.iter_mut().filter_map(|s| s.pool.take()).collect();
     drop(host);
-    let mut left: Vec<ProcessId> = pools.iter().map(|(id, _)| *id).collect();
-    let (joined_tx, joined) = std::sync::mpsc::channel();
+    let (joined_tx, joined) = std::sync::mpsc::channel::<()>();
     let joiner = std::thread::Builder::new().name("ensemble-storage-join".into()).spawn(move || {
-        for (id, pool) in pools {
-            pool.shutdown();
-            let _ = joined_tx.send(id);
-        }
+        pools.into_iter().for_each(WorkerPool::shutdown);
+        let _ = joined_tx.send(());
     });
-    if joiner.is_ok() {
-        let deadline = Instant::now() + WORKERS_JOINED_WITHIN;
-        while let Ok(id) = joined.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            left.retain(|p| *p != id);
-        }
-        if !left.is_empty() {
-            let left: Vec<String> = left.iter().map(|p| p.to_string()).collect();
-            eprintln!(
-                "[ensemble-net {me}] the storage workers of {} were still busy {} s after the host stopped: left to end with the process",
-                left.join(", "),
-                WORKERS_JOINED_WITHIN.as_secs()
-            );
-        }
+    if joiner.is_ok() && joined.recv_timeout(WORKERS_JOINED_WITHIN).is_err() {
+        eprintln!("[ensemble-net {me}] storage workers were still busy {} s after the host stopped: left to end with the process", WORKERS_JOINED_WITHIN.as_secs());
     }
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(report)
