@@ -93,6 +93,12 @@ fn drop_database_once(engine: Engine, urls: &[String], run: &str, i: u32) -> Res
     let mut conn = Conn::open(engine, url).map_err(|e: OpenError| other(e.to_string()))?;
     match engine {
         Engine::Mariadb => {
+            let ended = end_sessions_on(&mut conn, &name).map_err(on_conn(format!("ending the sessions left on `{name}` before dropping it")))?;
+            if ended > 0 {
+                // A branch its killed session had prepared is handed over only once the
+                // session's teardown is through.
+                wait_until_the_run_s_sessions_ended(&mut conn, run).map_err(on_conn(format!("waiting for the sessions ended on `{name}` to go")))?;
+            }
             rollback_prepared(&mut conn, run).map_err(on_conn(format!("rolling back the run's prepared XA branches before dropping `{name}`")))?;
         }
         // A prepared transaction keeps its database from being dropped, even WITH (FORCE), and
@@ -111,9 +117,38 @@ fn drop_database_once(engine: Engine, urls: &[String], run: &str, i: u32) -> Res
     let sql = match engine {
         // FORCE ends connections a killed node left behind.
         Engine::Postgres => format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
-        Engine::Mariadb => format!("DROP DATABASE IF EXISTS {name}"),
+        // The server's own wait for a table's metadata lock is a day.
+        Engine::Mariadb => format!("SET SESSION lock_wait_timeout = {DROP_WAIT_S}; DROP DATABASE IF EXISTS {name}"),
     };
     conn.batch(&sql).map_err(on_conn(format!("dropping database `{name}` on {}", engine.name())))
+}
+
+/// How long dropping a MariaDB database waits for the metadata locks of its tables, in seconds:
+/// once [`end_sessions_on`] has ended the sessions on it, only a prepared branch (rolled back
+/// before) or a session that reached the database meanwhile can hold one.
+const DROP_WAIT_S: u32 = 60;
+
+/// Ends every MariaDB session whose database is `name`, but this one, and returns how many it
+/// ended. A session left on a run's database, such as a storage worker stuck in a statement
+/// after its host returned (an embedded host does not wait for it), holds its tables'
+/// metadata locks, and `DROP DATABASE` would wait for them for the server's
+/// `lock_wait_timeout`, a day by default: PostgreSQL's `DROP DATABASE ... WITH (FORCE)` ends
+/// such sessions, and this does the same. Test: `dropping_a_run_s_database_ends_the_sessions_left_on_it`.
+fn end_sessions_on(conn: &mut Conn, name: &str) -> Result<usize, ConnError> {
+    let sessions = conn.batch_rows(&format!("SELECT id FROM information_schema.processlist WHERE db = '{name}' AND id <> CONNECTION_ID()"))?;
+    let mut ended = 0;
+    for id in sessions.iter().filter_map(|r| match r.first() {
+        Some(ensemble_core::Value::Int(id)) => Some(*id),
+        _ => None,
+    }) {
+        match conn.batch(&format!("KILL CONNECTION {id}")) {
+            Ok(()) => ended += 1,
+            // It ended by itself since the list was read.
+            Err(ConnError::Statement(m)) if m.contains("Unknown thread id") => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(ended)
 }
 
 /// How long [`rollback_prepared`] (and a decision sent again, `crate::twopc`) waits for the

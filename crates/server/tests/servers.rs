@@ -1182,6 +1182,44 @@ fn servers_that_cannot_serve_are_named_with_what_is_wrong() {
     assert!(bad.starts_with("bad MariaDB URL"), "{bad}");
 }
 
+/// A session left on a run's database, in a transaction and stuck in a statement (a storage
+/// worker of an embedded host that returned without it, say), is ended when the run drops its
+/// databases: on MariaDB its tables' metadata locks would otherwise keep `DROP DATABASE`
+/// waiting for the server's `lock_wait_timeout`, a day by default.
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn dropping_a_run_s_database_ends_the_sessions_left_on_it() {
+    for engine in ENGINES {
+        let dbs = Scratch::new(engine, "leftover", 1);
+        drop(dbs.shop(0));
+        let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
+        let mut left = ensemble_server::conn::Conn::open(engine, &url).unwrap();
+        let (begin, sleep) = match engine {
+            Engine::Mariadb => ("START TRANSACTION", "SELECT SLEEP(600)"),
+            Engine::Postgres => ("BEGIN", "SELECT pg_sleep(600)"),
+        };
+        left.batch(begin).unwrap();
+        assert!(!left.batch_rows("SELECT item_id FROM items").unwrap().is_empty());
+        let stuck = std::thread::spawn(move || left.batch_rows(sleep).map(|_| ()));
+
+        let (dropped_tx, dropped) = std::sync::mpsc::channel();
+        let (urls, run) = (dbs.urls.clone(), dbs.run.clone());
+        std::thread::spawn(move || dropped_tx.send(admin::drop_database(engine, &urls, &run, 0)));
+        // Far beyond what a drop takes; without the sessions ended, MariaDB's would wait a day.
+        let result = dropped.recv_timeout(std::time::Duration::from_secs(120));
+        assert!(matches!(result, Ok(Ok(()))), "{}: the drop did not return, or failed: {result:?}", engine.name());
+        let ended = stuck.join().unwrap();
+        assert!(ended.is_err(), "{}: the stuck statement ran to its end instead of being cut: {ended:?}", engine.name());
+        let mut admin_conn = ensemble_server::conn::Conn::open(engine, admin::default_url(engine)).unwrap();
+        let name = admin::database_name(&dbs.run, 0);
+        let listed = match engine {
+            Engine::Mariadb => format!("SELECT schema_name FROM information_schema.schemata WHERE schema_name = '{name}'"),
+            Engine::Postgres => format!("SELECT datname FROM pg_database WHERE datname = '{name}'"),
+        };
+        assert!(admin_conn.batch_rows(&listed).unwrap().is_empty(), "{}: `{name}` is still there", engine.name());
+    }
+}
+
 #[test]
 #[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
 fn an_error_in_a_later_statement_of_a_batch_is_reported() {
