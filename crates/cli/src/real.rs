@@ -425,21 +425,7 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
     if let Err(why) = shut_down(&mut hosts.0, &spec) {
         return Err(salvaged(exp, &metrics, None, why, &mut hosts.0, &spec, dir.path()));
     }
-    if report.stopped == StopReason::Deadline {
-        // A request still unanswered may have committed: the history lacks it, and a check
-        // would judge the replicas against a replay without it.
-        let why = format!(
-            "{} request(s) still unanswered {} s after the window: what they did is not in the history, so the run is not checked",
-            report.requests_sent.saturating_sub(report.replies),
-            DRAIN.as_secs()
-        );
-        return Err(partial_run(exp, &metrics, None, why, counters_of(&read_reports(dir.path(), &host_ids, false)?)));
-    }
-    if report.requests_undeliverable > 0 || report.link_failures > 0 {
-        let why = format!(
-            "the client driver lost {} request(s) and {} connection(s) (see the messages above)",
-            report.requests_undeliverable, report.link_failures
-        );
+    if let Some(why) = history_incomplete(&report) {
         return Err(partial_run(exp, &metrics, None, why, counters_of(&read_reports(dir.path(), &host_ids, false)?)));
     }
 
@@ -644,6 +630,26 @@ fn watch(nodes: &mut [Node], spec: &ClusterSpec, abort: &ShutdownHandle, stop: m
             Ok(()) | Err(RecvTimeoutError::Disconnected) => return None,
         }
     }
+}
+
+/// Why the clients' history may lack a transaction that ran, if it may: then the run is
+/// partial, never checked, since a check would judge the replicas against a replay without it.
+fn history_incomplete(report: &ClientReport) -> Option<String> {
+    if report.stopped == StopReason::Deadline {
+        // A request still unanswered may have committed.
+        return Some(format!(
+            "{} request(s) still unanswered {} s after the window: what they did is not in the history, so the run is not checked",
+            report.requests_sent.saturating_sub(report.replies),
+            DRAIN.as_secs()
+        ));
+    }
+    if report.requests_undeliverable > 0 || report.link_failures > 0 {
+        return Some(format!(
+            "the client driver lost {} request(s) and {} connection(s) (see the messages above)",
+            report.requests_undeliverable, report.link_failures
+        ));
+    }
+    None
 }
 
 /// Why a probe got no answer, in words: net names a read that timed out itself, but a write that
@@ -960,6 +966,30 @@ mod tests {
         assert_eq!((s.window_s, s.throughput, s.classes["local"].throughput), (3.0, 2.0, 2.0));
         truncate_window(&mut s, 0.0);
         assert_eq!(s.throughput, 0.0, "a run stopped in its warm-up measured nothing");
+    }
+
+    #[test]
+    fn a_run_whose_clients_stopped_with_requests_unanswered_or_lost_is_not_checked() {
+        let finished = ClientReport {
+            completions: 40,
+            requests_sent: 40,
+            replies: 40,
+            timers: 0,
+            requests_undeliverable: 0,
+            link_failures: 0,
+            stopped: StopReason::Finished,
+        };
+        assert_eq!(history_incomplete(&finished), None);
+        let late = ClientReport { replies: 6, stopped: StopReason::Deadline, ..finished.clone() };
+        assert_eq!(
+            history_incomplete(&late).as_deref(),
+            Some("34 request(s) still unanswered 30 s after the window: what they did is not in the history, so the run is not checked")
+        );
+        let lost = ClientReport { requests_undeliverable: 1, link_failures: 2, ..finished };
+        assert_eq!(
+            history_incomplete(&lost).as_deref(),
+            Some("the client driver lost 1 request(s) and 2 connection(s) (see the messages above)")
+        );
     }
 
     #[test]
