@@ -183,12 +183,14 @@ fn worker<J, R, D>(
 ) where
     D: Fn(WorkId, Result<R, JobFailed>),
 {
-    let mut storage = match catch_unwind(AssertUnwindSafe(|| make_storage(index))) {
-        Ok(s) => Some(s),
+    // Why the storage could not be opened, which every job of this worker then fails with: the
+    // report of a run names it, not only the host's log.
+    let (mut storage, unopened) = match catch_unwind(AssertUnwindSafe(|| make_storage(index))) {
+        Ok(s) => (Some(s), String::new()),
         Err(p) => {
             let why = panic_text(&*p);
             eprintln!("[ensemble-net] storage worker {label}: opening storage panicked: {why}");
-            None
+            (None, why)
         }
     };
     // The storage has reported a tally: from then on every one is copied out, empty or not.
@@ -222,7 +224,7 @@ fn worker<J, R, D>(
         }
         running.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[index] = Some((works.clone(), Instant::now()));
         let results = match storage.as_mut() {
-            None => Err(format!("storage worker {label} has no storage: opening it panicked")),
+            None => Err(format!("storage worker {label} has no storage: opening it panicked: {unopened}")),
             Some(s) => catch_unwind(AssertUnwindSafe(|| if jobs.len() == 1 { vec![s.run(&jobs[0])] } else { s.run_batch(&jobs) })).map_err(|p| {
                 let why = panic_text(&*p);
                 let which = if works.len() == 1 { format!("job {:?}", works[0]) } else { format!("jobs {works:?}") };
@@ -470,6 +472,6 @@ mod tests {
         pool.submit(WorkId(1), "ok");
         pool.shutdown();
         let got: Vec<_> = rx.try_iter().collect();
-        assert!(matches!(&got[..], [(WorkId(1), Err(JobFailed(m)))] if m.contains("opening it panicked")), "{got:?}");
+        assert!(matches!(&got[..], [(WorkId(1), Err(JobFailed(m)))] if m == "storage worker test-0 has no storage: opening it panicked: no database"), "{got:?}");
     }
 }
