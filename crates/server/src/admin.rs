@@ -49,6 +49,35 @@ pub fn preflight(engine: Engine, urls: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks that the server at `url` can take `needed` sessions more than it has open, for
+/// `what` (say, "9 instances of 40 storage workers each"): a node whose storage workers cannot
+/// all connect serves nothing, so a server whose `max_connections` is too low is an error
+/// naming it before any run starts, not a run that fails on its first requests.
+pub fn check_room_for_sessions(engine: Engine, url: &str, needed: u64, what: &str) -> Result<(), String> {
+    let mut conn = Conn::open(engine, url).map_err(|e| e.to_string())?;
+    let sql = match engine {
+        Engine::Mariadb => "SELECT @@max_connections, (SELECT COUNT(*) FROM information_schema.processlist)",
+        Engine::Postgres => {
+            "SELECT current_setting('max_connections')::int8, (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+        }
+    };
+    let target = crate::conn::target_of(engine, url);
+    let rows = conn.batch_rows(sql).map_err(|e| format!("reading how many sessions the {} server at {target} allows: {e}", engine.name()))?;
+    let (allowed, open) = match rows.first().map(Vec::as_slice) {
+        Some([ensemble_core::Value::Int(allowed), ensemble_core::Value::Int(open)]) => (*allowed, *open),
+        other => return Err(format!("the {} server at {target} answered {other:?} when asked how many sessions it allows", engine.name())),
+    };
+    let room = u64::try_from(allowed - open).unwrap_or(0);
+    if needed > room {
+        return Err(format!(
+            "the {} server at {target} allows {allowed} sessions (max_connections) and has {open} open, room for {room}: {what} need at least {needed}; \
+             raise max_connections (scripts/start-databases.sh sets 2000 on MariaDB, 1000 on PostgreSQL)",
+            engine.name()
+        ));
+    }
+    Ok(())
+}
+
 /// Creates instance `i`'s database on its server. Fails if it exists: a run starts from fresh
 /// databases.
 pub fn create_database(engine: Engine, urls: &[String], run: &str, i: u32) -> Result<(), String> {

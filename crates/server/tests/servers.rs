@@ -1180,6 +1180,16 @@ fn servers_that_cannot_serve_are_named_with_what_is_wrong() {
 
     let bad = admin::preflight(Engine::Mariadb, &["mysql//root@nowhere".into()]).unwrap_err();
     assert!(bad.starts_with("bad MariaDB URL"), "{bad}");
+
+    // A server that cannot take every storage worker's session.
+    for engine in ENGINES {
+        let url = admin::default_url(engine);
+        let full = admin::check_room_for_sessions(engine, url, 10_000_000, "10 instance(s) of 1000000 storage worker(s) each").unwrap_err();
+        assert!(full.starts_with(&format!("the {} server at ", engine.name())), "{full}");
+        assert!(full.contains("sessions (max_connections) and has "), "{full}");
+        assert!(full.contains(": 10 instance(s) of 1000000 storage worker(s) each need at least 10000000; raise max_connections"), "{full}");
+        admin::check_room_for_sessions(engine, url, 1, "one session").unwrap_or_else(|e| panic!("{}: {e}", engine.name()));
+    }
 }
 
 /// A session left on a run's database, in a transaction and stuck in a statement (a storage
