@@ -1454,56 +1454,6 @@ fn a_registration_held_for_its_votes_locks_the_gap_of_fresh_user_ids_on_mariadb(
     assert_eq!(b.run(&Job::Decide { xid: elsewhere, commit: false, ts: 0, forget: vec![] }), JobResult::Decided { committed: false });
 }
 
-/// Many registrations into one gap at once, each a coordinator's branch held for its votes
-/// (a short pause here) and then committed, as the baseline's coordinator runs them.
-#[test]
-#[ignore = "needs MariaDB: .ci/run starts it and runs this"]
-fn registrations_into_one_gap_all_at_once_all_commit_on_mariadb() {
-    use ensemble_twopc::{Job, JobResult, Xid};
-    let at_once: i64 = std::env::var("AT_ONCE").ok().and_then(|v| v.parse().ok()).unwrap_or(35);
-    let engine = Engine::Mariadb;
-    let dbs = Scratch::new(engine, "convoy", 1);
-    let app = apps::rubis::application();
-    let sql = Arc::new(translate(&app, engine).unwrap());
-    let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
-    let mut s = ServerStorage::open(&url, app.clone(), sql.clone(), InstanceId(0)).unwrap();
-    s.create_schema().unwrap();
-    s.load(&(app.generate)(ensemble_app::DataConfig { scale: 1, seed: 1 }), |_, _, _| true).unwrap();
-    drop(s);
-    let replicated: std::collections::BTreeSet<String> = ["users".to_string()].into();
-    let shared = ensemble_server::TwoPcShared::new(&url, app.clone(), sql.clone(), InstanceId(0), &dbs.run, replicated).unwrap();
-    assert!(matches!(ensemble_server::TwoPcStorage::open(shared.clone()).unwrap().run(&Job::Recover), JobResult::Recovered { .. }));
-    let start = std::sync::Arc::new(std::sync::Barrier::new(at_once as usize));
-    let started = std::time::Instant::now();
-    let threads: Vec<_> = (0..at_once)
-        .map(|c| {
-            let (shared, start) = (shared.clone(), start.clone());
-            std::thread::spawn(move || {
-                let mut storage = ensemble_server::TwoPcStorage::open(shared).unwrap();
-                let id = (c << 24) + (1 << 23);
-                let nick = format!("user{id}");
-                let params = vec![
-                    Value::Int(id), Value::Text(format!("First{id}")), Value::Text(format!("Last{id}")), Value::Text(nick.clone()),
-                    Value::Text(format!("password{id}")), Value::Text(format!("{nick}@rubis.example")), Value::Int(1), Value::Int(1_000_000),
-                ];
-                let xid = Xid { coordinator: InstanceId(0), epoch: 1, n: c as u64 + 1 };
-                start.wait();
-                let retries = match storage.run(&Job::Branch { request: request(c as u64 + 1, "RegisterUser", params), xid }) {
-                    JobResult::Held { retries, .. } => retries,
-                    other => return Err(format!("{other:?}")),
-                };
-                std::thread::sleep(std::time::Duration::from_millis(3));
-                match storage.run(&Job::Decide { xid, commit: true, ts: c as u64 + 1, forget: vec![] }) {
-                    JobResult::Decided { committed: true } => Ok(retries),
-                    other => Err(format!("{other:?}")),
-                }
-            })
-        })
-        .collect();
-    let retries: u32 = threads.into_iter().map(|t| t.join().unwrap().unwrap_or_else(|e| panic!("a registration did not commit: {e}"))).sum();
-    eprintln!("{at_once} registrations into one gap: {retries} retries in all, {:.1} s", started.elapsed().as_secs_f64());
-}
-
 #[test]
 #[ignore = "needs PostgreSQL: .ci/run starts it and runs this"]
 fn the_two_phase_commit_baseline_checks_that_postgresql_prepares_transactions() {
