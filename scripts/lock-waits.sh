@@ -25,23 +25,26 @@ trap 'rm -rf "$work"' EXIT
 sql() { mariadb -h 127.0.0.1 -uroot --batch --skip-column-names -e "$1"; }
 sql "SELECT 1" > /dev/null || { echo "lock-waits: MariaDB does not answer at 127.0.0.1:3306 (scripts/start-databases.sh)" >&2; exit 1; }
 
-"$bin" bench "$@" --out "$work/results" --quiet > "$work/bench.txt" 2>&1 &
-bench=$!
 # Only the run's own databases (`ensemble_...`); the lock's data is its key's columns, quoted.
 query="SELECT l.lock_table, IFNULL(l.lock_index, '-'), l.lock_mode, IFNULL(l.lock_data, '(table)')
   FROM information_schema.innodb_lock_waits w
   JOIN information_schema.innodb_locks l ON l.lock_id = w.requested_lock_id
   WHERE l.lock_table LIKE '\`ensemble\\_%'"
+# The query once before the run: a failing read during it would look like no waits.
+sql "$query" > /dev/null || { echo "lock-waits: MariaDB did not answer the query of its lock waits" >&2; exit 1; }
+"$bin" bench "$@" --out "$work/results" --quiet > "$work/bench.txt" 2>&1 &
+bench=$!
 reads=0
+failed=0
 while kill -0 "$bench" 2> /dev/null; do
-  sql "$query" >> "$work/waits.tsv" 2> /dev/null || true
+  sql "$query" >> "$work/waits.tsv" 2> /dev/null || failed=$((failed + 1))
   reads=$((reads + 1))
   sleep 0.2
 done
 status=0
 wait "$bench" || status=$?
 
-echo "lock waits seen in $reads reads of innodb_lock_waits (one every 0.2 s) during: ensemble bench $*"
+echo "lock waits seen in $reads reads of innodb_lock_waits (one every 0.2 s; $failed of them failed) during: ensemble bench $*"
 if [ ! -s "$work/waits.tsv" ]; then
   echo "  none"
 else

@@ -232,11 +232,12 @@ pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
 pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, cpu: Option<&mut crate::cpu_use::CpuUse>) -> anyhow::Result<RunResult> {
     exp.validate().map_err(anyhow::Error::msg)?;
     h.validate(exp).map_err(anyhow::Error::msg)?;
+    // Before the run's databases are made: nothing to clean up if it fails.
+    check_room_for_sessions(h, exp)?;
     // A server backend's databases exist before any node starts, and outlive every node (the
     // guard is dropped after `hosts`).
     let (tagged, _databases) = ensemble_bench::databases::for_run(exp)?;
     let exp = &tagged;
-    check_room_for_sessions(h, exp)?;
     let abort = ShutdownHandle::new();
     // Before anything that needs cleaning up exists, and dropped after all of it is gone.
     let _interruptible = interrupt::Registration::new(&abort)?;

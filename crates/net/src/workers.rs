@@ -183,23 +183,20 @@ fn worker<J, R, D>(
 ) where
     D: Fn(WorkId, Result<R, JobFailed>),
 {
-    // Why the storage could not be opened, which every job of this worker then fails with: the
-    // report of a run names it, not only the host's log.
-    let (mut storage, unopened) = match catch_unwind(AssertUnwindSafe(|| make_storage(index))) {
-        Ok(s) => (Some(s), String::new()),
-        Err(p) => {
-            let why = panic_text(&*p);
-            eprintln!("[ensemble-net] storage worker {label}: opening storage panicked: {why}");
-            (None, why)
-        }
-    };
+    // Or why it could not be opened, which every job of this worker then fails with: the report
+    // of a run names it, not only the host's log.
+    let mut storage = catch_unwind(AssertUnwindSafe(|| make_storage(index))).map_err(|p| {
+        let why = panic_text(&*p);
+        eprintln!("[ensemble-net] storage worker {label}: opening storage panicked: {why}");
+        why
+    });
     // The storage has reported a tally: from then on every one is copied out, empty or not.
     let mut tallied = false;
     loop {
         let first = match rx.recv_timeout(ensemble_core::STORAGE_IDLE_AFTER) {
             Ok(next) => next,
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                if let Some(s) = storage.as_mut() {
+                if let Ok(s) = storage.as_mut() {
                     if let Err(p) = catch_unwind(AssertUnwindSafe(|| s.idle())) {
                         eprintln!("[ensemble-net] storage worker {label}: idle() panicked: {}", panic_text(&*p));
                     }
@@ -224,8 +221,8 @@ fn worker<J, R, D>(
         }
         running.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[index] = Some((works.clone(), Instant::now()));
         let results = match storage.as_mut() {
-            None => Err(format!("storage worker {label} has no storage: opening it panicked: {unopened}")),
-            Some(s) => catch_unwind(AssertUnwindSafe(|| if jobs.len() == 1 { vec![s.run(&jobs[0])] } else { s.run_batch(&jobs) })).map_err(|p| {
+            Err(why) => Err(format!("storage worker {label} has no storage: opening it panicked: {why}")),
+            Ok(s) => catch_unwind(AssertUnwindSafe(|| if jobs.len() == 1 { vec![s.run(&jobs[0])] } else { s.run_batch(&jobs) })).map_err(|p| {
                 let why = panic_text(&*p);
                 let which = if works.len() == 1 { format!("job {:?}", works[0]) } else { format!("jobs {works:?}") };
                 eprintln!("[ensemble-net] storage worker {label}: {which} panicked: {why}");
@@ -233,7 +230,7 @@ fn worker<J, R, D>(
             }),
         };
         running.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[index] = None;
-        if let Some(tally) = storage.as_ref().and_then(|s| catch_unwind(AssertUnwindSafe(|| s.tally())).ok()) {
+        if let Some(tally) = storage.as_ref().ok().and_then(|s| catch_unwind(AssertUnwindSafe(|| s.tally())).ok()) {
             // Most storages never count anything: no lock taken for them.
             if !tally.is_empty() || tallied {
                 tallied = true;
