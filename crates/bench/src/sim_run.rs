@@ -80,7 +80,8 @@ pub fn simulate<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
 pub fn simulate_under<H: Harness>(h: &H, exp: &Experiment, faults: FaultPlan, progress: bool) -> anyhow::Result<Simulated<H>> {
     exp.validate().map_err(anyhow::Error::msg)?;
     h.validate(exp).map_err(anyhow::Error::msg)?;
-    let (tagged, databases) = crate::databases::for_run(exp)?;
+    // A simulated instance's storage holds one session.
+    let (tagged, databases) = crate::databases::for_run(exp, 1)?;
     let exp = &tagged;
     let deployment = h.deployment(exp);
     let n = deployment.len();

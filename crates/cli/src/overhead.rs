@@ -131,7 +131,7 @@ fn direct(e: &Experiment, threads: u32, measure_s: f64, seed: u64, txns: Txns) -
         Txns::SerializableSideBySide => "overhead-ssi-side-by-side".into(),
     };
     // A server's database for the direct path, made and dropped like a run's.
-    let (tagged, _databases) = ensemble_bench::databases::for_run(&direct_exp)?;
+    let (tagged, _databases) = ensemble_bench::databases::for_run(&direct_exp, threads as u64)?;
     let server = match tagged.backend.kind.engine() {
         Some(engine) => {
             let url = ensemble_server::admin::instance_url(engine, &tagged.backend.server_urls(), &tagged.backend.run, 0).map_err(anyhow::Error::msg)?;
@@ -290,7 +290,7 @@ fn server_floor(e: &Experiment) -> anyhow::Result<Option<ServerFloor>> {
     let mut floor = e.clone();
     floor.label = "overhead-server-floor".into();
     floor.instances = 1;
-    let (tagged, _database) = ensemble_bench::databases::for_run(&floor)?;
+    let (tagged, _database) = ensemble_bench::databases::for_run(&floor, 1)?;
     let url = ensemble_server::admin::instance_url(engine, &tagged.backend.server_urls(), &tagged.backend.run, 0).map_err(anyhow::Error::msg)?;
     let mut conn = ensemble_server::conn::Conn::open(engine, &url)?;
     conn.batch("CREATE TABLE floor_writes (k INT PRIMARY KEY, v BIGINT NOT NULL)")?;

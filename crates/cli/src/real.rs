@@ -232,11 +232,9 @@ pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
 pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, cpu: Option<&mut crate::cpu_use::CpuUse>) -> anyhow::Result<RunResult> {
     exp.validate().map_err(anyhow::Error::msg)?;
     h.validate(exp).map_err(anyhow::Error::msg)?;
-    // Before the run's databases are made: nothing to clean up if it fails.
-    check_room_for_sessions(h, exp)?;
     // A server backend's databases exist before any node starts, and outlive every node (the
     // guard is dropped after `hosts`).
-    let (tagged, _databases) = ensemble_bench::databases::for_run(exp)?;
+    let (tagged, _databases) = ensemble_bench::databases::for_run(exp, h.storage_workers(exp) as u64)?;
     let exp = &tagged;
     let abort = ShutdownHandle::new();
     // Before anything that needs cleaning up exists, and dropped after all of it is gone.
@@ -632,23 +630,6 @@ fn watch(nodes: &mut [Node], spec: &ClusterSpec, abort: &ShutdownHandle, stop: m
             Ok(()) | Err(RecvTimeoutError::Disconnected) => return None,
         }
     }
-}
-
-/// Every instance's storage workers each hold a session of their server: one that cannot take
-/// them all is an error before any node starts.
-fn check_room_for_sessions<H: Harness>(h: &H, exp: &Experiment) -> anyhow::Result<()> {
-    let Some(engine) = exp.backend.kind.engine() else { return Ok(()) };
-    let urls = exp.backend.server_urls();
-    let workers = h.storage_workers(exp) as u64;
-    let mut instances_at: std::collections::BTreeMap<&str, u64> = Default::default();
-    for i in 0..exp.instances {
-        *instances_at.entry(ensemble_server::admin::server_url(&urls, i).map_err(anyhow::Error::msg)?).or_default() += 1;
-    }
-    for (url, instances) in instances_at {
-        let what = format!("{instances} instance(s) of {workers} storage worker(s) each");
-        ensemble_server::admin::check_room_for_sessions(engine, url, instances * workers, &what).map_err(anyhow::Error::msg)?;
-    }
-    Ok(())
 }
 
 /// Why the clients' history may lack a transaction that ran, if it may: then the run is
