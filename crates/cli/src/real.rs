@@ -25,7 +25,7 @@ use ensemble_bench::{Experiment, Harness, RunResult};
 use ensemble_core::{Completion, ProcessId, Protocol, Time};
 use ensemble_net::cluster::{addrs_line, send_shutdown, wait_for_ready_line};
 use ensemble_net::{
-    clients_hand_over, probe, run_clients_beside, ClientReport, ClientsOnLoop, LocalClients, ClientSlot, ClusterSpec, HostId, NetError, ProcessReport, Secret, ShutdownHandle, StopReason,
+    clients_hand_over, probe, run_clients_beside, ClientReport, ClientsOnLoop, LocalClients, ClientSlot, ClusterSpec, HostId, HostStatus, NetError, ProcessReport, Secret, ShutdownHandle, StopReason,
     TopologyRef,
 };
 use std::collections::HashMap;
@@ -603,14 +603,17 @@ fn await_ready(nodes: &mut [Node]) -> anyhow::Result<Vec<SocketAddr>> {
     Ok(addrs.into_iter().map(|a| a.expect("every host is ready")).collect())
 }
 
-/// Watches the hosts while the clients run, until `stop` closes: a host that exits, or that
-/// answers no probe for [`SILENCE`], aborts the run. Returns why it did.
+/// Watches the hosts while the clients run, until `stop` closes: a host that exits, that
+/// answers no probe for [`SILENCE`], or whose answer says a process of it failed (halted by a
+/// panic, a storage job that failed: the run cannot be checked past it, and its clients would
+/// wait for replies until the drain) aborts the run. Returns why it did.
 fn watch(nodes: &mut [Node], spec: &ClusterSpec, abort: &ShutdownHandle, stop: mpsc::Receiver<()>) -> Option<String> {
     let mut answered = vec![Instant::now(); nodes.len()];
     loop {
         let fault = exited(nodes).or_else(|| {
             for ((node, host), answered) in nodes.iter().zip(&spec.hosts).zip(answered.iter_mut()) {
                 match probe(host.addr, spec.operator_key().as_ref(), PROBE_TIMEOUT) {
+                    Ok(HostStatus { failed: Some(why), .. }) => return Some(format!("{} failed: {why}", node.name)),
                     Ok(_) => *answered = Instant::now(),
                     Err(e) if answered.elapsed() >= SILENCE => {
                         let (name, silence, last) = (&node.name, SILENCE.as_secs(), unanswered(&e));

@@ -401,6 +401,9 @@ pub struct HostStatus {
     /// ([`Process::in_flight`](ensemble_core::Process::in_flight), and their storage jobs that
     /// have run a second or more), each after its process id.
     pub in_flight: Option<String>,
+    /// The failures of its processes so far, each after its process id: a run cannot get past
+    /// them, so its driver stops on them.
+    pub failed: Option<String>,
 }
 
 /// Asks the host at `addr` how it is (an operator's Ping, answered by the host's protocol loop,
@@ -411,7 +414,7 @@ pub fn probe(addr: SocketAddr, operator_key: Option<&crate::auth::Secret>, timeo
     let nonce = rand::random::<u64>();
     conn.send(&AdminFrame::Ping(nonce))?;
     match conn.recv::<crate::frame::Never, crate::frame::Never>()? {
-        AdminFrame::Pong { nonce: n, quiescent, in_flight } if n == nonce => Ok(HostStatus { quiescent, in_flight }),
+        AdminFrame::Pong { nonce: n, quiescent, in_flight, failed } if n == nonce => Ok(HostStatus { quiescent, in_flight, failed }),
         other => Err(NetError::Unexpected { addr, what: format!("a {} frame instead of the Pong to Ping {nonce}", other.kind()) }),
     }
 }

@@ -18,7 +18,8 @@
 //!  8    Proof      proof: [u8; 32]                            the dialer, after Challenge
 //!  9    Ping       nonce: u64                                 an admin tool
 //! 10    Pong       nonce: u64, quiescent: bool,               a host, to the admin tool
-//!                  in_flight: Option<String>
+//!                  in_flight: Option<String>,
+//!                  failed: Option<String>
 //! ```
 //!
 //! The handshake (Hello, Challenge, Proof) and the seal are in [`crate::auth`]: on a cluster
@@ -37,7 +38,8 @@
 //!
 //! Version history: 1 addressed instances (one per OS process) and had unaddressed Message,
 //! Request and Reply payloads; 2 is the process addressing above; 3 added the handshake, the
-//! seal, Ping and Pong; 4 has a busy host's Pong say what it still has in flight.
+//! seal, Ping and Pong; 4 has a busy host's Pong say what it still has in flight; 5 has a Pong say
+//! why a process of the host failed, so that a run stops on it rather than waiting.
 
 use bytes::{Bytes, BytesMut};
 use ensemble_core::{ClientId, ProcessId, Reply, Request};
@@ -46,7 +48,7 @@ use std::marker::PhantomData;
 use tokio_util::codec::Decoder;
 
 /// The only version this build speaks.
-pub const PROTOCOL_VERSION: u8 = 4;
+pub const PROTOCOL_VERSION: u8 = 5;
 /// Length prefix, version byte, kind byte.
 pub const HEADER_LEN: usize = 6;
 /// The largest payload accepted or produced. A protocol message is far smaller; anything larger
@@ -165,7 +167,9 @@ pub enum Frame<M, E> {
     Ping(u64),
     /// The answer to `Ping(nonce)`: every process of the host is quiescent; if not, what the
     /// busy ones still have in flight (for an operator to read, bounded by the host).
-    Pong { nonce: u64, quiescent: bool, in_flight: Option<String> },
+    /// `failed`: the failures of the host's processes (a panic that halted one, a storage job
+    /// that failed, a failure it reported), which the run cannot get past.
+    Pong { nonce: u64, quiescent: bool, in_flight: Option<String>, failed: Option<String> },
 }
 
 impl<M, E> Frame<M, E> {
@@ -233,7 +237,7 @@ pub fn encode_frame<M: Serialize, E: Serialize>(frame: &Frame<M, E>) -> Result<B
         Frame::Challenge { nonce, proof } => postcard::to_extend(&(nonce, proof), header),
         Frame::Proof(p) => postcard::to_extend(p, header),
         Frame::Ping(n) => postcard::to_extend(n, header),
-        Frame::Pong { nonce, quiescent, in_flight } => postcard::to_extend(&(nonce, quiescent, in_flight), header),
+        Frame::Pong { nonce, quiescent, in_flight, failed } => postcard::to_extend(&(nonce, quiescent, in_flight, failed), header),
     };
     let mut buf = encoded.map_err(|e| FrameError::Encode { kind, message: e.to_string() })?;
     let len = buf.len() - HEADER_LEN;
@@ -363,8 +367,8 @@ fn decode_payload<M: DeserializeOwned, E: DeserializeOwned>(kind: FrameKind, pay
         FrameKind::Proof => Frame::Proof(decode_value(kind, payload)?),
         FrameKind::Ping => Frame::Ping(decode_value(kind, payload)?),
         FrameKind::Pong => {
-            let (nonce, quiescent, in_flight) = decode_value(kind, payload)?;
-            Frame::Pong { nonce, quiescent, in_flight }
+            let (nonce, quiescent, in_flight, failed) = decode_value(kind, payload)?;
+            Frame::Pong { nonce, quiescent, in_flight, failed }
         }
     })
 }
@@ -471,8 +475,9 @@ mod tests {
             Frame::Challenge { nonce: [4; 32], proof: None },
             Frame::Proof([6; 32]),
             Frame::Ping(77),
-            Frame::Pong { nonce: 77, quiescent: true, in_flight: None },
-            Frame::Pong { nonce: 78, quiescent: false, in_flight: Some("p0: 2 storage jobs".into()) },
+            Frame::Pong { nonce: 77, quiescent: true, in_flight: None, failed: None },
+            Frame::Pong { nonce: 78, quiescent: false, in_flight: Some("p0: 2 storage jobs".into()), failed: None },
+            Frame::Pong { nonce: 79, quiescent: false, in_flight: None, failed: Some("p1: storage job WorkId(3) failed".into()) },
         ]
     }
 
@@ -590,12 +595,12 @@ mod tests {
 
     #[test]
     fn unknown_version() {
-        for version in [0u8, 1, 2, 3, 255] {
+        for version in [0u8, 1, 2, 3, 4, 255] {
             let mut bytes = BytesMut::from(&encode_frame::<TestMsg, TestEvidence>(&Frame::Shutdown).unwrap()[..]);
             bytes[4] = version;
             let err = decode_all(&bytes).unwrap_err();
             assert!(matches!(err, FrameError::UnknownVersion(v) if v == version), "{err:?}");
-            assert!(err.to_string().contains(&format!("unknown protocol version {version} (this build speaks version 4)")), "{err}");
+            assert!(err.to_string().contains(&format!("unknown protocol version {version} (this build speaks version 5)")), "{err}");
         }
     }
 

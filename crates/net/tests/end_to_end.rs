@@ -141,7 +141,7 @@ fn garbage() -> Vec<(Vec<u8>, &'static str)> {
     let peer_h1 = hello(Hello::Peer { host: HostId(1), processes: vec![ProcessId(1)] });
     vec![
         (header(0, 9, 6), "unknown protocol version 9"),
-        (header(0, 2, 6), "unknown protocol version 2 (this build speaks version 4)"),
+        (header(0, 2, 6), "unknown protocol version 2 (this build speaks version 5)"),
         (header(0, v, 42), "unknown frame kind 42"),
         (header(u32::MAX, v, 2), "over the limit"),
         ([header(1, v, 1), vec![0x7f]].concat(), "does not decode as Hello"),

@@ -126,6 +126,8 @@ fn a_process_whose_handler_or_storage_panics_is_reported_and_its_neighbours_go_o
         HostedProcess::with_storage(RingProcess::new(p, vec![p], true), storages.factory(p))
     });
     let mut raw = RawClient::connect(cluster.addr(0), 77);
+    let healthy = ensemble_net::probe(cluster.addr(0), Some(&common::operator()), Duration::from_secs(30)).unwrap();
+    assert_eq!(healthy.failed, None, "{healthy:?}");
     // One connection carries everything, so the host sees it in this order. p0's storage
     // panics on `boom`; its next job (seq 1) is answered, and only after the failed one.
     raw.send(0, 0, "boom");
@@ -141,6 +143,11 @@ fn a_process_whose_handler_or_storage_panics_is_reported_and_its_neighbours_go_o
     let (from, reply) = raw.reply();
     assert_eq!((from, reply.seq), (ProcessId(0), 5), "the halted p1 answers nothing");
     assert!(matches!(reply.body, ReplyBody::Done(Done { evidence: Served { by: ProcessId(0) }, .. })));
+    // A probe says both failures while the host runs, so a run's driver stops on them rather
+    // than waiting for replies that will not come.
+    let failed = ensemble_net::probe(cluster.addr(0), Some(&common::operator()), Duration::from_secs(30)).unwrap().failed.expect("the probe says the processes failed");
+    assert!(failed.starts_with("p0: ") && failed.contains("job WorkId(0) panicked: storage boom"), "{failed}");
+    assert!(failed.ends_with("; p1: p1 panicked and was halted: boom"), "{failed}");
 
     let reports = cluster.stop();
     let (p0, p1) = (&reports[0].processes[0], &reports[0].processes[1]);

@@ -85,6 +85,17 @@ const MAX_PONG_TEXT: usize = 4096;
 const WORKERS_JOINED_WITHIN: Duration = Duration::from_secs(1);
 
 impl<P: Protocol> Slot<P> {
+    /// Why the process failed, if it did: what it says ([`Process::failure`]), then what the
+    /// host saw go wrong with it (a panic that halted it, a storage job that failed).
+    fn failure(&self) -> Option<String> {
+        // A halted process may be in any state; asking it must not lose the answer.
+        let said = catch_unwind(AssertUnwindSafe(|| self.process.failure())).unwrap_or_else(|p| Some(format!("failure() panicked: {}", panic_text(&*p))));
+        match (said, &self.trouble) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or_else(|| b.clone()),
+        }
+    }
+
     /// What the process still has in flight, in its own words ([`Process::in_flight`]), and
     /// which of its storage jobs have run for [`LONG_JOB`] or more: `None` if it is quiescent.
     fn in_flight(&self) -> Option<String> {
@@ -558,10 +569,7 @@ impl<P: Protocol> HostLoop<P> {
     /// A host that is not quiescent says what each busy process still has, so that a run that
     /// does not drain can say what it waited for even if the host never reports.
     fn pong(&mut self, nonce: u64, out: OutTx) {
-        let quiescent = self.slots.iter().all(|s| s.halted || catch_unwind(AssertUnwindSafe(|| s.process.quiescent())).unwrap_or(false));
-        let in_flight = (!quiescent).then(|| {
-            let busy: Vec<String> = self.slots.iter().filter(|s| !s.halted).filter_map(|s| s.in_flight().map(|w| format!("{}: {w}", s.id))).collect();
-            let mut text = busy.join("; ");
+        fn bounded(mut text: String) -> String {
             if text.len() > MAX_PONG_TEXT {
                 let mut end = MAX_PONG_TEXT;
                 while !text.is_char_boundary(end) {
@@ -571,8 +579,15 @@ impl<P: Protocol> HostLoop<P> {
                 text.push_str(" …");
             }
             text
+        }
+        let quiescent = self.slots.iter().all(|s| s.halted || catch_unwind(AssertUnwindSafe(|| s.process.quiescent())).unwrap_or(false));
+        let in_flight = (!quiescent).then(|| {
+            let busy: Vec<String> = self.slots.iter().filter(|s| !s.halted).filter_map(|s| s.in_flight().map(|w| format!("{}: {w}", s.id))).collect();
+            bounded(busy.join("; "))
         });
-        match encode_frame::<Never, Never>(&Frame::Pong { nonce, quiescent, in_flight }) {
+        let failed: Vec<String> = self.slots.iter().filter_map(|s| s.failure().map(|f| format!("{}: {f}", s.id))).collect();
+        let failed = (!failed.is_empty()).then(|| bounded(failed.join("; ")));
+        match encode_frame::<Never, Never>(&Frame::Pong { nonce, quiescent, in_flight, failed }) {
             Ok(bytes) => {
                 let _ = Outlet::new(out).send_answer(bytes, None);
             }
@@ -591,11 +606,7 @@ impl<P: Protocol> HostLoop<P> {
                 // A halted process may be in any state; asking it must not lose the report.
                 let mut counters = catch_unwind(AssertUnwindSafe(|| s.process.counters())).unwrap_or_default();
                 counters.extend(s.pool.as_ref().map(|pool| pool.tally()).unwrap_or_default());
-                let said = catch_unwind(AssertUnwindSafe(|| s.process.failure())).unwrap_or_else(|p| Some(format!("failure() panicked: {}", panic_text(&*p))));
-                let failure = match (said, &s.trouble) {
-                    (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-                    (a, b) => a.or_else(|| b.clone()),
-                };
+                let failure = s.failure();
                 let in_flight = s.in_flight();
                 ProcessReport {
                     id: s.id,
