@@ -1320,11 +1320,20 @@ impl ServerStorage {
 /// once meet again, as any client of the server finds (this is the storage, not the protocol:
 /// real time and randomness belong here).
 pub(crate) fn backoff(retries: u32, first_us: u64) {
+    backoff_up_to(retries, first_us, 6);
+}
+
+/// [`backoff`] with at most `doublings` doublings.
+pub(crate) fn backoff_up_to(retries: u32, first_us: u64, doublings: u32) {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(retries);
-    let cap_us = first_us << retries.min(6);
-    std::thread::sleep(std::time::Duration::from_micros(h.finish() % cap_us));
+    std::thread::sleep(std::time::Duration::from_micros(h.finish() % backoff_cap_us(retries, first_us, doublings)));
+}
+
+/// The longest wait of [`backoff_up_to`] before the `retries`-th run, in microseconds.
+pub(crate) fn backoff_cap_us(retries: u32, first_us: u64, doublings: u32) -> u64 {
+    first_us << retries.min(doublings)
 }
 
 /// Before the `retries`-th run of a victim of this storage: none for the first

@@ -39,7 +39,7 @@
 
 use crate::conn::{Conn, ConnError};
 use crate::dialect::{Engine, Translated};
-use crate::storage::{backoff, ApplyError, Attempt, ServerError, ServerStorage, SETUP_LOSSES};
+use crate::storage::{backoff, backoff_up_to, ApplyError, Attempt, ServerError, ServerStorage, SETUP_LOSSES};
 use ensemble_app::{Application, InstanceId, StateUpdate};
 use ensemble_core::{Request, Rows, Storage, Value};
 use ensemble_twopc::{Job, JobResult, Xid};
@@ -59,10 +59,20 @@ pub(crate) const DEADLOCK_CHECK_MS: u32 = 10;
 /// made it a victim before the storage gives up.
 const MAX_RETRIES: u32 = 1000;
 
-/// The first back-off of a victim, in microseconds (then doubled per retry, up to 64 ms): here
-/// a victim is mostly a transaction that met a prepared branch's locks, which stay until the
-/// decision's round trips, longer than a one-server transaction's.
+/// The first back-off of a victim, in microseconds (then doubled per retry, up to
+/// [`RETRY_DOUBLINGS`] times): here a victim is mostly a transaction that met a prepared
+/// branch's locks, which stay until the decision's round trips, longer than a one-server
+/// transaction's.
 const RETRY_BACKOFF_US: u64 = 1000;
+
+/// How many times a victim's back-off doubles at most: to about 2 s, past the second an attempt
+/// may wait for a lock ([`LOCK_WAIT_S`]). Transactions that keep meeting on the same gap lock
+/// (RUBiS registrations reading their fresh user ids under SERIALIZABLE: each takes the gap,
+/// then waits for every other holder's to insert) pass one at a time only when they come back
+/// further apart than their attempts last; with a back-off capped at 64 ms, three dozen of them
+/// kept each other in attempts for a minute (RESULTS.md, "A convoy caught with the locks it
+/// waits for").
+const RETRY_DOUBLINGS: u32 = 11;
 
 /// How many times a lookup of a decision is made, each on a new connection, while the server
 /// ends its sessions ([`TwoPcStorage::recorded`]).
@@ -287,7 +297,7 @@ impl TwoPcStorage {
                         return JobResult::Failed(format!("transaction `{}`: {m}", request.txn));
                     }
                     retries += 1;
-                    backoff(retries, RETRY_BACKOFF_US);
+                    backoff_up_to(retries, RETRY_BACKOFF_US, RETRY_DOUBLINGS);
                 }
                 Err(Failure::Victim(e)) => {
                     self.abandon(None);
@@ -768,5 +778,23 @@ impl Storage for TwoPcStorage {
             Job::Finish { xid, commit, ts } => self.finish(*xid, *commit, *ts),
             Job::Outcome { xid } => self.outcome(*xid),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::backoff_cap_us;
+
+    #[test]
+    fn a_victim_s_back_off_grows_past_an_attempt_s_lock_wait() {
+        // Early retries stay quick: most victims met one prepared branch, decided within ms.
+        assert_eq!(backoff_cap_us(1, RETRY_BACKOFF_US, RETRY_DOUBLINGS), 2_000);
+        assert_eq!(backoff_cap_us(6, RETRY_BACKOFF_US, RETRY_DOUBLINGS), 64_000);
+        // Victims that keep meeting come back, at the cap, further apart than one of their
+        // attempts may wait for a lock.
+        let cap = backoff_cap_us(u32::MAX, RETRY_BACKOFF_US, RETRY_DOUBLINGS);
+        assert!(cap > 2 * u64::from(LOCK_WAIT_S) * 1_000_000, "{cap} us");
+        assert_eq!(cap, 2_048_000);
     }
 }
