@@ -7,14 +7,9 @@
 #   scripts/time-binaries.sh /tmp/ens-before /tmp/ens-after 2 sweep --primitive g-dur --runs 150 --quiet
 # A run that fails stops the script: a time is only worth printing for a run that did its work.
 set -euo pipefail
-[ $# -ge 4 ] || { echo "usage: scripts/time-binaries.sh BINARY_A BINARY_B PAIRS ENSEMBLE_ARGS..." >&2; exit 2; }
-a=$1 b=$2 pairs=$3
-shift 3
-for bin in "$a" "$b"; do
-  [ -x "$bin" ] || { echo "time-binaries: $bin is not an executable" >&2; exit 2; }
-done
-[[ "$pairs" =~ ^[1-9][0-9]*$ ]] || { echo "time-binaries: PAIRS is a positive count, not '$pairs'" >&2; exit 2; }
-a=$(realpath "$a") b=$(realpath "$b")
+script=time-binaries
+# shellcheck source=scripts/lib/two-binaries.sh
+source "$(dirname "$0")/lib/two-binaries.sh"
 # Each run in a directory of its own: `ensemble bench` writes its results under the working
 # directory, which must not be the repository's `results/`.
 work=$(mktemp -d)

@@ -9,15 +9,10 @@
 #     --backend mariadb --instances 9 --topology lan --clients 40 --warmup 1 --measure 3
 # Unlike scripts/time-binaries.sh it goes on after a run that fails: such runs are what it counts.
 set -euo pipefail
-[ $# -ge 4 ] || { echo "usage: scripts/verdicts-of-binaries.sh BINARY_A BINARY_B PAIRS BENCH_ARGS..." >&2; exit 2; }
-a=$1 b=$2 pairs=$3
-shift 3
-for bin in "$a" "$b"; do
-  [ -x "$bin" ] || { echo "verdicts-of-binaries: $bin is not an executable" >&2; exit 2; }
-done
-[[ "$pairs" =~ ^[1-9][0-9]*$ ]] || { echo "verdicts-of-binaries: PAIRS is a positive count, not '$pairs'" >&2; exit 2; }
+script=verdicts-of-binaries
+# shellcheck source=scripts/lib/two-binaries.sh
+source "$(dirname "$0")/lib/two-binaries.sh"
 command -v python3 > /dev/null || { echo "verdicts-of-binaries: python3 reads the runs' result files and is not installed" >&2; exit 2; }
-a=$(realpath "$a") b=$(realpath "$b")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "A = $a"
