@@ -536,10 +536,17 @@ impl Experiment {
         }
     }
 
-    /// Site and client context of client `c`.
+    /// Site and client context of client `c`: it sits at `client_sites[c % len]` and is served
+    /// by one of the instances closest to that site, the site's clients taking equally close
+    /// ones in turn (`Topology::instance_for_client`).
     pub fn client_placement(&self, c: u32) -> (usize, ClientCtx) {
-        let site = self.client_sites[c as usize % self.client_sites.len()];
-        let home = ensemble_app::InstanceId(self.topology.closest_instance(site, self.instances));
+        let sites = &self.client_sites;
+        let slot = c as usize % sites.len();
+        let site = sites[slot];
+        let at_site = |slots: &[usize]| slots.iter().filter(|s| **s == site).count() as u32;
+        // How many clients before `c` sit at its site: the sites list repeats every `len` clients.
+        let nth = c / sites.len() as u32 * at_site(sites) + at_site(&sites[..slot]);
+        let home = ensemble_app::InstanceId(self.topology.instance_for_client(site, self.instances, nth));
         (site, ClientCtx { client_index: c as u64, home, instances: self.instances })
     }
 }
@@ -547,6 +554,20 @@ impl Experiment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Gyro's LAN spreads its clients over every server: here, over every instance of the site.
+    #[test]
+    fn a_lan_s_clients_spread_over_its_instances() {
+        let mut e = Experiment::new("shop", System::Ensemble, 3, Topology::lan()).unwrap();
+        let homes = |e: &Experiment, n: u32| (0..n).map(|c| e.client_placement(c).1.home.0).collect::<Vec<_>>();
+        assert_eq!(homes(&e, 7), [0, 1, 2, 0, 1, 2, 0]);
+        // A site named twice in the list: its clients are still counted one by one.
+        e.client_sites = vec![0, 0];
+        assert_eq!(homes(&e, 6), [0, 1, 2, 0, 1, 2]);
+        // One instance serves everyone.
+        e.instances = 1;
+        assert_eq!(homes(&e, 3), [0, 0, 0]);
+    }
 
     /// Experiments also arrive as JSON files (`ensemble node --experiment`), past every flag check.
     #[test]

@@ -337,16 +337,18 @@ impl Topology {
         instance as usize % self.sites.len()
     }
 
-    /// The instance closest to `site` among the first `instances` (the papers direct each client
-    /// to its closest server). Ties go to the lower instance number.
-    pub fn closest_instance(&self, site: usize, instances: u32) -> u32 {
-        (0..instances)
-            .min_by(|a, b| {
-                let da = self.one_way_ms[site][self.instance_site(*a)];
-                let db = self.one_way_ms[site][self.instance_site(*b)];
-                da.total_cmp(&db).then(a.cmp(b))
-            })
-            .expect("at least one instance")
+    /// The instance that serves the `nth` client sitting at `site`: one of the instances closest
+    /// to it among the first `instances` (the papers direct each client to its closest server),
+    /// and where several are as close (every instance of a one-site LAN, or two instances at one
+    /// site) the site's clients take them in turn. Gyro's LAN testbed spreads its clients over
+    /// all its servers; sending them all to the lowest-numbered one would leave the others only
+    /// state updates (or 2PC branches) to apply, and adding instances would add no server to
+    /// serve requests.
+    pub fn instance_for_client(&self, site: usize, instances: u32, nth: u32) -> u32 {
+        let delay = |i: u32| self.one_way_ms[site][self.instance_site(i)];
+        let nearest = (0..instances).map(delay).min_by(f64::total_cmp).expect("at least one instance");
+        let closest: Vec<u32> = (0..instances).filter(|i| delay(*i) == nearest).collect();
+        closest[nth as usize % closest.len()]
     }
 
     pub fn machine_local_delay(&self) -> Duration {
@@ -430,12 +432,28 @@ mod tests {
     }
 
     #[test]
-    fn closest_instance_prefers_own_site() {
+    fn a_client_goes_to_its_closest_instance() {
         let t = Topology::wan5();
-        // Three instances: Germany, Japan, US east. Brazil's clients go to US east, Australia's to Japan.
-        assert_eq!(t.closest_instance(3, 3), 2);
-        assert_eq!(t.closest_instance(4, 3), 1);
-        assert_eq!(t.closest_instance(0, 1), 0);
+        // Three instances: Germany, Japan, US east. Brazil's clients go to US east, Australia's
+        // to Japan, whichever client they are.
+        for nth in 0..4 {
+            assert_eq!(t.instance_for_client(3, 3, nth), 2);
+            assert_eq!(t.instance_for_client(4, 3, nth), 1);
+            assert_eq!(t.instance_for_client(0, 1, nth), 0);
+        }
+    }
+
+    #[test]
+    fn clients_take_equally_close_instances_in_turn() {
+        // A LAN: every instance as close as any other.
+        let lan = Topology::lan();
+        let homes: Vec<u32> = (0..7).map(|nth| lan.instance_for_client(0, 3, nth)).collect();
+        assert_eq!(homes, [0, 1, 2, 0, 1, 2, 0]);
+        // Seven instances over wan5's five sites: Germany holds instances 0 and 5, and its
+        // clients alternate between them; Brazil holds instance 3 alone.
+        let wan = Topology::wan5();
+        assert_eq!((0..4).map(|nth| wan.instance_for_client(0, 7, nth)).collect::<Vec<_>>(), [0, 5, 0, 5]);
+        assert_eq!((0..3).map(|nth| wan.instance_for_client(3, 7, nth)).collect::<Vec<_>>(), [3, 3, 3]);
     }
 
     #[test]
