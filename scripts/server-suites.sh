@@ -42,9 +42,10 @@ for backend in postgres mariadb; do
     echo "server-suites: $app on $backend, simulated" >&2
     "$bin" bench "$app" --backend "$backend" --system ensemble,centralized,read-only \
       --clients 20 --warmup 1 --measure 3 --quiet --out "$out" | tail -n 7
-    # In the LAN, 20 clients at one site keep globals queued at one instance: the contention
-    # under which a global whose body aborts must still hold the writer lock to COMMIT (a
-    # savepoint taken before the lock let a waiting global read the same counters on MariaDB).
+    # In the LAN, 20 clients spread over the 3 instances keep globals queued at each while the
+    # token goes round: the contention under which a global whose body aborts must still hold the
+    # writer lock to COMMIT (a savepoint taken before the lock let a waiting global read the same
+    # counters on MariaDB).
     # The two-phase-commit baseline runs as real processes only (see ARCHITECTURE.md).
     systems=ensemble,centralized,read-only,2pc
     echo "server-suites: $app on $backend, real processes ($systems)" >&2
