@@ -190,7 +190,7 @@ pub struct Experiment {
     pub instances: u32,
     pub topology: Topology,
     /// Sites clients sit at; client `c` sits at `client_sites[c % len]` and talks to the closest
-    /// instance.
+    /// instance, a site's clients taking equally close ones in turn (`client_placement`).
     pub client_sites: Vec<usize>,
     pub clients: u32,
     /// Mean of the exponential think time between a reply and the next request; 0: none.

@@ -115,6 +115,8 @@ struct BenchArgs {
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=MAX_CLIENTS))]
     clients: u32,
     /// Client sites (indices into the topology's sites), comma-separated; default: every site.
+    /// Each client talks to the instance closest to its site; a site's clients take equally close
+    /// instances in turn (in `lan`, every instance).
     #[arg(long, value_delimiter = ',')]
     client_sites: Option<Vec<usize>>,
     /// Mean think time between a reply and the next request, in ms (exponential); 0: none. At
