@@ -7,7 +7,7 @@
 #   scripts/time-binaries.sh /tmp/ens-before /tmp/ens-after 2 sweep --primitive g-dur --runs 150 --quiet
 # A run that fails stops the script: a time is only worth printing for a run that did its work.
 set -euo pipefail
-script=time-binaries
+script=time-binaries rest=ENSEMBLE_ARGS
 # shellcheck source=scripts/lib/two-binaries.sh
 source "$(dirname "$0")/lib/two-binaries.sh"
 # Each run in a directory of its own: `ensemble bench` writes its results under the working

@@ -9,7 +9,7 @@
 #     --backend mariadb --instances 9 --topology lan --clients 40 --warmup 1 --measure 3
 # Unlike scripts/time-binaries.sh it goes on after a run that fails: such runs are what it counts.
 set -euo pipefail
-script=verdicts-of-binaries
+script=verdicts-of-binaries rest=BENCH_ARGS
 # shellcheck source=scripts/lib/two-binaries.sh
 source "$(dirname "$0")/lib/two-binaries.sh"
 command -v python3 > /dev/null || { echo "verdicts-of-binaries: python3 reads the runs' result files and is not installed" >&2; exit 2; }
