@@ -237,6 +237,12 @@ pub struct Experiment {
     /// Ensemble runs on, so a request and its reply wake no other thread on their way.
     #[serde(default)]
     pub clients_on_loop: bool,
+    /// Real runs: the cores the run's clients and nodes could run on (the bench's CPU
+    /// affinity, which its nodes inherit), when fewer than the machine's: set by `--cpus` or
+    /// from outside (`taskset`). Empty: every core. Recorded by the real runner; the database
+    /// servers run wherever the operating system puts them either way.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<u32>,
     /// The DUR family's deployment (other systems ignore it).
     #[serde(default)]
     pub dur: DurSettings,
@@ -405,6 +411,7 @@ impl Experiment {
             plain_wire: false,
             embedded: false,
             clients_on_loop: false,
+            cpus: Vec::new(),
             dur: DurSettings::default(),
             backend: Backend::default(),
             storage_workers: default_storage_workers(),

@@ -2,6 +2,7 @@
 //! Conveyor Belt, and every protocol whose harness `systems` lists.
 
 mod cpu_use;
+mod cpus;
 mod node;
 mod overhead;
 mod plots;
@@ -195,11 +196,44 @@ struct BenchArgs {
     #[arg(long, requires = "embedded")]
     clients_on_loop: bool,
     #[command(flatten)]
+    cpus: CpusArg,
+    #[command(flatten)]
     dur: DurArgs,
     #[command(flatten)]
     backend: BackendArgs,
     #[command(flatten)]
     output: OutputArgs,
+}
+
+/// Where a real run's own processes run.
+#[derive(Args, Clone, Default)]
+struct CpusArg {
+    /// Real runs: run this command, its clients and every node it starts on these cores alone
+    /// (Linux CPU affinity, which the nodes inherit), e.g. `0`, `0,1` or `0-3`; the database
+    /// servers stay wherever the operating system puts them. Default: every core. Each run's
+    /// result file records the cores it could run on (`cpus`), whoever narrowed them.
+    #[arg(long, value_name = "CORES", value_parser = cpus::CoreList::parse)]
+    cpus: Option<cpus::CoreList>,
+}
+
+impl CpusArg {
+    /// Pins this process; `real` says whether the command runs real processes. Call before any
+    /// thread starts.
+    fn apply(&self, real: bool) -> anyhow::Result<()> {
+        let Some(cores) = &self.cpus else { return Ok(()) };
+        anyhow::ensure!(real, "--cpus places real processes on this machine's cores: add --real (the simulator's cores are --cores)");
+        cpus::pin_this_process(cores)?;
+        eprintln!(
+            "--cpus: this command, its clients and the nodes it starts run on core(s) {}; the database servers wherever the operating system puts them",
+            cpus::CoreList::display(&cores.0)
+        );
+        Ok(())
+    }
+
+    /// What a command's summary line adds: the cores, when --cpus named them.
+    fn said(&self) -> String {
+        self.cpus.as_ref().map(|c| format!(" on core(s) {} (--cpus)", cpus::CoreList::display(&c.0))).unwrap_or_default()
+    }
 }
 
 /// The G-DUR systems' deployment and key-value workload knobs.
@@ -404,6 +438,8 @@ struct FigureArgs {
     /// so. Other systems (2pc) keep their own locking.
     #[arg(long)]
     writers_side_by_side: bool,
+    #[command(flatten)]
+    cpus: CpusArg,
     /// Run nothing: redraw the figure's plot from its result file (a `figure-*.json` this
     /// command wrote), as SVG and PNG beside it, and print the figure's table again (xcast-latency:
     /// the plot only).
@@ -809,6 +845,7 @@ fn check_delivery(path: &std::path::Path, names: &[String]) -> anyhow::Result<()
 }
 
 fn bench(a: BenchArgs) -> anyhow::Result<()> {
+    a.cpus.apply(a.real)?;
     let exps = experiments(&a)?;
     let mut results = Vec::new();
     let mut cut_short = None;
@@ -849,6 +886,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         (true, false) => "real processes on this machine",
         (false, _) => "simulated (virtual time)",
     };
+    let wall = format!("{wall}{}", a.cpus.said());
     println!(
         "app {} | topology {} | {} clients at sites {:?} | window {} s after {} s warm-up | {wall} | latencies in ms",
         a.app, exps[0].topology.name, a.clients, exps[0].client_sites, a.measure, a.warmup
@@ -922,8 +960,11 @@ fn run_anywhere(e: &Experiment, progress: bool) -> anyhow::Result<ensemble_bench
 
 fn figure(a: FigureArgs) -> anyhow::Result<()> {
     if let Some(file) = &a.replot {
+        anyhow::ensure!(a.cpus.cpus.is_none(), "--cpus places the runs' processes, and --replot runs nothing");
         return plots::replot(&a.name, file);
     }
+    // The overhead figure runs real processes whatever --real says.
+    a.cpus.apply(a.real || a.name == "overhead")?;
     let o = FigureOpts {
         seed: a.seed,
         warmup_s: a.warmup,
@@ -1027,7 +1068,14 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         println!("simulated: warm-up {} s, window {} s, seed {}, the p-store topology (4 cores per machine, 10 Mb/s per group)", a.warmup, a.measure, a.seed);
     } else if a.real {
         let side = if a.writers_side_by_side { ", the belt's locals side by side under SSI (--writers-side-by-side)" } else { "" };
-        println!("real processes on this machine: warm-up {} s (longer where a table says so), window {} s, seed {}, {:?} global execution{side}", a.warmup, a.measure, a.seed, o.global_execution);
+        println!(
+            "real processes on this machine{}: warm-up {} s (longer where a table says so), window {} s, seed {}, {:?} global execution{side}",
+            a.cpus.said(),
+            a.warmup,
+            a.measure,
+            a.seed,
+            o.global_execution
+        );
     } else {
         println!("simulated: warm-up {} s (longer where a table says so), window {} s, seed {}, {} cores per instance, {:?} global execution", a.warmup, a.measure, a.seed, a.cores, o.global_execution);
     }

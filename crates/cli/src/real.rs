@@ -234,7 +234,9 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
     h.validate(exp).map_err(anyhow::Error::msg)?;
     // A server backend's databases exist before any node starts, and outlive every node (the
     // guard is dropped after `hosts`).
-    let (tagged, _databases) = ensemble_bench::databases::for_run(exp, h.storage_workers(exp) as u64)?;
+    let (mut tagged, _databases) = ensemble_bench::databases::for_run(exp, h.storage_workers(exp) as u64)?;
+    // The nodes start as our children and inherit where we may run.
+    tagged.cpus = crate::cpus::narrowed();
     let exp = &tagged;
     let abort = ShutdownHandle::new();
     // Before anything that needs cleaning up exists, and dropped after all of it is gone.

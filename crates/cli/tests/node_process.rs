@@ -213,6 +213,32 @@ fn bench_runs_real_processes_and_checks_them() {
     assert!(out_dir.path().join("shop-ensemble-2-real-seed1.json").exists());
 }
 
+/// `--cpus`: the bench and the nodes it starts on the cores named, as its summary and result
+/// file say; refused for a simulated run.
+#[test]
+fn a_real_run_on_one_core_says_so_and_is_checked() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ensemble"))
+        .args(["bench", "shop", "--real", "--topology", "lan", "--instances", "2", "--system", "ensemble", "--clients", "4", "--warmup", "0.5", "--measure", "2", "--cpus", "0", "--quiet", "--out"])
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("shop-ensemble-2-real: serializable"), "{stdout}");
+    assert!(stdout.contains("real processes on this machine on core(s) 0 (--cpus)"), "{stdout}");
+    assert!(stderr.contains("--cpus: this command, its clients and the nodes it starts run on core(s) 0"), "{stderr}");
+    let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out_dir.path().join("shop-ensemble-2-real-seed1.json")).unwrap()).unwrap();
+    // A machine of one core has nothing narrower to record.
+    let online = std::thread::available_parallelism().unwrap().get();
+    let want = if online > 1 { serde_json::json!([0]) } else { serde_json::Value::Null };
+    assert_eq!(result["experiment"]["cpus"], want, "the result says where the run could run");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["bench", "shop", "--cpus", "0", "--measure", "0.1", "--warmup", "0", "--quiet", "--out"]).arg(out_dir.path()).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cpus places real processes on this machine's cores: add --real"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// The host on a thread of the bench's own process, its clients reaching it through a channel
 /// (`--embedded`): checked like any real run; refused where the run has more than one host, or
 /// is simulated.
