@@ -230,6 +230,12 @@ impl CpusArg {
         Ok(())
     }
 
+    /// What a run's label and a figure's file name add, so that runs placed apart keep files
+    /// apart: `-cpus0`, `-cpus0-1_3`.
+    fn suffix(&self) -> String {
+        self.cpus.as_ref().map(|c| format!("-cpus{}", cpus::CoreList::display(&c.0).replace(',', "_"))).unwrap_or_default()
+    }
+
     /// What a command's summary line adds: the cores, when --cpus named them.
     fn said(&self) -> String {
         self.cpus.as_ref().map(|c| format!(" on core(s) {} (--cpus)", cpus::CoreList::display(&c.0))).unwrap_or_default()
@@ -729,6 +735,7 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                 (true, false) => "-embedded",
                 _ => "",
             });
+            e.label.push_str(&a.cpus.suffix());
             systems::dispatch(system, Validate(&e))?.map_err(anyhow::Error::msg)?;
             out.push(e);
         }
@@ -1056,6 +1063,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     let stem = if o.backend.kind != BackendKind::Sqlite { format!("{stem}-{}", o.backend.kind.name()) } else { stem };
     let stem = if a.real { format!("{stem}-real") } else { stem };
     let stem = if a.writers_side_by_side { format!("{stem}-side-by-side") } else { stem };
+    let stem = format!("{stem}{}", a.cpus.suffix());
     let path = a.output.out.join(format!("figure-{stem}-seed{}.json", a.seed));
     write_json(&path, &fig.runs)?;
     eprintln!("wrote {}", path.display());

@@ -225,10 +225,10 @@ fn a_real_run_on_one_core_says_so_and_is_checked() {
         .unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("shop-ensemble-2-real: serializable"), "{stdout}");
+    assert!(stdout.contains("shop-ensemble-2-real-cpus0: serializable"), "{stdout}");
     assert!(stdout.contains("real processes on this machine on core(s) 0 (--cpus)"), "{stdout}");
     assert!(stderr.contains("--cpus: this command, its clients and the nodes it starts run on core(s) 0"), "{stderr}");
-    let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out_dir.path().join("shop-ensemble-2-real-seed1.json")).unwrap()).unwrap();
+    let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out_dir.path().join("shop-ensemble-2-real-cpus0-seed1.json")).unwrap()).unwrap();
     // A machine of one core has nothing narrower to record.
     let online = std::thread::available_parallelism().unwrap().get();
     let want = if online > 1 { serde_json::json!([0]) } else { serde_json::Value::Null };
