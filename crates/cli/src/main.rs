@@ -224,7 +224,7 @@ impl CpusArg {
         anyhow::ensure!(real, "--cpus places real processes on this machine's cores: add --real (the simulator's cores are --cores)");
         cpus::pin_this_process(cores)?;
         eprintln!(
-            "--cpus: this command, its clients and the nodes it starts run on core(s) {}; the database servers wherever the operating system puts them",
+            "--cpus: this command, its clients and the nodes it starts run on core(s) {}; the database servers are not its children, and stay where they were",
             cpus::CoreList::display(&cores.0)
         );
         Ok(())
