@@ -239,8 +239,9 @@ pub struct Experiment {
     pub clients_on_loop: bool,
     /// Real runs: the cores the run's clients and nodes could run on (the bench's CPU
     /// affinity, which its nodes inherit), when fewer than the machine's: set by `--cpus` or
-    /// from outside (`taskset`). Empty: every core. Recorded by the real runner; the database
-    /// servers run wherever the operating system puts them either way.
+    /// from outside (`taskset`). Empty: every core. Recorded by the real runner. The database
+    /// servers are not the bench's children, and `--cpus` does not move them
+    /// (`scripts/split-cores.sh` does).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpus: Vec<u32>,
     /// The DUR family's deployment (other systems ignore it).

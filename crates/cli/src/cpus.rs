@@ -9,7 +9,7 @@
 //! The command pins itself before it starts any thread: every thread it starts (its clients,
 //! an embedded host, the direct paths of the overhead figure) and every node it starts (a child
 //! keeps its parent's CPU affinity across fork and exec) inherit the set. The database servers
-//! are not its children and stay where the operating system puts them.
+//! are not its children and stay where they are (`scripts/split-cores.sh` moves them).
 
 use std::collections::BTreeSet;
 

@@ -210,7 +210,7 @@ struct BenchArgs {
 struct CpusArg {
     /// Real runs: run this command, its clients and every node it starts on these cores alone
     /// (Linux CPU affinity, which the nodes inherit), e.g. `0`, `0,1` or `0-3`; the database
-    /// servers stay wherever the operating system puts them. Default: every core. Each run's
+    /// servers stay where they are (scripts/split-cores.sh moves them). Default: every core. Each run's
     /// result file records the cores it could run on (`cpus`), whoever narrowed them.
     #[arg(long, value_name = "CORES", value_parser = cpus::CoreList::parse)]
     cpus: Option<cpus::CoreList>,

@@ -229,8 +229,9 @@ fn a_real_run_on_one_core_says_so_and_is_checked() {
     assert!(stdout.contains("real processes on this machine on core(s) 0 (--cpus)"), "{stdout}");
     assert!(stderr.contains("--cpus: this command, its clients and the nodes it starts run on core(s) 0"), "{stderr}");
     let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out_dir.path().join("shop-ensemble-2-real-cpus0-seed1.json")).unwrap()).unwrap();
-    // A machine of one core has nothing narrower to record.
-    let online = std::thread::available_parallelism().unwrap().get();
+    // A machine of one core has nothing narrower to record. (Its cores online, not the test's
+    // own affinity, which an outside taskset may have narrowed.)
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     let want = if online > 1 { serde_json::json!([0]) } else { serde_json::Value::Null };
     assert_eq!(result["experiment"]["cpus"], want, "the result says where the run could run");
 
