@@ -230,15 +230,23 @@ impl CpusArg {
         Ok(())
     }
 
-    /// What a run's label and a figure's file name add, so that runs placed apart keep files
-    /// apart: `-cpus0`, `-cpus0-1_3`.
-    fn suffix(&self) -> String {
-        self.cpus.as_ref().map(|c| format!("-cpus{}", cpus::CoreList::display(&c.0).replace(',', "_"))).unwrap_or_default()
+    /// The cores this command's real processes may run on, when fewer than the machine's, and
+    /// who narrowed them. Read from the process's own affinity, as every result file records it
+    /// (`Experiment::cpus`), so that a run narrowed from outside (`taskset`) says so as well.
+    fn narrowed(&self, real: bool) -> Option<(Vec<u32>, &'static str)> {
+        let cores = if real { cpus::narrowed() } else { Vec::new() };
+        (!cores.is_empty()).then_some((cores, if self.cpus.is_some() { "--cpus" } else { "narrowed before this command started" }))
     }
 
-    /// What a command's summary line adds: the cores, when --cpus named them.
-    fn said(&self) -> String {
-        self.cpus.as_ref().map(|c| format!(" on core(s) {} (--cpus)", cpus::CoreList::display(&c.0))).unwrap_or_default()
+    /// What a run's label and a figure's file name add, so that runs placed apart keep files
+    /// apart: `-cpus0`, `-cpus0-1_3`.
+    fn suffix(&self, real: bool) -> String {
+        self.narrowed(real).map(|(c, _)| format!("-cpus{}", cpus::CoreList::display(&c).replace(',', "_"))).unwrap_or_default()
+    }
+
+    /// What a command's summary line adds: the cores, when narrower than the machine's.
+    fn said(&self, real: bool) -> String {
+        self.narrowed(real).map(|(c, by)| format!(" on core(s) {} ({by})", cpus::CoreList::display(&c))).unwrap_or_default()
     }
 }
 
@@ -735,7 +743,7 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                 (true, false) => "-embedded",
                 _ => "",
             });
-            e.label.push_str(&a.cpus.suffix());
+            e.label.push_str(&a.cpus.suffix(a.real));
             systems::dispatch(system, Validate(&e))?.map_err(anyhow::Error::msg)?;
             out.push(e);
         }
@@ -893,7 +901,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         (true, false) => "real processes on this machine",
         (false, _) => "simulated (virtual time)",
     };
-    let wall = format!("{wall}{}", a.cpus.said());
+    let wall = format!("{wall}{}", a.cpus.said(a.real));
     println!(
         "app {} | topology {} | {} clients at sites {:?} | window {} s after {} s warm-up | {wall} | latencies in ms",
         a.app, exps[0].topology.name, a.clients, exps[0].client_sites, a.measure, a.warmup
@@ -1063,7 +1071,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     let stem = if o.backend.kind != BackendKind::Sqlite { format!("{stem}-{}", o.backend.kind.name()) } else { stem };
     let stem = if a.real { format!("{stem}-real") } else { stem };
     let stem = if a.writers_side_by_side { format!("{stem}-side-by-side") } else { stem };
-    let stem = format!("{stem}{}", a.cpus.suffix());
+    let stem = format!("{stem}{}", a.cpus.suffix(a.real || a.name == "overhead"));
     let path = a.output.out.join(format!("figure-{stem}-seed{}.json", a.seed));
     write_json(&path, &fig.runs)?;
     eprintln!("wrote {}", path.display());
@@ -1078,7 +1086,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
         let side = if a.writers_side_by_side { ", the belt's locals side by side under SSI (--writers-side-by-side)" } else { "" };
         println!(
             "real processes on this machine{}: warm-up {} s (longer where a table says so), window {} s, seed {}, {:?} global execution{side}",
-            a.cpus.said(),
+            a.cpus.said(true),
             a.warmup,
             a.measure,
             a.seed,

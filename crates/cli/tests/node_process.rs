@@ -225,19 +225,47 @@ fn a_real_run_on_one_core_says_so_and_is_checked() {
         .unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("shop-ensemble-2-real-cpus0: serializable"), "{stdout}");
-    assert!(stdout.contains("real processes on this machine on core(s) 0 (--cpus)"), "{stdout}");
-    assert!(stderr.contains("--cpus: this command, its clients and the nodes it starts run on core(s) 0"), "{stderr}");
-    let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out_dir.path().join("shop-ensemble-2-real-cpus0-seed1.json")).unwrap()).unwrap();
-    // A machine of one core has nothing narrower to record. (Its cores online, not the test's
-    // own affinity, which an outside taskset may have narrowed.)
+    // A machine of one core has nothing narrower to record or say. (Its cores online, not the
+    // test's own affinity, which an outside taskset may have narrowed.)
     let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    let (label, said) = if online > 1 { ("shop-ensemble-2-real-cpus0", " on core(s) 0 (--cpus)") } else { ("shop-ensemble-2-real", "") };
+    assert!(stdout.contains(&format!("{label}: serializable")), "{stdout}");
+    assert!(stdout.contains(&format!("real processes on this machine{said} |")), "{stdout}");
+    assert!(stderr.contains("--cpus: this command, its clients and the nodes it starts run on core(s) 0"), "{stderr}");
+    let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out_dir.path().join(format!("{label}-seed1.json"))).unwrap()).unwrap();
     let want = if online > 1 { serde_json::json!([0]) } else { serde_json::Value::Null };
     assert_eq!(result["experiment"]["cpus"], want, "the result says where the run could run");
 
     let out = Command::new(env!("CARGO_BIN_EXE_ensemble")).args(["bench", "shop", "--cpus", "0", "--measure", "0.1", "--warmup", "0", "--quiet", "--out"]).arg(out_dir.path()).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--cpus places real processes on this machine's cores: add --real"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Narrowed from outside (as `taskset -c 0` would), without --cpus: the summary line, the
+    // label and the result file say it all the same, from the one reading of the affinity.
+    if online > 1 {
+        let mut narrowed = Command::new(env!("CARGO_BIN_EXE_ensemble"));
+        narrowed
+            .args(["bench", "shop", "--real", "--topology", "lan", "--instances", "1", "--system", "centralized", "--clients", "2", "--warmup", "0.5", "--measure", "1", "--quiet", "--out"])
+            .arg(out_dir.path());
+        // SAFETY: the closure only calls sched_setaffinity, which is async-signal-safe.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut narrowed, || {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(0, &mut set);
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = narrowed.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("shop-centralized-1-real-cpus0: serializable"), "{stdout}");
+        assert!(stdout.contains("real processes on this machine on core(s) 0 (narrowed before this command started)"), "{stdout}");
+        let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out_dir.path().join("shop-centralized-1-real-cpus0-seed1.json")).unwrap()).unwrap();
+        assert_eq!(result["experiment"]["cpus"], serde_json::json!([0]));
+    }
 }
 
 /// The host on a thread of the bench's own process, its clients reaching it through a channel
