@@ -86,6 +86,20 @@ pub enum TwoPhaseLock {
     /// UPDATE or DELETE. If it matched no row, it read an absence, which no row lock covers:
     /// the table is locked and the statement runs again.
     Key { table: String, sql: Option<String> },
+    /// A join of a driving table with tables each reached by its whole primary key from the
+    /// rows before it (`JOIN b ON b.key = a.col`), read by conditions on the driving table
+    /// alone. The tables in `whole` (the driving table, unless the WHERE clause names its whole
+    /// key) are locked before it runs; the rows it meets in the others are locked by `sql`'s
+    /// `FOR SHARE OF` their aliases. A row lock covers a row read only if the join returned
+    /// it: a driving row whose partner is absent, or filtered out by the join's condition, is
+    /// dropped from the result, and what it read there no row lock covers. So `count_sql`
+    /// (binding `count_binds`) counts the driving rows; if the join returned fewer (or, with the
+    /// driving row named by its key, none), the tables in `keyed` are locked whole and the
+    /// statement runs again, as for [`Self::Key`]. Without it, a transaction that reads a join
+    /// would lock every joined table whole, and a 2PC branch holding such a lock on a
+    /// replicated table until its decision keeps every other instance's writers of that table
+    /// out, whatever rows they write.
+    Join { whole: Vec<String>, sql: String, keyed: Vec<String>, count_sql: String, count_binds: Vec<usize> },
     /// Anything else: these tables are locked before it runs.
     Tables(Vec<String>),
 }
@@ -142,7 +156,7 @@ impl Translated {
         let mut whole = BTreeSet::new();
         for ((t, _), s) in &self.statements {
             if t == txn {
-                if let Some(TwoPhaseLock::Tables(tables)) = &s.lock {
+                if let Some(TwoPhaseLock::Tables(tables) | TwoPhaseLock::Join { whole: tables, .. }) = &s.lock {
                     whole.extend(tables.iter().filter(|t| written.contains(*t)).cloned());
                 }
             }
@@ -493,6 +507,9 @@ fn two_phase_lock(app: &Application, stmt: &Sql, capture: &Capture) -> Result<Tw
                 && matches!(&sel.group_by, sqlparser::ast::GroupByExpr::Expressions(e, _) if e.is_empty())
                 && q.with.is_none()
                 && q.locks.is_empty();
+            if plain_rows && q.limit_clause.is_none() && q.fetch.is_none() && !sel.from.is_empty() && !sel.from[0].joins.is_empty() {
+                return Ok(join_lock(app, q, sel)?.unwrap_or(everything));
+            }
             match single_table(&sel.from) {
                 Ok(table) if plain_rows && read.len() == 1 => {
                     let table = declared(table.trim_matches('`'))?;
@@ -508,6 +525,149 @@ fn two_phase_lock(app: &Application, stmt: &Sql, capture: &Capture) -> Result<Tw
         }
         _ => everything,
     })
+}
+
+/// [`TwoPhaseLock::Join`] for a query of plain rows (no calls, grouping, DISTINCT, limit or
+/// lock clause) that joins tables, if it has that shape; `None` otherwise.
+fn join_lock(app: &Application, q: &sqlparser::ast::Query, sel: &sqlparser::ast::Select) -> Result<Option<TwoPhaseLock>, String> {
+    use sqlparser::ast::{JoinConstraint, JoinOperator, LockClause, LockType};
+    let [from] = sel.from.as_slice() else { return Ok(None) };
+    // (alias as the query names it, declared table) of each table, in FROM order.
+    let mut tables: Vec<(String, String)> = Vec::new();
+    let mut ons: Vec<&Expr> = Vec::new();
+    for (i, factor) in std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation)).enumerate() {
+        let TableFactor::Table { name, alias, args: None, with_hints, .. } = factor else { return Ok(None) };
+        if !with_hints.is_empty() {
+            return Ok(None);
+        }
+        let table = name.to_string();
+        let Some(declared) = app.table(table.trim_matches('"')) else { return Err(format!("reads table `{table}`, which the schema does not declare")) };
+        let alias = alias.as_ref().map_or(table.clone(), |a| a.name.value.clone());
+        if tables.iter().any(|(a, _)| *a == alias) {
+            return Ok(None);
+        }
+        tables.push((alias, declared.name.clone()));
+        if i > 0 {
+            match &from.joins[i - 1].join_operator {
+                JoinOperator::Join(JoinConstraint::On(on)) | JoinOperator::Inner(JoinConstraint::On(on)) => ons.push(on),
+                _ => return Ok(None),
+            }
+        }
+    }
+    let columns = |table: &str| app.table(table).map(|t| t.columns.iter().map(|c| c.name.clone()).collect::<Vec<_>>()).unwrap_or_default();
+    // The alias a column reference is of: named, or the one table that has such a column.
+    let owner = |e: &Expr| -> Option<(String, String)> {
+        match e {
+            Expr::CompoundIdentifier(ids) if ids.len() == 2 => {
+                tables.iter().find(|(a, _)| *a == ids[0].value).map(|(a, _)| (a.clone(), ids[1].value.clone()))
+            }
+            Expr::Identifier(id) => {
+                let mut having = tables.iter().filter(|(_, t)| columns(t).contains(&id.value));
+                match (having.next(), having.next()) {
+                    (Some((a, _)), None) => Some((a.clone(), id.value.clone())),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    };
+    // The columns of `alias` a conjunction fixes to a value or to another table's column.
+    let fixed = |cond: &Expr, alias: &str| -> BTreeSet<String> {
+        fn conjuncts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+            match e {
+                Expr::Nested(inner) => conjuncts(inner, out),
+                Expr::BinaryOp { left, op: sqlparser::ast::BinaryOperator::And, right } => {
+                    conjuncts(left, out);
+                    conjuncts(right, out);
+                }
+                other => out.push(other),
+            }
+        }
+        let mut all = Vec::new();
+        conjuncts(cond, &mut all);
+        let mut out = BTreeSet::new();
+        for c in all {
+            let Expr::BinaryOp { left, op: sqlparser::ast::BinaryOperator::Eq, right } = c else { continue };
+            for (this, other) in [(left, right), (right, left)] {
+                if let Some((a, col)) = owner(this) {
+                    let other_ok = matches!(other.as_ref(), Expr::Value(_)) || owner(other).is_some_and(|(b, _)| b != alias);
+                    if a == alias && other_ok {
+                        out.insert(col);
+                    }
+                }
+            }
+        }
+        out
+    };
+    let key_of = |table: &str| app.table(table).map(|t| t.primary_key.clone()).unwrap_or_default();
+    // Every joined table reached by its whole key.
+    for ((alias, table), on) in tables.iter().skip(1).zip(&ons) {
+        let key = key_of(table);
+        let named = fixed(on, alias);
+        if key.is_empty() || !key.iter().all(|k| named.contains(k)) {
+            return Ok(None);
+        }
+    }
+    // The WHERE clause reads the driving table alone.
+    let (driving_alias, driving) = &tables[0];
+    let mut only_driving = true;
+    if let Some(w) = &sel.selection {
+        let _ = sqlparser::ast::visit_expressions(w, |e: &Expr| {
+            if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
+                only_driving &= owner(e).is_some_and(|(a, _)| a == *driving_alias);
+            }
+            ControlFlow::<()>::Continue(())
+        });
+    }
+    if !only_driving {
+        return Ok(None);
+    }
+    let driving_keyed = sel.selection.as_ref().is_some_and(|w| {
+        let key = key_of(driving);
+        let named = fixed(w, driving_alias);
+        !key.is_empty() && key.iter().all(|k| named.contains(k))
+    });
+    let row_locked: Vec<&(String, String)> = tables.iter().skip(if driving_keyed { 0 } else { 1 }).collect();
+    let mut locked = q.clone();
+    for (alias, _) in &row_locked {
+        locked.locks.push(LockClause { lock_type: LockType::Share, of: Some(ObjectName::from(vec![Ident::new(alias.clone())])), nonblock: None });
+    }
+    // The count of driving rows, its placeholders numbered afresh ($k of the statement binds
+    // argument k - 1 on PostgreSQL).
+    let relation = &from.relation;
+    let count = match &sel.selection {
+        Some(w) => format!("SELECT count(*) FROM {relation} WHERE {w}"),
+        None => format!("SELECT count(*) FROM {relation}"),
+    };
+    let mut count = parse_one(&count)?;
+    let mut count_binds = Vec::new();
+    let mut bad = None;
+    let _ = sqlparser::ast::visit_expressions_mut(&mut count, |e: &mut Expr| {
+        if let Expr::Value(v) = e {
+            if let SqlValue::Placeholder(p) = &mut v.value {
+                match p.strip_prefix('$').and_then(|k| k.parse::<usize>().ok()).filter(|k| *k > 0) {
+                    Some(k) => {
+                        let at = count_binds.iter().position(|b| *b == k - 1).unwrap_or_else(|| {
+                            count_binds.push(k - 1);
+                            count_binds.len() - 1
+                        });
+                        *p = format!("${}", at + 1);
+                    }
+                    None => bad = Some(p.clone()),
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    if let Some(p) = bad {
+        return Err(format!("placeholder `{p}` is not PostgreSQL's `$k`"));
+    }
+    let mut whole: Vec<String> = if driving_keyed { Vec::new() } else { vec![driving.clone()] };
+    whole.dedup();
+    let mut keyed: Vec<String> = row_locked.iter().map(|(_, t)| t.clone()).collect();
+    keyed.sort();
+    keyed.dedup();
+    Ok(Some(TwoPhaseLock::Join { whole, sql: locked.to_string(), keyed, count_sql: count.to_string(), count_binds }))
 }
 
 /// Whether `selection`, a conjunction, fixes every column of `key` to a value
@@ -623,12 +783,44 @@ mod tests {
         assert!(capture_sql.ends_with("ON CONFLICT DO NOTHING RETURNING *"), "{capture_sql}");
         // Part of the key is a range, and a join reads both tables.
         assert_eq!(lock("get_cart", "cart_lines"), TwoPhaseLock::Tables(vec!["cart_lines".into()]));
-        assert_eq!(lock("order", "cart_contents"), TwoPhaseLock::Tables(vec!["cart_lines".into(), "items".into()]));
+        // A join whose items are reached by their key from a range of cart lines: the range's
+        // table whole, the items by row, and the cart's lines counted to see that none lost its
+        // item.
+        let TwoPhaseLock::Join { whole, sql, keyed, count_sql, count_binds } = lock("order", "cart_contents") else { panic!("{:?}", lock("order", "cart_contents")) };
+        assert_eq!((whole, keyed), (vec!["cart_lines".to_string()], vec!["items".to_string()]));
+        assert!(sql.ends_with("ORDER BY l.item_id FOR SHARE OF i"), "{sql}");
+        assert_eq!(count_sql, "SELECT count(*) FROM cart_lines l WHERE l.cart_id = $1");
+        assert_eq!(count_binds, vec![0]);
         assert_eq!(lock("browse_items", "items_from"), TwoPhaseLock::Tables(vec!["items".into()]));
         assert_eq!(pg.written("order"), ["carts", "items", "orders"].iter().map(|t| t.to_string()).collect());
-        // `order` reads items and cart_lines whole, and writes items: items is locked first.
-        assert_eq!(pg.locked_up_front("order"), vec!["items".to_string()]);
+        // `order` reads cart_lines whole but does not write it, and items by row: nothing needs
+        // locking first.
+        assert!(pg.locked_up_front("order").is_empty());
         assert!(pg.locked_up_front("add_item").is_empty());
+    }
+
+    #[test]
+    fn a_join_is_locked_by_row_only_where_each_joined_table_is_reached_by_its_key() {
+        let pg = translate(&apps::tpcw::application(), Engine::Postgres).unwrap();
+        let lock = |t: &str, s: &str| pg.statement(t, s).unwrap().lock.clone().unwrap();
+        let all: Vec<(String, String, TwoPhaseLock)> =
+            pg.statements.iter().filter_map(|((t, s), st)| st.lock.clone().map(|l| (t.clone(), s.clone(), l))).collect();
+        // A customer named by its key, its address and country by theirs: every row by row
+        // lock, nothing whole; the count names the customer again.
+        let joins: Vec<&(String, String, TwoPhaseLock)> = all.iter().filter(|(_, _, l)| matches!(l, TwoPhaseLock::Join { .. })).collect();
+        assert!(!joins.is_empty(), "{all:?}");
+        for (t, s, l) in &joins {
+            let TwoPhaseLock::Join { sql, keyed, count_sql, .. } = l else { unreachable!() };
+            assert!(sql.contains(" FOR SHARE OF "), "{t}/{s}: {sql}");
+            assert!(count_sql.starts_with("SELECT count(*) FROM "), "{t}/{s}: {count_sql}");
+            assert!(!keyed.is_empty());
+        }
+        // A join read by a condition on a joined table, or with a function, locks its tables whole.
+        let rubis = translate(&apps::rubis::application(), Engine::Postgres).unwrap();
+        let whole: Vec<_> = rubis.statements.iter().filter(|(_, st)| st.sql.contains("u.region")).map(|(_, st)| st.lock.clone().unwrap()).collect();
+        assert!(!whole.is_empty());
+        assert!(whole.iter().all(|l| matches!(l, TwoPhaseLock::Tables(_))), "{whole:?}");
+        let _ = lock;
     }
 
     #[test]

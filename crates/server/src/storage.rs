@@ -1852,6 +1852,19 @@ impl Db for ServerDb<'_> {
                 }
                 self.lock_tables(stmt, std::slice::from_ref(table))?;
             }
+            TwoPhaseLock::Join { whole, sql, keyed, count_sql, count_binds } => {
+                self.lock_tables(stmt, whole)?;
+                let rows = self.run(stmt, sql, &s.binds, args)?.0;
+                let driving = self.run(stmt, count_sql, count_binds, args)?.0;
+                let counted = driving.first().and_then(|r| r.first()).and_then(Value::as_int);
+                // With the driving row named by its key (not locked whole), none counted is an
+                // absence, which no row lock covers.
+                let driving_absent = whole.is_empty() && counted == Some(0);
+                if counted == Some(rows.len() as i64) && !driving_absent {
+                    return Ok(rows);
+                }
+                self.lock_tables(stmt, keyed)?;
+            }
             TwoPhaseLock::Tables(tables) => self.lock_tables(stmt, tables)?,
             TwoPhaseLock::Insert { .. } => {}
         }
@@ -1886,6 +1899,11 @@ impl Db for ServerDb<'_> {
                         return Ok(n);
                     }
                     self.lock_tables(stmt, std::slice::from_ref(table))?;
+                }
+                // A join run for its count: every table it reads locked whole.
+                TwoPhaseLock::Join { whole, keyed, .. } => {
+                    self.lock_tables(stmt, whole)?;
+                    self.lock_tables(stmt, keyed)?;
                 }
                 TwoPhaseLock::Tables(tables) => self.lock_tables(stmt, tables)?,
             }
