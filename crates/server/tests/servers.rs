@@ -1276,21 +1276,15 @@ fn price(item: i64) -> ensemble_app::RowChange {
 #[ignore = "needs PostgreSQL: .ci/run starts it and runs this"]
 fn a_join_that_lost_a_row_locks_the_joined_table_whole_on_postgresql() {
     use ensemble_twopc::{Job, JobResult, Xid};
-    let engine = Engine::Postgres;
-    let dbs = Scratch::new(engine, "joinlock", 1);
-    let app = apps::shop::application();
-    let sql = Arc::new(translate(&app, engine).unwrap());
-    let replicated: std::collections::BTreeSet<String> = ["items", "orders"].iter().map(|s| s.to_string()).collect();
-    drop(dbs.shop(0));
-    let url = admin::instance_url(engine, &dbs.urls, &dbs.run, 0).unwrap();
-    let shared = ensemble_server::TwoPcShared::new(&url, app.clone(), sql, InstanceId(0), &dbs.run, replicated).unwrap();
-    let (mut a, mut a2) = (ensemble_server::TwoPcStorage::open(shared.clone()).unwrap(), ensemble_server::TwoPcStorage::open(shared).unwrap());
+    let dbs = Scratch::new(Engine::Postgres, "joinlock", 1);
+    let (mut a, mut a2) = shop_twopc_storages(&dbs, 0);
     assert_eq!(a.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] });
+    let url = admin::instance_url(dbs.engine, &dbs.urls, &dbs.run, 0).unwrap();
     for (seq, txn, params) in [(1, "create_cart", vec![Value::Int(7)]), (2, "add_item", vec![Value::Int(7), Value::Int(3), Value::Int(1)])] {
         assert!(matches!(a.run(&Job::Local { request: request(seq, txn, params) }), JobResult::Committed { .. }));
     }
     // A line for an item that is not there, written behind the application's back.
-    ensemble_server::conn::Conn::open(engine, &url).unwrap().batch("INSERT INTO cart_lines (cart_id, item_id, qty) VALUES (7, 999999, 1)").unwrap();
+    ensemble_server::conn::Conn::open(dbs.engine, &url).unwrap().batch("INSERT INTO cart_lines (cart_id, item_id, qty) VALUES (7, 999999, 1)").unwrap();
     let xid = Xid { coordinator: InstanceId(0), epoch: 1, n: 2 };
     let held = a.run(&Job::Branch { request: request(3, "order", vec![Value::Int(7)]), xid });
     assert!(matches!(held, JobResult::Held { .. }), "{held:?}");
@@ -1306,19 +1300,23 @@ fn a_join_that_lost_a_row_locks_the_joined_table_whole_on_postgresql() {
     assert_eq!(a2.run(&Job::Finish { xid: x, commit: false, ts: 0 }), JobResult::Finished);
 }
 
+/// Two storages (two workers) of the 2PC baseline over instance `i` of `dbs`, filled with shop's
+/// data; items and orders replicated, as shop's plan places them.
+fn shop_twopc_storages(dbs: &Scratch, i: u32) -> (ensemble_server::TwoPcStorage, ensemble_server::TwoPcStorage) {
+    let app = apps::shop::application();
+    let sql = Arc::new(translate(&app, dbs.engine).unwrap());
+    let replicated: std::collections::BTreeSet<String> = ["items", "orders"].iter().map(|s| s.to_string()).collect();
+    drop(dbs.shop(i));
+    let url = admin::instance_url(dbs.engine, &dbs.urls, &dbs.run, i).unwrap();
+    let shared = ensemble_server::TwoPcShared::new(&url, app, sql, InstanceId(i), &dbs.run, replicated).unwrap();
+    (ensemble_server::TwoPcStorage::open(shared.clone()).unwrap(), ensemble_server::TwoPcStorage::open(shared).unwrap())
+}
+
 fn prepared_branches_hold_their_locks_until_the_decision(engine: Engine) {
     use ensemble_twopc::{Job, JobResult, Xid};
     let dbs = Scratch::new(engine, "twopc", 2);
-    let app = apps::shop::application();
-    let sql = Arc::new(translate(&app, engine).unwrap());
     let replicated: std::collections::BTreeSet<String> = ["items", "orders"].iter().map(|s| s.to_string()).collect();
-    let storage = |i: u32| {
-        drop(dbs.shop(i));
-        let url = admin::instance_url(engine, &dbs.urls, &dbs.run, i).unwrap();
-        let shared = ensemble_server::TwoPcShared::new(&url, app.clone(), sql.clone(), InstanceId(i), &dbs.run, replicated.clone()).unwrap();
-        (ensemble_server::TwoPcStorage::open(shared.clone()).unwrap(), ensemble_server::TwoPcStorage::open(shared).unwrap())
-    };
-    let ((mut a, mut a2), (mut b, mut b2)) = (storage(0), storage(1));
+    let ((mut a, mut a2), (mut b, mut b2)) = (shop_twopc_storages(&dbs, 0), shop_twopc_storages(&dbs, 1));
     assert_eq!(a.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] });
     assert_eq!(b.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] });
     let lock_wait = match engine {
