@@ -573,31 +573,9 @@ fn join_lock(app: &Application, q: &sqlparser::ast::Query, sel: &sqlparser::ast:
     };
     // The columns of `alias` a conjunction fixes to a value or to another table's column.
     let fixed = |cond: &Expr, alias: &str| -> BTreeSet<String> {
-        fn conjuncts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
-            match e {
-                Expr::Nested(inner) => conjuncts(inner, out),
-                Expr::BinaryOp { left, op: sqlparser::ast::BinaryOperator::And, right } => {
-                    conjuncts(left, out);
-                    conjuncts(right, out);
-                }
-                other => out.push(other),
-            }
-        }
-        let mut all = Vec::new();
-        conjuncts(cond, &mut all);
-        let mut out = BTreeSet::new();
-        for c in all {
-            let Expr::BinaryOp { left, op: sqlparser::ast::BinaryOperator::Eq, right } = c else { continue };
-            for (this, other) in [(left, right), (right, left)] {
-                if let Some((a, col)) = owner(this) {
-                    let other_ok = matches!(other.as_ref(), Expr::Value(_)) || owner(other).is_some_and(|(b, _)| b != alias);
-                    if a == alias && other_ok {
-                        out.insert(col);
-                    }
-                }
-            }
-        }
-        out
+        let column = |e: &Expr| owner(e).filter(|(a, _)| a == alias).map(|(_, c)| c);
+        let fixes = |other: &Expr| matches!(other, Expr::Value(_)) || owner(other).is_some_and(|(b, _)| b != alias);
+        fixed_columns(cond, &column, &fixes)
     };
     let key_of = |table: &str| app.table(table).map(|t| t.primary_key.clone()).unwrap_or_default();
     // Every joined table reached by its whole key.
@@ -672,37 +650,40 @@ fn join_lock(app: &Application, q: &sqlparser::ast::Query, sel: &sqlparser::ast:
 /// Whether `selection`, a conjunction, fixes every column of `key` to a value
 /// (`column = placeholder` or `column = literal`, either way round).
 fn names_key(selection: &Expr, key: &[String]) -> bool {
-    fn fixed(e: &Expr, out: &mut BTreeSet<String>) {
-        use sqlparser::ast::BinaryOperator;
+    let column = |e: &Expr| match e {
+        Expr::Identifier(id) => Some(id.value.clone()),
+        Expr::CompoundIdentifier(ids) => ids.last().map(|id| id.value.clone()),
+        _ => None,
+    };
+    let named = fixed_columns(selection, &column, &|other| matches!(other, Expr::Value(_)));
+    !key.is_empty() && key.iter().all(|k| named.contains(k))
+}
+
+/// The columns a conjunction fixes by an equality `column = other` (either way round), where
+/// `column` names the column an expression is (or `None`) and `fixes` says whether `other`
+/// fixes it.
+fn fixed_columns(cond: &Expr, column: &dyn Fn(&Expr) -> Option<String>, fixes: &dyn Fn(&Expr) -> bool) -> BTreeSet<String> {
+    use sqlparser::ast::BinaryOperator;
+    fn walk(e: &Expr, column: &dyn Fn(&Expr) -> Option<String>, fixes: &dyn Fn(&Expr) -> bool, out: &mut BTreeSet<String>) {
         match e {
-            Expr::Nested(inner) => fixed(inner, out),
+            Expr::Nested(inner) => walk(inner, column, fixes, out),
             Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
-                fixed(left, out);
-                fixed(right, out);
+                walk(left, column, fixes, out);
+                walk(right, column, fixes, out);
             }
             Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
-                let column = |e: &Expr| match e {
-                    Expr::Identifier(id) => Some(id.value.clone()),
-                    Expr::CompoundIdentifier(ids) => ids.last().map(|id| id.value.clone()),
-                    _ => None,
-                };
-                let value = |e: &Expr| matches!(e, Expr::Value(_));
-                match (column(left), column(right)) {
-                    (Some(c), None) if value(right) => {
+                for (this, other) in [(left, right), (right, left)] {
+                    if let Some(c) = column(this).filter(|_| fixes(other)) {
                         out.insert(c);
                     }
-                    (None, Some(c)) if value(left) => {
-                        out.insert(c);
-                    }
-                    _ => {}
                 }
             }
             _ => {}
         }
     }
-    let mut named = BTreeSet::new();
-    fixed(selection, &mut named);
-    !key.is_empty() && key.iter().all(|k| named.contains(k))
+    let mut out = BTreeSet::new();
+    walk(cond, column, fixes, &mut out);
+    out
 }
 
 #[cfg(test)]
