@@ -238,10 +238,12 @@ impl CpusArg {
         (!cores.is_empty()).then_some((cores, if self.cpus.is_some() { "--cpus" } else { "narrowed before this command started" }))
     }
 
-    /// What a run's label and a figure's file name add, so that runs placed apart keep files
-    /// apart: `-cpus0`, `-cpus0-1_3`.
-    fn suffix(&self, real: bool) -> String {
-        self.narrowed(real).map(|(c, _)| format!("-cpus{}", cpus::CoreList::display(&c).replace(',', "_"))).unwrap_or_default()
+    /// What a run's label and a figure's file name add, so that runs placed apart by `--cpus`
+    /// keep files apart: `-cpus0`, `-cpus0-1_3`. Only what `--cpus` asked: a run narrowed from
+    /// outside keeps the names it would have had (its result file and summary still say the
+    /// cores), so that a command, or the test suite, run under `taskset` finds its files.
+    fn suffix(&self) -> String {
+        self.cpus.as_ref().map(|c| format!("-cpus{}", cpus::CoreList::display(&c.0).replace(',', "_"))).unwrap_or_default()
     }
 
     /// What a command's summary line adds: the cores, when narrower than the machine's.
@@ -743,7 +745,7 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                 (true, false) => "-embedded",
                 _ => "",
             });
-            e.label.push_str(&a.cpus.suffix(a.real));
+            e.label.push_str(&a.cpus.suffix());
             systems::dispatch(system, Validate(&e))?.map_err(anyhow::Error::msg)?;
             out.push(e);
         }
@@ -1071,7 +1073,7 @@ fn figure(a: FigureArgs) -> anyhow::Result<()> {
     let stem = if o.backend.kind != BackendKind::Sqlite { format!("{stem}-{}", o.backend.kind.name()) } else { stem };
     let stem = if a.real { format!("{stem}-real") } else { stem };
     let stem = if a.writers_side_by_side { format!("{stem}-side-by-side") } else { stem };
-    let stem = format!("{stem}{}", a.cpus.suffix(a.real || a.name == "overhead"));
+    let stem = format!("{stem}{}", a.cpus.suffix());
     let path = a.output.out.join(format!("figure-{stem}-seed{}.json", a.seed));
     write_json(&path, &fig.runs)?;
     eprintln!("wrote {}", path.display());
