@@ -100,8 +100,102 @@ pub enum TwoPhaseLock {
     /// replicated table until its decision keeps every other instance's writers of that table
     /// out, whatever rows they write.
     Join { whole: Vec<String>, sql: String, keyed: Vec<String>, count_sql: String, count_binds: Vec<usize> },
+    /// A read of one table that no statement of the application inserts into, whose WHERE
+    /// clause, order and limit name only columns that no statement updates ([`Mutable`]): which
+    /// rows it matches, and in what order, no other transaction can change but by writing a row
+    /// it returned, a DELETE included, which `sql`'s `FOR SHARE` keeps out until this
+    /// transaction ends. A row it did not return stays out (its key and the columns it is
+    /// chosen by are fixed, and deleting it leaves a LIMIT's first rows as they were), and an
+    /// empty answer stays empty: no table lock. Shop's browsing of items by a range of keys
+    /// takes this form; locked whole, every browse kept out every other instance's orders'
+    /// stock updates (RESULTS.md, "Ranges of rows no transaction can add to").
+    Rows { sql: String },
     /// Anything else: these tables are locked before it runs.
     Tables(Vec<String>),
+}
+
+/// What the application's writes can change, read from its declared statements: the tables
+/// any statement inserts into (or writes otherwise than by UPDATE or DELETE), and the columns
+/// any UPDATE sets. A read whose choice of rows depends on neither is covered by the locks on
+/// the rows it returned ([`TwoPhaseLock::Rows`]).
+#[derive(Clone, Debug, Default)]
+struct Mutable {
+    grown: BTreeSet<String>,
+    updated: BTreeSet<(String, String)>,
+}
+
+impl Mutable {
+    fn of(app: &Application) -> Result<Mutable, String> {
+        let mut m = Mutable::default();
+        let last = |name: &ObjectName| name.0.last().and_then(|p| p.as_ident()).map(|id| id.value.to_lowercase());
+        for txn in &app.transactions {
+            for s in &txn.statements {
+                match parse_one(s.sql).map_err(|e| format!("transaction `{}`, statement `{}`: {e}", txn.name, s.name))? {
+                    Sql::Query(_) | Sql::Delete(_) => {}
+                    Sql::Update(u) => {
+                        let TableFactor::Table { name, .. } = &u.table.relation else { return Err(format!("statement `{}` updates what is not a table", s.name)) };
+                        let table = last(name).unwrap_or_default();
+                        if u.from.is_some() || !u.table.joins.is_empty() {
+                            m.grown.insert(table.clone());
+                        }
+                        for a in &u.assignments {
+                            let targets = match &a.target {
+                                sqlparser::ast::AssignmentTarget::ColumnName(c) => vec![c],
+                                sqlparser::ast::AssignmentTarget::Tuple(cs) => cs.iter().collect(),
+                            };
+                            for c in targets {
+                                m.updated.insert((table.clone(), last(c).unwrap_or_default()));
+                            }
+                        }
+                    }
+                    other => {
+                        let _ = sqlparser::ast::visit_relations(&other, |name: &ObjectName| {
+                            m.grown.extend(last(name));
+                            ControlFlow::<()>::Continue(())
+                        });
+                    }
+                }
+            }
+        }
+        Ok(m)
+    }
+
+    /// Whether `q`, a read of `tables`, chooses, joins and orders its rows by columns no
+    /// statement changes, in tables no statement adds rows to. A column is taken by its name
+    /// alone, as a column of any of them: a name some statement updates in any of the tables
+    /// read makes the answer no.
+    fn chooses_by_fixed_columns(&self, tables: &[String], q: &sqlparser::ast::Query) -> bool {
+        use sqlparser::ast::LimitClause;
+        let tables: Vec<String> = tables.iter().map(|t| t.to_lowercase()).collect();
+        // Rows skipped by an OFFSET are not returned, and deleting one would move the window.
+        let offset = match &q.limit_clause {
+            Some(LimitClause::LimitOffset { offset, limit_by, .. }) => offset.is_some() || !limit_by.is_empty(),
+            Some(LimitClause::OffsetCommaLimit { .. }) => true,
+            None => false,
+        };
+        if tables.iter().any(|t| self.grown.contains(t)) || offset {
+            return false;
+        }
+        // Every column the query names but those it returns: ON, WHERE, ORDER BY and LIMIT.
+        let mut chooser = q.clone();
+        if let sqlparser::ast::SetExpr::Select(sel) = chooser.body.as_mut() {
+            sel.projection = wildcard();
+        }
+        let mut fixed = true;
+        let _ = sqlparser::ast::visit_expressions(&chooser, |e: &Expr| {
+            let column = match e {
+                Expr::Identifier(id) => Some(&id.value),
+                Expr::CompoundIdentifier(ids) => ids.last().map(|id| &id.value),
+                _ => None,
+            };
+            if let Some(c) = column {
+                let c = c.to_lowercase();
+                fixed &= !tables.iter().any(|t| self.updated.contains(&(t.clone(), c.clone())));
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        fixed
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -182,13 +276,14 @@ pub fn translate(app: &Application, engine: Engine) -> Result<Translated, Dialec
     for t in &app.tables {
         ddl.push(table_ddl(t, engine).map_err(|m| err(format!("table `{}`", t.name), m))?);
     }
+    let mutable = Mutable::of(app).map_err(|m| err("its statements".into(), m))?;
     let mut statements = HashMap::new();
     let mut written = HashMap::new();
     for txn in &app.transactions {
         let mut writes = BTreeSet::new();
         for s in &txn.statements {
             let what = || format!("transaction `{}`, statement `{}`", txn.name, s.name);
-            let translated = statement(app, s.sql, engine).map_err(|m| err(what(), m))?;
+            let translated = statement(app, &mutable, s.sql, engine).map_err(|m| err(what(), m))?;
             match &translated.capture {
                 Capture::Read => {}
                 Capture::Returning { table, .. } | Capture::ReadBack { table, .. } => {
@@ -362,7 +457,7 @@ fn single_table(from: &[sqlparser::ast::TableWithJoins]) -> Result<String, Strin
     }
 }
 
-fn statement(app: &Application, sql: &str, engine: Engine) -> Result<ServerStatement, String> {
+fn statement(app: &Application, mutable: &Mutable, sql: &str, engine: Engine) -> Result<ServerStatement, String> {
     let original = parse_one(sql)?;
     let found = placeholders(&original);
     let names = numbering(&found);
@@ -452,7 +547,7 @@ fn statement(app: &Application, sql: &str, engine: Engine) -> Result<ServerState
         other => return Err(format!("only SELECT, INSERT, UPDATE and DELETE can be declared, not `{other}`")),
     };
     let lock = match engine {
-        Engine::Postgres => Some(two_phase_lock(app, &plain, &capture)?),
+        Engine::Postgres => Some(two_phase_lock(app, mutable, &plain, &capture)?),
         Engine::Mariadb => None,
     };
     let reads_ahead = matches!(&plain, Sql::Query(q) if q.locks.is_empty());
@@ -461,7 +556,7 @@ fn statement(app: &Application, sql: &str, engine: Engine) -> Result<ServerState
 
 /// How `stmt` (already in the engine's dialect) holds its read locks in the two-phase-commit
 /// baseline ([`TwoPhaseLock`]).
-fn two_phase_lock(app: &Application, stmt: &Sql, capture: &Capture) -> Result<TwoPhaseLock, String> {
+fn two_phase_lock(app: &Application, mutable: &Mutable, stmt: &Sql, capture: &Capture) -> Result<TwoPhaseLock, String> {
     let mut read = BTreeSet::new();
     let _ = sqlparser::ast::visit_relations(stmt, |name: &ObjectName| {
         read.insert(name.to_string().trim_matches('`').to_string());
@@ -507,6 +602,15 @@ fn two_phase_lock(app: &Application, stmt: &Sql, capture: &Capture) -> Result<Tw
                 && matches!(&sel.group_by, sqlparser::ast::GroupByExpr::Expressions(e, _) if e.is_empty())
                 && q.with.is_none()
                 && q.locks.is_empty();
+            let tables: Vec<String> = match &everything {
+                TwoPhaseLock::Tables(t) => t.clone(),
+                _ => unreachable!("made above"),
+            };
+            if plain_rows && inner_joins_of_tables(sel) && q.fetch.is_none() && mutable.chooses_by_fixed_columns(&tables, q) {
+                let mut locked = q.as_ref().clone();
+                locked.locks.push(sqlparser::ast::LockClause { lock_type: sqlparser::ast::LockType::Share, of: None, nonblock: None });
+                return Ok(TwoPhaseLock::Rows { sql: locked.to_string() });
+            }
             if plain_rows && q.limit_clause.is_none() && q.fetch.is_none() && !sel.from.is_empty() && !sel.from[0].joins.is_empty() {
                 return Ok(join_lock(app, q, sel)?.unwrap_or(everything));
             }
@@ -525,6 +629,18 @@ fn two_phase_lock(app: &Application, stmt: &Sql, capture: &Capture) -> Result<Tw
         }
         _ => everything,
     })
+}
+
+/// Whether `sel` reads plain tables only, joined by inner joins: `FOR SHARE` then locks a row of
+/// each table for every row returned (on the nullable side of an outer join PostgreSQL refuses it).
+fn inner_joins_of_tables(sel: &sqlparser::ast::Select) -> bool {
+    use sqlparser::ast::JoinOperator;
+    let table = |f: &TableFactor| matches!(f, TableFactor::Table { args: None, with_hints, .. } if with_hints.is_empty());
+    !sel.from.is_empty()
+        && sel.from.iter().all(|twj| {
+            table(&twj.relation)
+                && twj.joins.iter().all(|j| table(&j.relation) && matches!(j.join_operator, JoinOperator::Join(_) | JoinOperator::Inner(_) | JoinOperator::CrossJoin(_)))
+        })
 }
 
 /// [`TwoPhaseLock::Join`] for a query of plain rows (no calls, grouping, DISTINCT, limit or
@@ -771,12 +887,46 @@ mod tests {
         assert!(sql.ends_with("ORDER BY l.item_id FOR SHARE OF i"), "{sql}");
         assert_eq!(count_sql, "SELECT count(*) FROM cart_lines l WHERE l.cart_id = $1");
         assert_eq!(count_binds, vec![0]);
-        assert_eq!(lock("browse_items", "items_from"), TwoPhaseLock::Tables(vec!["items".into()]));
+        assert!(matches!(lock("browse_items", "items_from"), TwoPhaseLock::Rows { .. }));
         assert_eq!(pg.written("order"), ["carts", "items", "orders"].iter().map(|t| t.to_string()).collect());
         // `order` reads cart_lines whole but does not write it, and items by row: nothing needs
         // locking first.
         assert!(pg.locked_up_front("order").is_empty());
         assert!(pg.locked_up_front("add_item").is_empty());
+    }
+
+    #[test]
+    fn a_read_whose_rows_no_write_can_change_is_locked_by_the_rows_it_returns() {
+        let shop = apps::shop::application();
+        let pg = translate(&shop, Engine::Postgres).unwrap();
+        let lock = |t: &str, s: &str| pg.statement(t, s).unwrap().lock.clone().unwrap();
+        // Shop never adds an item nor changes an item's key: a range of items by key, and an
+        // item by key even where it is absent, are covered by their rows' locks.
+        let TwoPhaseLock::Rows { sql } = lock("browse_items", "items_from") else { panic!("{:?}", lock("browse_items", "items_from")) };
+        assert_eq!(sql, "SELECT item_id, name, price, stock FROM items WHERE item_id >= $1 ORDER BY item_id LIMIT $2 FOR SHARE");
+        assert!(matches!(lock("add_item", "item_stock"), TwoPhaseLock::Rows { .. }));
+        // Cart lines are inserted: a cart's lines by part of their key lock the table.
+        assert_eq!(lock("get_cart", "cart_lines"), TwoPhaseLock::Tables(vec!["cart_lines".into()]));
+        let mutable = Mutable::of(&shop).unwrap();
+        let fixed = |sql: &str| {
+            let Sql::Query(q) = parse_one(sql).unwrap() else { panic!() };
+            mutable.chooses_by_fixed_columns(&["items".to_string()], &q)
+        };
+        assert!(fixed("SELECT item_id, stock FROM items WHERE item_id >= 3 ORDER BY item_id LIMIT 5"));
+        // Chosen by a column `take_stock` updates, ordered by one, or past rows an OFFSET skips
+        // (deleting one would move the window): not covered.
+        assert!(!fixed("SELECT item_id FROM items WHERE stock > 0"));
+        assert!(!fixed("SELECT item_id FROM items ORDER BY stock LIMIT 5"));
+        assert!(!fixed("SELECT item_id FROM items ORDER BY item_id LIMIT 5 OFFSET 10"));
+        // TPC-W's searches join items with their authors by columns no transaction changes;
+        // new products are ordered by the publication date `adminUpdate` sets.
+        let tpcw = translate(&apps::tpcw::application(), Engine::Postgres).unwrap();
+        let TwoPhaseLock::Rows { sql } = tpcw.statement("doTitleSearch", "by_title").unwrap().lock.clone().unwrap() else { panic!() };
+        assert!(sql.ends_with("ORDER BY i_title, i_id LIMIT 50 FOR SHARE"), "{sql}");
+        assert_eq!(tpcw.statement("getNewProducts", "new_products").unwrap().lock, Some(TwoPhaseLock::Tables(vec!["author".into(), "item".into()])));
+        // RUBiS registers items: its searches of items lock the table.
+        let rubis = translate(&apps::rubis::application(), Engine::Postgres).unwrap();
+        assert!(matches!(rubis.statement("SearchItemsByCategory", "items_in_category").unwrap().lock, Some(TwoPhaseLock::Tables(_))));
     }
 
     #[test]
@@ -797,7 +947,7 @@ mod tests {
         assert_eq!(keyed, vec!["address".to_string(), "country".to_string()]);
         // A join with a LIMIT (its count cannot tell a lost row), one with an aggregate, and one
         // read by a condition on a joined table: their tables whole.
-        assert_eq!(lock("doTitleSearch", "by_title"), TwoPhaseLock::Tables(vec!["author".into(), "item".into()]));
+        assert_eq!(lock("getMostRecentOrder", "latest_order_id"), TwoPhaseLock::Tables(vec!["customer".into(), "orders".into()]));
         assert!(matches!(lock("getBestSellers", "best_sellers"), TwoPhaseLock::Tables(_)));
         let rubis = translate(&apps::rubis::application(), Engine::Postgres).unwrap();
         let whole: Vec<_> = rubis.statements.iter().filter(|(_, st)| st.sql.contains("u.region")).map(|(_, st)| st.lock.clone().unwrap()).collect();

@@ -1865,6 +1865,8 @@ impl Db for ServerDb<'_> {
                 }
                 self.lock_tables(stmt, keyed)?;
             }
+            // Its row locks cover it, an empty answer too (`TwoPhaseLock::Rows`).
+            TwoPhaseLock::Rows { sql } => return Ok(self.run(stmt, sql, &s.binds, args)?.0),
             TwoPhaseLock::Tables(tables) => self.lock_tables(stmt, tables)?,
             TwoPhaseLock::Insert { .. } => {}
         }
@@ -1904,6 +1906,11 @@ impl Db for ServerDb<'_> {
                 TwoPhaseLock::Join { whole, keyed, .. } => {
                     self.lock_tables(stmt, whole)?;
                     self.lock_tables(stmt, keyed)?;
+                }
+                TwoPhaseLock::Rows { sql } => {
+                    let mut locked = s.clone();
+                    locked.sql = sql.clone();
+                    return self.execute_once(stmt, &locked, args);
                 }
                 TwoPhaseLock::Tables(tables) => self.lock_tables(stmt, tables)?,
             }
