@@ -70,8 +70,9 @@ pub struct ServerStatement {
 /// serial order (`ensemble_twopc`), and PostgreSQL takes no read locks of its own: a plain
 /// SELECT reads a snapshot, and SERIALIZABLE adds SSI's predicate *tracking*, which aborts
 /// instead of making the reader wait. It offers row locks (`FOR SHARE`) and table locks, and no
-/// lock on a key range or on a key that is absent; so a read that a row lock cannot cover (a
-/// range, a join, an aggregate, or a key found absent) locks the tables it reads.
+/// lock on a key range or on a key that is absent; so a read that row locks cannot cover (a
+/// range, a join or a key found absent where the application adds rows or changes the columns
+/// read by, an aggregate) locks the tables it reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TwoPhaseLock {
     /// An INSERT of given values. A new row is locked by the insert itself, and a concurrent
@@ -104,7 +105,7 @@ pub enum TwoPhaseLock {
     /// clause, order and limit name only columns that no statement updates ([`Mutable`]): which
     /// rows it matches, and in what order, no other transaction can change but by writing a row
     /// it returned, a DELETE included, which `sql`'s `FOR SHARE` keeps out until this
-    /// transaction ends. A row it did not return stays out (its key and the columns it is
+    /// transaction ends (on the tables some statement writes; the others need no lock). A row it did not return stays out (its key and the columns it is
     /// chosen by are fixed, and deleting it leaves a LIMIT's first rows as they were), and an
     /// empty answer stays empty: no table lock. Shop's browsing of items by a range of keys
     /// takes this form; locked whole, every browse kept out every other instance's orders'
@@ -122,6 +123,8 @@ pub enum TwoPhaseLock {
 struct Mutable {
     grown: BTreeSet<String>,
     updated: BTreeSet<(String, String)>,
+    /// Every table some statement writes, by any kind of write.
+    written: BTreeSet<String>,
 }
 
 impl Mutable {
@@ -131,10 +134,17 @@ impl Mutable {
         for txn in &app.transactions {
             for s in &txn.statements {
                 match parse_one(s.sql).map_err(|e| format!("transaction `{}`, statement `{}`: {e}", txn.name, s.name))? {
-                    Sql::Query(_) | Sql::Delete(_) => {}
+                    Sql::Query(_) => {}
+                    Sql::Delete(d) => {
+                        let _ = sqlparser::ast::visit_relations(&d, |name: &ObjectName| {
+                            m.written.extend(last(name));
+                            ControlFlow::<()>::Continue(())
+                        });
+                    }
                     Sql::Update(u) => {
                         let TableFactor::Table { name, .. } = &u.table.relation else { return Err(format!("statement `{}` updates what is not a table", s.name)) };
                         let table = last(name).unwrap_or_default();
+                        m.written.insert(table.clone());
                         if u.from.is_some() || !u.table.joins.is_empty() {
                             m.grown.insert(table.clone());
                         }
@@ -151,6 +161,7 @@ impl Mutable {
                     other => {
                         let _ = sqlparser::ast::visit_relations(&other, |name: &ObjectName| {
                             m.grown.extend(last(name));
+                            m.written.extend(last(name));
                             ControlFlow::<()>::Continue(())
                         });
                     }
@@ -158,6 +169,35 @@ impl Mutable {
             }
         }
         Ok(m)
+    }
+
+    /// `q` (a read of `sel`'s plain tables) with `FOR SHARE` on the rows it returns of the
+    /// tables some statement writes. A table no statement writes needs no lock: nothing could
+    /// conflict with it, and a row lock on PostgreSQL is a write to the row (shared by many
+    /// readers at once, a multixact), where RUBiS's every page would lock each category.
+    fn lock_written_rows(&self, q: &sqlparser::ast::Query, sel: &sqlparser::ast::Select) -> String {
+        use sqlparser::ast::{LockClause, LockType};
+        let last = |name: &ObjectName| name.0.last().and_then(|p| p.as_ident()).map(|id| id.value.to_lowercase()).unwrap_or_default();
+        let mut all = 0;
+        let mut written = Vec::new();
+        for twj in &sel.from {
+            for factor in std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation)) {
+                let TableFactor::Table { name, alias, .. } = factor else { unreachable!("plain tables only (`inner_joins_of_tables`)") };
+                all += 1;
+                if self.written.contains(&last(name)) {
+                    written.push(alias.as_ref().map_or_else(|| name.clone(), |a| ObjectName::from(vec![a.name.clone()])));
+                }
+            }
+        }
+        let mut locked = q.clone();
+        if written.len() == all {
+            locked.locks.push(LockClause { lock_type: LockType::Share, of: None, nonblock: None });
+        } else {
+            for of in written {
+                locked.locks.push(LockClause { lock_type: LockType::Share, of: Some(of), nonblock: None });
+            }
+        }
+        locked.to_string()
     }
 
     /// Whether `q`, a read of `tables`, chooses, joins and orders its rows by columns no
@@ -607,9 +647,7 @@ fn two_phase_lock(app: &Application, mutable: &Mutable, stmt: &Sql, capture: &Ca
                 _ => unreachable!("made above"),
             };
             if plain_rows && inner_joins_of_tables(sel) && q.fetch.is_none() && mutable.chooses_by_fixed_columns(&tables, q) {
-                let mut locked = q.as_ref().clone();
-                locked.locks.push(sqlparser::ast::LockClause { lock_type: sqlparser::ast::LockType::Share, of: None, nonblock: None });
-                return Ok(TwoPhaseLock::Rows { sql: locked.to_string() });
+                return Ok(TwoPhaseLock::Rows { sql: mutable.lock_written_rows(q, sel) });
             }
             if plain_rows && q.limit_clause.is_none() && q.fetch.is_none() && !sel.from.is_empty() && !sel.from[0].joins.is_empty() {
                 return Ok(join_lock(app, q, sel)?.unwrap_or(everything));
@@ -922,11 +960,14 @@ mod tests {
         // new products are ordered by the publication date `adminUpdate` sets.
         let tpcw = translate(&apps::tpcw::application(), Engine::Postgres).unwrap();
         let TwoPhaseLock::Rows { sql } = tpcw.statement("doTitleSearch", "by_title").unwrap().lock.clone().unwrap() else { panic!() };
-        assert!(sql.ends_with("ORDER BY i_title, i_id LIMIT 50 FOR SHARE"), "{sql}");
+        // Authors are never written: only the items are locked.
+        assert!(sql.ends_with("ORDER BY i_title, i_id LIMIT 50 FOR SHARE OF item"), "{sql}");
         assert_eq!(tpcw.statement("getNewProducts", "new_products").unwrap().lock, Some(TwoPhaseLock::Tables(vec!["author".into(), "item".into()])));
         // RUBiS registers items: its searches of items lock the table.
         let rubis = translate(&apps::rubis::application(), Engine::Postgres).unwrap();
         assert!(matches!(rubis.statement("SearchItemsByCategory", "items_in_category").unwrap().lock, Some(TwoPhaseLock::Tables(_))));
+        // No statement writes the categories: reading them locks nothing.
+        assert_eq!(rubis.statement("BrowseCategories", "categories").unwrap().lock, Some(TwoPhaseLock::Rows { sql: "SELECT id, name FROM categories ORDER BY id".into() }));
     }
 
     #[test]
