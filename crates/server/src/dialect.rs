@@ -101,13 +101,14 @@ pub enum TwoPhaseLock {
     /// replicated table until its decision keeps every other instance's writers of that table
     /// out, whatever rows they write.
     Join { whole: Vec<String>, sql: String, keyed: Vec<String>, count_sql: String, count_binds: Vec<usize> },
-    /// A read of one table that no statement of the application inserts into, whose WHERE
-    /// clause, order and limit name only columns that no statement updates ([`Mutable`]): which
-    /// rows it matches, and in what order, no other transaction can change but by writing a row
-    /// it returned, a DELETE included, which `sql`'s `FOR SHARE` keeps out until this
-    /// transaction ends (on the tables some statement writes; the others need no lock). A row it did not return stays out (its key and the columns it is
-    /// chosen by are fixed, and deleting it leaves a LIMIT's first rows as they were), and an
-    /// empty answer stays empty: no table lock. Shop's browsing of items by a range of keys
+    /// A read of one table, or of tables joined by inner joins, that no statement of the
+    /// application inserts into, whose join conditions, WHERE clause, order and limit name only
+    /// columns that no statement updates ([`Mutable`]): which rows it matches, and in what
+    /// order, no other transaction can change but by writing a row it returned, a DELETE
+    /// included, which `sql`'s `FOR SHARE` keeps out until this transaction ends (on the tables
+    /// some statement writes; the others need no lock). A row it did not return stays out (its
+    /// key and the columns it is chosen by are fixed, and deleting it leaves a LIMIT's first
+    /// rows as they were), and an empty answer stays empty: no table lock. Shop's browsing of items by a range of keys
     /// takes this form; locked whole, every browse kept out every other instance's orders'
     /// stock updates (RESULTS.md, "Ranges of rows no transaction can add to").
     Rows { sql: String },
