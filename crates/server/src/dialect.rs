@@ -131,7 +131,6 @@ struct Mutable {
 impl Mutable {
     fn of(app: &Application) -> Result<Mutable, String> {
         let mut m = Mutable::default();
-        let last = |name: &ObjectName| name.0.last().and_then(|p| p.as_ident()).map(|id| id.value.to_lowercase());
         for txn in &app.transactions {
             for s in &txn.statements {
                 match parse_one(s.sql).map_err(|e| format!("transaction `{}`, statement `{}`: {e}", txn.name, s.name))? {
@@ -178,14 +177,13 @@ impl Mutable {
     /// readers at once, a multixact), where RUBiS's every page would lock each category.
     fn lock_written_rows(&self, q: &sqlparser::ast::Query, sel: &sqlparser::ast::Select) -> String {
         use sqlparser::ast::{LockClause, LockType};
-        let last = |name: &ObjectName| name.0.last().and_then(|p| p.as_ident()).map(|id| id.value.to_lowercase()).unwrap_or_default();
         let mut all = 0;
         let mut written = Vec::new();
         for twj in &sel.from {
             for factor in std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation)) {
                 let TableFactor::Table { name, alias, .. } = factor else { unreachable!("plain tables only (`inner_joins_of_tables`)") };
                 all += 1;
-                if self.written.contains(&last(name)) {
+                if last(name).is_some_and(|t| self.written.contains(&t)) {
                     written.push(alias.as_ref().map_or_else(|| name.clone(), |a| ObjectName::from(vec![a.name.clone()])));
                 }
             }
@@ -224,12 +222,7 @@ impl Mutable {
         }
         let mut fixed = true;
         let _ = sqlparser::ast::visit_expressions(&chooser, |e: &Expr| {
-            let column = match e {
-                Expr::Identifier(id) => Some(&id.value),
-                Expr::CompoundIdentifier(ids) => ids.last().map(|id| &id.value),
-                _ => None,
-            };
-            if let Some(c) = column {
+            if let Some(c) = column_name(e) {
                 let c = c.to_lowercase();
                 fixed &= !tables.iter().any(|t| self.updated.contains(&(t.clone(), c.clone())));
             }
@@ -802,15 +795,25 @@ fn join_lock(app: &Application, q: &sqlparser::ast::Query, sel: &sqlparser::ast:
     Ok(Some(TwoPhaseLock::Join { whole, sql: locked.to_string(), keyed, count_sql: count.to_string(), count_binds }))
 }
 
-/// Whether `selection`, a conjunction, fixes every column of `key` to a value
-/// (`column = placeholder` or `column = literal`, either way round).
-fn names_key(selection: &Expr, key: &[String]) -> bool {
-    let column = |e: &Expr| match e {
+/// The column an expression names, plain or qualified (`stock`, `i.stock`), without its
+/// qualifier.
+fn column_name(e: &Expr) -> Option<String> {
+    match e {
         Expr::Identifier(id) => Some(id.value.clone()),
         Expr::CompoundIdentifier(ids) => ids.last().map(|id| id.value.clone()),
         _ => None,
-    };
-    let named = fixed_columns(selection, &column, &|other| matches!(other, Expr::Value(_)));
+    }
+}
+
+/// The table a (possibly schema-qualified) name names, lower-cased as [`Mutable`] keeps names.
+fn last(name: &ObjectName) -> Option<String> {
+    name.0.last().and_then(|p| p.as_ident()).map(|id| id.value.to_lowercase())
+}
+
+/// Whether `selection`, a conjunction, fixes every column of `key` to a value
+/// (`column = placeholder` or `column = literal`, either way round).
+fn names_key(selection: &Expr, key: &[String]) -> bool {
+    let named = fixed_columns(selection, &column_name, &|other| matches!(other, Expr::Value(_)));
     !key.is_empty() && key.iter().all(|k| named.contains(k))
 }
 
