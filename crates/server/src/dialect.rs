@@ -20,13 +20,14 @@
 //! Everything is rewritten on the parsed AST and rendered back; nothing is spliced into SQL text.
 
 use ensemble_app::{Application, Table};
+use ensemble_core::Value;
 use sqlparser::ast::{
     AssignmentTarget, CharacterLength, ColumnOption, DataType, Expr, FromTable, Ident, ObjectName, ObjectNamePart, SelectItem,
     Statement as Sql, TableConstraint, TableFactor, Value as SqlValue, WildcardAdditionalOptions,
 };
 use sqlparser::dialect::SQLiteDialect;
 use sqlparser::parser::Parser;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::ControlFlow;
 
 /// The server engines Ensemble runs on besides SQLite.
@@ -69,10 +70,12 @@ pub struct ServerStatement {
 /// everything it read, on PostgreSQL. Strict two-phase locking is what makes commit timestamps a
 /// serial order (`ensemble_twopc`), and PostgreSQL takes no read locks of its own: a plain
 /// SELECT reads a snapshot, and SERIALIZABLE adds SSI's predicate *tracking*, which aborts
-/// instead of making the reader wait. It offers row locks (`FOR SHARE`) and table locks, and no
-/// lock on a key range or on a key that is absent; so a read that row locks cannot cover (a
-/// range, a join or a key found absent where the application adds rows or changes the columns
-/// read by, an aggregate) locks the tables it reads.
+/// instead of making the reader wait. It offers row locks (`FOR SHARE`), table locks and
+/// advisory locks, and no lock on a key range or on a key that is absent. So a read of rows an
+/// INSERT could add is covered by an advisory lock on the values it fixes ([`KeyLock`]) where
+/// the application's writes allow one, and a read that neither row nor key locks can cover (a
+/// range, a join or an aggregate where the application adds rows or changes the columns read
+/// by) locks the tables it reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TwoPhaseLock {
     /// An INSERT of given values. A new row is locked by the insert itself, and a concurrent
@@ -81,12 +84,16 @@ pub enum TwoPhaseLock {
     /// `ON CONFLICT DO NOTHING`; `capture_sql` with `RETURNING *` too): if that inserted
     /// nothing, the table is locked and the statement runs as written, failing as it would
     /// have, with the row it met now kept from changing.
-    Insert { table: String, sql: String, capture_sql: String },
+    /// `new_rows` gives, for each row it adds, the values of its columns a [`KeyLock`] can lock:
+    /// the row's key locks, one for each set of columns some read of the table is key-locked by
+    /// ([`Translated::new_row_keys`]), are taken first, exclusive.
+    Insert { table: String, sql: String, capture_sql: String, new_rows: Vec<Vec<(String, KeyValue)>> },
     /// One row of `table` named by its whole primary key (with any further conditions): the
     /// row lock covers it, taken by `FOR SHARE` for a SELECT (`sql`), by the write itself for an
     /// UPDATE or DELETE. If it matched no row, it read an absence, which no row lock covers:
-    /// the table is locked and the statement runs again.
-    Key { table: String, sql: Option<String> },
+    /// the key lock `absent` is taken (the table is locked whole if there is none) and the
+    /// statement runs again.
+    Key { table: String, sql: Option<String>, absent: Option<KeyLock> },
     /// A join of a driving table with tables each reached by its whole primary key from the
     /// rows before it (`JOIN b ON b.key = a.col`), read by conditions on the driving table
     /// alone. The tables in `whole` (the driving table, unless the WHERE clause names its whole
@@ -100,7 +107,10 @@ pub enum TwoPhaseLock {
     /// would lock every joined table whole, and a 2PC branch holding such a lock on a
     /// replicated table until its decision keeps every other instance's writers of that table
     /// out, whatever rows they write.
-    Join { whole: Vec<String>, sql: String, keyed: Vec<String>, count_sql: String, count_binds: Vec<usize> },
+    /// With `driving_key`, the driving table is not locked whole but by that key lock, taken
+    /// first (its WHERE clause fixes those columns and names none an UPDATE sets), and its
+    /// rows by `FOR SHARE OF` too; none counted is then no absence the key lock does not cover.
+    Join { whole: Vec<String>, sql: String, keyed: Vec<String>, count_sql: String, count_binds: Vec<usize>, driving_key: Option<KeyLock> },
     /// A read of one table, or of tables joined by inner joins, that no statement of the
     /// application inserts into, whose join conditions, WHERE clause, order and limit name only
     /// columns that no statement updates ([`Mutable`]): which rows it matches, and in what
@@ -112,8 +122,116 @@ pub enum TwoPhaseLock {
     /// takes this form; locked whole, every browse kept out every other instance's orders'
     /// stock updates (RESULTS.md, "Ranges of rows no transaction can add to").
     Rows { sql: String },
+    /// A read of one table whose WHERE clause fixes some of its columns to values, where every
+    /// INSERT gives those columns values and no UPDATE sets them: the rows it can match are
+    /// those holding these values, and `key` (taken first) keeps any other from coming in, as
+    /// InnoDB's next-key lock on an index would. If which of them it returns no write can change
+    /// but through a returned row (as for [`Self::Rows`]), `sql` locks the rows it returns;
+    /// otherwise (an aggregate, an OFFSET, a column an UPDATE sets in its choice) `every_row`
+    /// (with its binds) locks every row holding the values first, and `sql` is the statement as
+    /// written. Locked whole, a customer's look at its cart kept every other customer's cart
+    /// writes out until it committed.
+    Partition { key: KeyLock, sql: String, every_row: Option<(String, Vec<usize>)> },
     /// Anything else: these tables are locked before it runs.
     Tables(Vec<String>),
+}
+
+/// A lock on the rows of `table` whose `columns` hold the values `values` gives, those there and
+/// those not there yet: what InnoDB's next-key lock on an index of these columns does, and
+/// PostgreSQL lacks. It is a transaction-level advisory lock (`pg_advisory_xact_lock`, which
+/// `PREPARE TRANSACTION` keeps until `COMMIT PREPARED`) on a 64-bit hash of the table, the
+/// columns and the values ([`Self::key`]). A read takes it before it reads (shared, or exclusive
+/// in a transaction that writes the table, lest two such readers both upgrade and deadlock), and
+/// every INSERT into the table takes it, exclusive, for its new row's values; no UPDATE sets
+/// these columns ([`Mutable`]), so no row moves into the set but by an INSERT. Two different
+/// sets of values may share a hash: they then wait on each other needlessly, never the reverse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyLock {
+    pub table: String,
+    pub columns: Vec<String>,
+    pub values: Vec<KeyValue>,
+}
+
+/// Where a [`KeyLock`]'s value of one column comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyValue {
+    /// The statement's argument of this index.
+    Arg(usize),
+    /// A literal: its SQL and its encoding ([`key_encoding`]).
+    Literal { sql: String, encoded: String },
+}
+
+impl KeyLock {
+    /// The advisory lock's key for the statement's arguments `args`.
+    pub fn key(&self, args: &[Value]) -> i64 {
+        let encoded: Vec<String> = self.values.iter().map(|v| v.encoded(args)).collect();
+        key_hash(&self.table, &self.columns, &encoded)
+    }
+}
+
+impl KeyValue {
+    pub fn encoded(&self, args: &[Value]) -> String {
+        match self {
+            KeyValue::Arg(i) => key_encoding(&args[*i]),
+            KeyValue::Literal { encoded, .. } => encoded.clone(),
+        }
+    }
+}
+
+/// A [`KeyLock`]'s 64-bit key: the first 8 bytes of a BLAKE3 hash of the table, the columns and
+/// the values' encodings, the same in every process.
+fn key_hash(table: &str, columns: &[String], encoded: &[String]) -> i64 {
+    let mut h = blake3::Hasher::new();
+    for part in std::iter::once(table).chain(columns.iter().map(String::as_str)).chain(encoded.iter().map(String::as_str)) {
+        h.update(part.as_bytes());
+        h.update(&[0xff]);
+    }
+    let bytes: [u8; 8] = h.finalize().as_bytes()[..8].try_into().expect("8 bytes");
+    i64::from_le_bytes(bytes)
+}
+
+/// A value as a key lock hashes it: two values PostgreSQL's `=` finds equal encode alike, so an
+/// integer and a real of the same whole number do too.
+pub fn key_encoding(v: &Value) -> String {
+    match v {
+        Value::Null => "z".into(),
+        Value::Int(i) => format!("n{i}"),
+        Value::Real(r) if r.fract() == 0.0 && r.abs() < 9.0e15 => format!("n{}", *r as i64),
+        Value::Real(r) => format!("r{}", r.to_bits()),
+        Value::Text(t) => format!("t{t}"),
+        Value::Blob(b) => format!("b{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+    }
+}
+
+/// The statement that takes `n` key locks, their keys its arguments, in their order (a function
+/// returning `void` read from a subquery, since a client cannot decode `void`).
+pub fn key_lock_sql(n: usize, exclusive: bool) -> String {
+    let f = if exclusive { "pg_advisory_xact_lock" } else { "pg_advisory_xact_lock_shared" };
+    let calls: Vec<String> = (1..=n).map(|k| format!("{f}(${k})")).collect();
+    format!("SELECT 1 FROM (SELECT {}) AS keys", calls.join(", "))
+}
+
+/// The value a literal of the SQL gives a key, if it is a number or a string.
+fn literal_key(v: &SqlValue) -> Option<KeyValue> {
+    let encoded = match v {
+        SqlValue::Number(n, _) => match n.parse::<i64>() {
+            Ok(i) => key_encoding(&Value::Int(i)),
+            Err(_) => key_encoding(&Value::Real(n.parse::<f64>().ok()?)),
+        },
+        SqlValue::SingleQuotedString(t) => key_encoding(&Value::Text(t.clone())),
+        _ => return None,
+    };
+    Some(KeyValue::Literal { sql: v.to_string(), encoded })
+}
+
+/// The value of a key an expression gives: PostgreSQL's placeholder `$k` (argument `k - 1`), or
+/// a literal.
+fn key_value(e: &Expr) -> Option<KeyValue> {
+    let Expr::Value(v) = e else { return None };
+    match &v.value {
+        SqlValue::Placeholder(p) => p.strip_prefix('$').and_then(|k| k.parse::<usize>().ok()).filter(|k| *k > 0).map(|k| KeyValue::Arg(k - 1)),
+        other => literal_key(other),
+    }
 }
 
 /// What the application's writes can change, read from its declared statements: the tables
@@ -126,11 +244,17 @@ struct Mutable {
     updated: BTreeSet<(String, String)>,
     /// Every table some statement writes, by any kind of write.
     written: BTreeSet<String>,
+    /// By table, the columns a [`KeyLock`] can lock: every INSERT into the table gives each a
+    /// value (a placeholder or a literal) and no UPDATE sets it, so a row holds the values it
+    /// was inserted with. A table written otherwise (an INSERT of a query, an upsert, an UPDATE
+    /// that reads other tables) has none.
+    keyable: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Mutable {
     fn of(app: &Application) -> Result<Mutable, String> {
-        let mut m = Mutable::default();
+        let keyable = app.tables.iter().map(|t| (t.name.to_lowercase(), t.columns.iter().map(|c| c.name.to_lowercase()).collect())).collect();
+        let mut m = Mutable { keyable, ..Mutable::default() };
         for txn in &app.transactions {
             for s in &txn.statements {
                 match parse_one(s.sql).map_err(|e| format!("transaction `{}`, statement `{}`: {e}", txn.name, s.name))? {
@@ -147,6 +271,7 @@ impl Mutable {
                         m.written.insert(table.clone());
                         if u.from.is_some() || !u.table.joins.is_empty() {
                             m.grown.insert(table.clone());
+                            m.keyable.remove(&table);
                         }
                         for a in &u.assignments {
                             let targets = match &a.target {
@@ -154,7 +279,11 @@ impl Mutable {
                                 sqlparser::ast::AssignmentTarget::Tuple(cs) => cs.iter().collect(),
                             };
                             for c in targets {
-                                m.updated.insert((table.clone(), last(c).unwrap_or_default()));
+                                let c = last(c).unwrap_or_default();
+                                if let Some(k) = m.keyable.get_mut(&table) {
+                                    k.remove(&c);
+                                }
+                                m.updated.insert((table.clone(), c));
                             }
                         }
                     }
@@ -164,6 +293,30 @@ impl Mutable {
                             m.written.extend(last(name));
                             ControlFlow::<()>::Continue(())
                         });
+                        let given = |e: &Expr| matches!(e, Expr::Value(v) if matches!(v.value, SqlValue::Placeholder(_)) || literal_key(&v.value).is_some());
+                        match &other {
+                            Sql::Insert(i) => match new_rows(i, app) {
+                                Some((table, rows)) => {
+                                    if let Some(k) = m.keyable.get_mut(&table) {
+                                        for row in &rows {
+                                            k.retain(|c| row.iter().any(|(col, e)| col == c && given(e)));
+                                        }
+                                    }
+                                }
+                                None => {
+                                    let _ = sqlparser::ast::visit_relations(&other, |name: &ObjectName| {
+                                        m.keyable.extend(last(name).map(|t| (t, BTreeSet::new())));
+                                        ControlFlow::<()>::Continue(())
+                                    });
+                                }
+                            },
+                            _ => {
+                                let _ = sqlparser::ast::visit_relations(&other, |name: &ObjectName| {
+                                    m.keyable.extend(last(name).map(|t| (t, BTreeSet::new())));
+                                    ControlFlow::<()>::Continue(())
+                                });
+                            }
+                        }
                     }
                 }
             }
@@ -204,6 +357,12 @@ impl Mutable {
     /// alone, as a column of any of them: a name some statement updates in any of the tables
     /// read makes the answer no.
     fn chooses_by_fixed_columns(&self, tables: &[String], q: &sqlparser::ast::Query) -> bool {
+        !tables.iter().any(|t| self.grown.contains(&t.to_lowercase())) && self.chooses_by_unchanged_columns(tables, q)
+    }
+
+    /// Whether `q`, a read of `tables`, joins, chooses and orders its rows by columns no UPDATE
+    /// sets, and skips none (no OFFSET).
+    fn chooses_by_unchanged_columns(&self, tables: &[String], q: &sqlparser::ast::Query) -> bool {
         use sqlparser::ast::LimitClause;
         let tables: Vec<String> = tables.iter().map(|t| t.to_lowercase()).collect();
         // Rows skipped by an OFFSET are not returned, and deleting one would move the window.
@@ -212,7 +371,7 @@ impl Mutable {
             Some(LimitClause::OffsetCommaLimit { .. }) => true,
             None => false,
         };
-        if tables.iter().any(|t| self.grown.contains(t)) || offset {
+        if offset {
             return false;
         }
         // Every column the query names but those it returns: ON, WHERE, ORDER BY and LIMIT.
@@ -230,6 +389,84 @@ impl Mutable {
         });
         fixed
     }
+
+    /// Whether `e` names no column of `table` that an UPDATE sets.
+    fn names_unchanged(&self, table: &str, e: &Expr) -> bool {
+        let mut unchanged = true;
+        let _ = sqlparser::ast::visit_expressions(e, |e: &Expr| {
+            if let Some(c) = column_name(e) {
+                unchanged &= !self.updated.contains(&(table.to_lowercase(), c.to_lowercase()));
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        unchanged
+    }
+
+    /// The key lock of a read of `table` whose WHERE clause is `selection`: on the columns it
+    /// fixes to a value, of those a key lock can lock (all of them, in the table's order). `None`
+    /// if it fixes none of them.
+    fn key_lock(&self, app: &Application, table: &str, selection: Option<&Expr>) -> Option<KeyLock> {
+        let selection = selection?;
+        let keyable = self.keyable.get(&table.to_lowercase())?;
+        let schema = app.table(table)?;
+        let fixed = fixed_values(selection);
+        let mut columns = Vec::new();
+        let mut values = Vec::new();
+        for c in &schema.columns {
+            let c = c.name.to_lowercase();
+            if let Some(v) = fixed.get(&c).filter(|_| keyable.contains(&c)) {
+                columns.push(c);
+                values.push(v.clone());
+            }
+        }
+        (!columns.is_empty()).then(|| KeyLock { table: schema.name.clone(), columns, values })
+    }
+}
+
+/// A row an INSERT adds: each column it gives, with the expression giving its value.
+type NewRow = Vec<(String, Expr)>;
+
+/// The rows an INSERT of values adds to its table, each as (column, expression) in the order
+/// given (the table's, if it names no columns); `None` for any other INSERT (of a query, an
+/// upsert, or naming a table the schema does not declare). Columns lower-cased.
+fn new_rows(i: &sqlparser::ast::Insert, app: &Application) -> Option<(String, Vec<NewRow>)> {
+    let sqlparser::ast::TableObject::TableName(name) = &i.table else { return None };
+    let table = last(name)?;
+    let schema = app.table(name.0.last()?.as_ident()?.value.trim_matches('`'))?;
+    if i.on.is_some() || i.or.is_some() {
+        return None;
+    }
+    let sqlparser::ast::SetExpr::Values(values) = i.source.as_deref()?.body.as_ref() else { return None };
+    let columns: Vec<String> =
+        if i.columns.is_empty() { schema.columns.iter().map(|c| c.name.to_lowercase()).collect() } else { i.columns.iter().map(|c| last(c).unwrap_or_default()).collect() };
+    let rows = values.rows.iter().map(|r| columns.iter().cloned().zip(r.iter().cloned()).collect()).collect();
+    Some((table, rows))
+}
+
+/// The columns a conjunction fixes to a value by `column = value` (either way round), each with
+/// where its value comes from ([`key_value`]). Columns lower-cased, without their qualifier.
+fn fixed_values(cond: &Expr) -> BTreeMap<String, KeyValue> {
+    use sqlparser::ast::BinaryOperator;
+    fn walk(e: &Expr, out: &mut BTreeMap<String, KeyValue>) {
+        match e {
+            Expr::Nested(inner) => walk(inner, out),
+            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
+                walk(left, out);
+                walk(right, out);
+            }
+            Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
+                for (this, other) in [(left, right), (right, left)] {
+                    if let (Some(c), Some(v)) = (column_name(this), key_value(other)) {
+                        out.insert(c.trim_matches('`').to_lowercase(), v);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(cond, &mut out);
+    out
 }
 
 #[derive(Clone, Debug)]
@@ -262,6 +499,8 @@ pub struct Translated {
     statements: HashMap<(String, String), ServerStatement>,
     /// The tables each transaction type's declared statements write, by transaction name.
     written: HashMap<String, BTreeSet<String>>,
+    /// By table, each set of columns some read key-locks the table by ([`KeyLock`]).
+    key_sets: BTreeMap<String, BTreeSet<Vec<String>>>,
 }
 
 impl Translated {
@@ -279,6 +518,19 @@ impl Translated {
     /// locked only when that statement came, after the transaction's writes had taken row locks
     /// in it, the table lock would be an upgrade, and two transactions upgrading at once
     /// deadlock (micro's globals ran at 0.7 operations per second that way).
+    /// The key locks a new row of `table` takes: one per set of columns some read key-locks the
+    /// table by, the row's values of them as `value` (a column's name, lower-cased) gives them.
+    /// `None` if the row lacks a value of one of them.
+    pub fn new_row_keys(&self, table: &str, value: impl Fn(&str) -> Option<String>) -> Option<Vec<i64>> {
+        let Some(sets) = self.key_sets.get(table) else { return Some(Vec::new()) };
+        sets.iter()
+            .map(|columns| {
+                let encoded = columns.iter().map(|c| value(c)).collect::<Option<Vec<String>>>()?;
+                Some(key_hash(table, columns, &encoded))
+            })
+            .collect()
+    }
+
     pub fn locked_up_front(&self, txn: &str) -> Vec<String> {
         let written = self.written(txn);
         let mut whole = BTreeSet::new();
@@ -328,7 +580,23 @@ pub fn translate(app: &Application, engine: Engine) -> Result<Translated, Dialec
         }
         written.insert(txn.name.to_string(), writes);
     }
-    Ok(Translated { engine, ddl, statements, written })
+    // Every set of columns a read key-locks a table by, which each INSERT into it must lock too.
+    let mut key_sets: BTreeMap<String, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for s in statements.values() {
+        if let Some(TwoPhaseLock::Key { absent: Some(k), .. } | TwoPhaseLock::Partition { key: k, .. } | TwoPhaseLock::Join { driving_key: Some(k), .. }) = &s.lock {
+            key_sets.entry(k.table.clone()).or_default().insert(k.columns.clone());
+        }
+    }
+    for ((txn, stmt), s) in &statements {
+        if let Some(TwoPhaseLock::Insert { table, new_rows, .. }) = &s.lock {
+            for columns in key_sets.get(table).into_iter().flatten() {
+                if let Some(c) = columns.iter().find(|c| new_rows.iter().any(|row| !row.iter().any(|(col, _)| col == *c))) {
+                    return Err(err(format!("transaction `{txn}`, statement `{stmt}`"), format!("inserts into `{table}` without a value of `{c}`, which a read key-locks")));
+                }
+            }
+        }
+    }
+    Ok(Translated { engine, ddl, statements, written, key_sets })
 }
 
 /// A schema name as SQL built here must write it on `engine` (see the module doc).
@@ -603,6 +871,23 @@ fn two_phase_lock(app: &Application, mutable: &Mutable, stmt: &Sql, capture: &Ca
         let schema = app.table(table).expect("declared");
         selection.as_ref().is_some_and(|w| names_key(w, &schema.primary_key))
     };
+    // A read by whole key that found no row takes the key lock of its primary key's values (of
+    // all it fixes, if a key lock cannot lock its key).
+    // A row it did not find for a condition besides the key must not come to meet it by an
+    // UPDATE: such a read is locked whole instead.
+    let absent = |table: &str, selection: Option<&Expr>| {
+        if !mutable.names_unchanged(table, selection?) {
+            return None;
+        }
+        let mut k = mutable.key_lock(app, table, selection)?;
+        let key = &app.table(table).expect("declared").primary_key;
+        if key.iter().all(|c| k.columns.contains(&c.to_lowercase())) {
+            let (columns, values) = k.columns.iter().cloned().zip(k.values.iter().cloned()).filter(|(c, _)| key.iter().any(|p| p.to_lowercase() == *c)).unzip();
+            k.columns = columns;
+            k.values = values;
+        }
+        Some(k)
+    };
     Ok(match (stmt, capture) {
         (Sql::Insert(i), Capture::Returning { table, .. }) => match i.source.as_deref().map(|q| q.body.as_ref()) {
             Some(sqlparser::ast::SetExpr::Values(_)) if i.on.is_none() => {
@@ -613,21 +898,36 @@ fn two_phase_lock(app: &Application, mutable: &Mutable, stmt: &Sql, capture: &Ca
                 }));
                 let sql = Sql::Insert(quiet.clone()).to_string();
                 quiet.returning = Some(wildcard());
-                TwoPhaseLock::Insert { table: table.clone(), sql, capture_sql: Sql::Insert(quiet).to_string() }
+                let new_rows = new_rows(i, app)
+                    .map(|(_, rows)| rows.into_iter().map(|row| row.into_iter().filter_map(|(c, e)| key_value(&e).map(|v| (c, v))).collect()).collect())
+                    .unwrap_or_default();
+                TwoPhaseLock::Insert { table: table.clone(), sql, capture_sql: Sql::Insert(quiet).to_string(), new_rows }
             }
             _ => everything,
         },
         (Sql::Update(u), Capture::Returning { table, .. } | Capture::ReadBack { table, .. }) if keyed(table, &u.selection) && read.len() == 1 => {
-            TwoPhaseLock::Key { table: table.clone(), sql: None }
+            TwoPhaseLock::Key { table: table.clone(), sql: None, absent: absent(table, u.selection.as_ref()) }
         }
         (Sql::Delete(d), Capture::Returning { table, .. }) if keyed(table, &d.selection) && read.len() == 1 => {
-            TwoPhaseLock::Key { table: table.clone(), sql: None }
+            TwoPhaseLock::Key { table: table.clone(), sql: None, absent: absent(table, d.selection.as_ref()) }
+        }
+        // Not by its whole key, but by values a key lock locks and columns no UPDATE sets: the
+        // rows it matches it locks itself, a row it did not match stays unmatched, and the key
+        // lock keeps new ones out (TPC-W's emptying of a cart).
+        (Sql::Update(sqlparser::ast::Update { selection: Some(w), .. }) | Sql::Delete(sqlparser::ast::Delete { selection: Some(w), .. }), Capture::Returning { table, .. } | Capture::ReadBack { table, .. })
+            if read.len() == 1 && mutable.names_unchanged(table, w) =>
+        {
+            match mutable.key_lock(app, table, Some(w)) {
+                Some(key) => TwoPhaseLock::Partition { key, sql: stmt.to_string(), every_row: None },
+                None => everything,
+            }
         }
         (Sql::Query(q), Capture::Read) => {
             let sqlparser::ast::SetExpr::Select(sel) = q.body.as_ref() else { return Ok(everything) };
-            let mut calls = false;
+            let (mut calls, mut subqueries) = (false, false);
             let _ = sqlparser::ast::visit_expressions(stmt, |e: &Expr| {
                 calls |= matches!(e, Expr::Function(_) | Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. });
+                subqueries |= matches!(e, Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. });
                 ControlFlow::<()>::Continue(())
             });
             let plain_rows = !calls
@@ -644,23 +944,53 @@ fn two_phase_lock(app: &Application, mutable: &Mutable, stmt: &Sql, capture: &Ca
                 return Ok(TwoPhaseLock::Rows { sql: mutable.lock_written_rows(q, sel) });
             }
             if plain_rows && q.limit_clause.is_none() && q.fetch.is_none() && !sel.from.is_empty() && !sel.from[0].joins.is_empty() {
-                return Ok(join_lock(app, q, sel)?.unwrap_or(everything));
+                return Ok(join_lock(app, mutable, q, sel)?.unwrap_or(everything));
             }
             match single_table(&sel.from) {
-                Ok(table) if plain_rows && read.len() == 1 => {
+                Ok(table) if read.len() == 1 && !subqueries && q.with.is_none() && q.locks.is_empty() => {
                     let table = declared(table.trim_matches('`'))?;
-                    if !keyed(&table, &sel.selection) {
-                        return Ok(everything);
+                    let share = |q: &sqlparser::ast::Query| {
+                        let mut locked = q.clone();
+                        locked.locks.push(sqlparser::ast::LockClause { lock_type: sqlparser::ast::LockType::Share, of: None, nonblock: None });
+                        locked.to_string()
+                    };
+                    if plain_rows && keyed(&table, &sel.selection) {
+                        return Ok(TwoPhaseLock::Key { sql: Some(share(q)), absent: absent(&table, sel.selection.as_ref()), table });
                     }
-                    let mut locked = q.as_ref().clone();
-                    locked.locks.push(sqlparser::ast::LockClause { lock_type: sqlparser::ast::LockType::Share, of: None, nonblock: None });
-                    TwoPhaseLock::Key { table, sql: Some(locked.to_string()) }
+                    let Some(key) = mutable.key_lock(app, &table, sel.selection.as_ref()) else { return Ok(everything) };
+                    if plain_rows && q.fetch.is_none() && mutable.chooses_by_unchanged_columns(std::slice::from_ref(&table), q) {
+                        TwoPhaseLock::Partition { key, sql: share(q), every_row: None }
+                    } else {
+                        let every_row = every_row(&key)?;
+                        TwoPhaseLock::Partition { key, sql: q.to_string(), every_row: Some(every_row) }
+                    }
                 }
                 _ => everything,
             }
         }
         _ => everything,
     })
+}
+
+/// The query that locks every row of `key`'s table holding its values (`FOR SHARE`), with the
+/// argument each of its placeholders binds.
+fn every_row(key: &KeyLock) -> Result<(String, Vec<usize>), String> {
+    let mut binds = Vec::new();
+    let conditions: Vec<String> = key
+        .columns
+        .iter()
+        .zip(&key.values)
+        .map(|(c, v)| match v {
+            KeyValue::Arg(i) => {
+                binds.push(*i);
+                format!("{c} = ${}", binds.len())
+            }
+            KeyValue::Literal { sql, .. } => format!("{c} = {sql}"),
+        })
+        .collect();
+    // Parsed and rendered, as every statement built here is.
+    let sql = parse_one(&format!("SELECT 1 FROM {} WHERE {} FOR SHARE", key.table, conditions.join(" AND ")))?;
+    Ok((sql.to_string(), binds))
 }
 
 /// Whether `sel` reads plain tables only, joined by inner joins: `FOR SHARE` then locks a row of
@@ -677,7 +1007,7 @@ fn inner_joins_of_tables(sel: &sqlparser::ast::Select) -> bool {
 
 /// [`TwoPhaseLock::Join`] for a query of plain rows (no calls, grouping, DISTINCT, limit or
 /// lock clause) that joins tables, if it has that shape; `None` otherwise.
-fn join_lock(app: &Application, q: &sqlparser::ast::Query, sel: &sqlparser::ast::Select) -> Result<Option<TwoPhaseLock>, String> {
+fn join_lock(app: &Application, mutable: &Mutable, q: &sqlparser::ast::Query, sel: &sqlparser::ast::Select) -> Result<Option<TwoPhaseLock>, String> {
     use sqlparser::ast::{JoinConstraint, JoinOperator, LockClause, LockType};
     let [from] = sel.from.as_slice() else { return Ok(None) };
     // (alias as the query names it, declared table) of each table, in FROM order.
@@ -753,7 +1083,13 @@ fn join_lock(app: &Application, q: &sqlparser::ast::Query, sel: &sqlparser::ast:
         let named = fixed(w, driving_alias);
         !key.is_empty() && key.iter().all(|k| named.contains(k))
     });
-    let row_locked: Vec<&(String, String)> = tables.iter().skip(if driving_keyed { 0 } else { 1 }).collect();
+    // Not named by its key, the driving table is key-locked by the values its WHERE clause
+    // fixes, if it names no column an UPDATE sets (a row it did not choose stays unchosen).
+    let driving_key = match (&sel.selection, driving_keyed) {
+        (Some(w), false) if mutable.names_unchanged(driving, w) => mutable.key_lock(app, driving, Some(w)),
+        _ => None,
+    };
+    let row_locked: Vec<&(String, String)> = tables.iter().skip(if driving_keyed || driving_key.is_some() { 0 } else { 1 }).collect();
     let mut locked = q.clone();
     for (alias, _) in &row_locked {
         locked.locks.push(LockClause { lock_type: LockType::Share, of: Some(ObjectName::from(vec![Ident::new(alias.clone())])), nonblock: None });
@@ -788,11 +1124,11 @@ fn join_lock(app: &Application, q: &sqlparser::ast::Query, sel: &sqlparser::ast:
     if let Some(p) = bad {
         return Err(format!("placeholder `{p}` is not PostgreSQL's `$k`"));
     }
-    let whole: Vec<String> = if driving_keyed { Vec::new() } else { vec![driving.clone()] };
+    let whole: Vec<String> = if driving_keyed || driving_key.is_some() { Vec::new() } else { vec![driving.clone()] };
     let mut keyed: Vec<String> = row_locked.iter().map(|(_, t)| t.clone()).collect();
     keyed.sort();
     keyed.dedup();
-    Ok(Some(TwoPhaseLock::Join { whole, sql: locked.to_string(), keyed, count_sql: count.to_string(), count_binds }))
+    Ok(Some(TwoPhaseLock::Join { whole, sql: locked.to_string(), keyed, count_sql: count.to_string(), count_binds, driving_key }))
 }
 
 /// The column an expression names, plain or qualified (`stock`, `i.stock`), without its
@@ -911,28 +1247,29 @@ mod tests {
         let pg = translate(&apps::shop::application(), Engine::Postgres).unwrap();
         let lock = |t: &str, s: &str| pg.statement(t, s).unwrap().lock.clone().unwrap();
         // The whole key: the row lock covers it.
-        let TwoPhaseLock::Key { table, sql: Some(sql) } = lock("add_item", "line_qty") else { panic!("{:?}", lock("add_item", "line_qty")) };
+        let TwoPhaseLock::Key { table, sql: Some(sql), .. } = lock("add_item", "line_qty") else { panic!("{:?}", lock("add_item", "line_qty")) };
         assert_eq!(table, "cart_lines");
         assert!(sql.ends_with("FOR SHARE"), "{sql}");
-        assert_eq!(lock("add_item", "update_line"), TwoPhaseLock::Key { table: "cart_lines".into(), sql: None });
-        let TwoPhaseLock::Insert { table, sql, capture_sql } = lock("create_cart", "insert_cart") else { panic!() };
+        assert!(matches!(lock("add_item", "update_line"), TwoPhaseLock::Key { sql: None, .. }));
+        let TwoPhaseLock::Insert { table, sql, capture_sql, .. } = lock("create_cart", "insert_cart") else { panic!() };
         assert_eq!(table, "carts");
         assert_eq!(sql, "INSERT INTO carts (cart_id, status) VALUES ($1, 'open') ON CONFLICT DO NOTHING");
         assert!(capture_sql.ends_with("ON CONFLICT DO NOTHING RETURNING *"), "{capture_sql}");
-        // Part of the key is a range, and a join reads both tables.
-        assert_eq!(lock("get_cart", "cart_lines"), TwoPhaseLock::Tables(vec!["cart_lines".into()]));
-        // A join whose items are reached by their key from a range of cart lines: the range's
-        // table whole, the items by row, and the cart's lines counted to see that none lost its
+        // A cart's lines, which orders insert into: by the key lock of the cart.
+        assert!(matches!(lock("get_cart", "cart_lines"), TwoPhaseLock::Partition { every_row: None, .. }));
+        // A join whose items are reached by their key from a cart's lines: the cart's key lock,
+        // its lines and items by row, and the cart's lines counted to see that none lost its
         // item.
-        let TwoPhaseLock::Join { whole, sql, keyed, count_sql, count_binds } = lock("order", "cart_contents") else { panic!("{:?}", lock("order", "cart_contents")) };
-        assert_eq!((whole, keyed), (vec!["cart_lines".to_string()], vec!["items".to_string()]));
-        assert!(sql.ends_with("ORDER BY l.item_id FOR SHARE OF i"), "{sql}");
+        let TwoPhaseLock::Join { whole, sql, keyed, count_sql, count_binds, driving_key } = lock("order", "cart_contents") else { panic!("{:?}", lock("order", "cart_contents")) };
+        assert!(whole.is_empty());
+        assert_eq!(keyed, vec!["cart_lines".to_string(), "items".to_string()]);
+        assert_eq!(driving_key.map(|k| (k.table, k.columns)), Some(("cart_lines".to_string(), vec!["cart_id".to_string()])));
+        assert!(sql.ends_with("ORDER BY l.item_id FOR SHARE OF l FOR SHARE OF i"), "{sql}");
         assert_eq!(count_sql, "SELECT count(*) FROM cart_lines l WHERE l.cart_id = $1");
         assert_eq!(count_binds, vec![0]);
         assert!(matches!(lock("browse_items", "items_from"), TwoPhaseLock::Rows { .. }));
         assert_eq!(pg.written("order"), ["carts", "items", "orders"].iter().map(|t| t.to_string()).collect());
-        // `order` reads cart_lines whole but does not write it, and items by row: nothing needs
-        // locking first.
+        // `order` reads a cart's lines and items by row: nothing needs locking first.
         assert!(pg.locked_up_front("order").is_empty());
         assert!(pg.locked_up_front("add_item").is_empty());
     }
@@ -947,8 +1284,8 @@ mod tests {
         let TwoPhaseLock::Rows { sql } = lock("browse_items", "items_from") else { panic!("{:?}", lock("browse_items", "items_from")) };
         assert_eq!(sql, "SELECT item_id, name, price, stock FROM items WHERE item_id >= $1 ORDER BY item_id LIMIT $2 FOR SHARE");
         assert!(matches!(lock("add_item", "item_stock"), TwoPhaseLock::Rows { .. }));
-        // Cart lines are inserted: a cart's lines by part of their key lock the table.
-        assert_eq!(lock("get_cart", "cart_lines"), TwoPhaseLock::Tables(vec!["cart_lines".into()]));
+        // Cart lines are inserted: a cart's lines are not `Rows` (`Partition` instead).
+        assert!(!matches!(lock("get_cart", "cart_lines"), TwoPhaseLock::Rows { .. }));
         let mutable = Mutable::of(&shop).unwrap();
         let fixed = |sql: &str| {
             let Sql::Query(q) = parse_one(sql).unwrap() else { panic!() };
@@ -967,11 +1304,56 @@ mod tests {
         // Authors are never written: only the items are locked.
         assert!(sql.ends_with("ORDER BY i_title, i_id LIMIT 50 FOR SHARE OF item"), "{sql}");
         assert_eq!(tpcw.statement("getNewProducts", "new_products").unwrap().lock, Some(TwoPhaseLock::Tables(vec!["author".into(), "item".into()])));
-        // RUBiS registers items: its searches of items lock the table.
+        // RUBiS registers items: its searches of items are not `Rows`.
         let rubis = translate(&apps::rubis::application(), Engine::Postgres).unwrap();
-        assert!(matches!(rubis.statement("SearchItemsByCategory", "items_in_category").unwrap().lock, Some(TwoPhaseLock::Tables(_))));
+        assert!(!matches!(rubis.statement("SearchItemsByCategory", "items_in_category").unwrap().lock, Some(TwoPhaseLock::Rows { .. })));
         // No statement writes the categories: reading them locks nothing.
         assert_eq!(rubis.statement("BrowseCategories", "categories").unwrap().lock, Some(TwoPhaseLock::Rows { sql: "SELECT id, name FROM categories ORDER BY id".into() }));
+    }
+
+    #[test]
+    fn a_read_of_rows_an_insert_can_add_is_locked_by_the_values_it_fixes() {
+        let tpcw = translate(&apps::tpcw::application(), Engine::Postgres).unwrap();
+        let lock = |t: &str, s: &str| tpcw.statement(t, s).unwrap().lock.clone().unwrap();
+        // A cart's lines: the cart's key lock, then the lines it returns (no UPDATE sets the
+        // columns it is chosen and ordered by).
+        let TwoPhaseLock::Partition { key, sql, every_row: None } = lock("getCart", "cart_lines") else { panic!("{:?}", lock("getCart", "cart_lines")) };
+        assert_eq!((key.table.as_str(), key.columns.clone(), key.values.clone()), ("shopping_cart_line", vec!["scl_sc_id".to_string()], vec![KeyValue::Arg(0)]));
+        assert!(sql.ends_with("WHERE scl_sc_id = $1 ORDER BY scl_i_id FOR SHARE"), "{sql}");
+        // Counted, the lines are all locked first; emptied, the DELETE locks them.
+        let TwoPhaseLock::Partition { every_row: Some((rows, binds)), sql, .. } = lock("doCart", "count_lines") else { panic!("{:?}", lock("doCart", "count_lines")) };
+        assert_eq!((rows.as_str(), binds), ("SELECT 1 FROM shopping_cart_line WHERE scl_sc_id = $1 FOR SHARE", vec![0]));
+        assert_eq!(sql, "SELECT COUNT(*) FROM shopping_cart_line WHERE scl_sc_id = $1");
+        assert!(matches!(lock("doBuyConfirm", "clear_cart"), TwoPhaseLock::Partition { every_row: None, .. }));
+        assert!(tpcw.locked_up_front("doBuyConfirm").is_empty());
+        // A read by key that finds no row takes its key's key lock.
+        let TwoPhaseLock::Key { absent: Some(absent), .. } = lock("doBuyConfirm", "order_exists") else { panic!("{:?}", lock("doBuyConfirm", "order_exists")) };
+        assert_eq!((absent.table.as_str(), absent.columns.clone()), ("orders", vec!["o_id".to_string()]));
+        // An INSERT takes the key lock of each set of columns reads lock the table by, for its
+        // row's values: the same key as a read of the same values, and another for another.
+        let TwoPhaseLock::Insert { table, new_rows, .. } = lock("doCart", "insert_line") else { panic!("{:?}", lock("doCart", "insert_line")) };
+        let args = [Value::Int(7), Value::Int(12), Value::Int(1)];
+        let of_row = |args: &[Value]| tpcw.new_row_keys(&table, |c| new_rows[0].iter().find(|(col, _)| col == c).map(|(_, v)| v.encoded(args))).unwrap();
+        let keys = of_row(&args);
+        assert_eq!(keys.len(), 2, "by cart, and by cart and item");
+        assert!(keys.contains(&key.key(&[Value::Int(7)])));
+        assert!(!keys.contains(&key.key(&[Value::Int(8)])));
+        // Equal values encode alike whatever their type; different ones do not.
+        assert_eq!(key_encoding(&Value::Real(7.0)), key_encoding(&Value::Int(7)));
+        assert_ne!(key_encoding(&Value::Text("7".into())), key_encoding(&Value::Int(7)));
+        // A column an UPDATE sets is never key-locked: RUBiS's items by category and end date
+        // lock the category, and every item in it, since closing an item sets its end date.
+        let rubis = translate(&apps::rubis::application(), Engine::Postgres).unwrap();
+        let Some(TwoPhaseLock::Partition { key, every_row: Some((rows, _)), .. }) = rubis.statement("SearchItemsByCategory", "items_in_category").unwrap().lock.clone() else { panic!() };
+        assert_eq!(key.columns, vec!["category".to_string()]);
+        assert_eq!(rows, "SELECT 1 FROM items WHERE category = $1 FOR SHARE");
+        // Shop's `take_stock` sets an item's stock: no key lock by stock, and a read by key that
+        // also names it would lock the table on finding no row (a row it did not match could
+        // come to match).
+        let shop = apps::shop::application();
+        let mutable = Mutable::of(&shop).unwrap();
+        assert!(!mutable.keyable["items"].contains("stock"));
+        assert!(!mutable.names_unchanged("items", &Expr::Identifier(Ident::new("stock"))));
     }
 
     #[test]
@@ -980,16 +1362,17 @@ mod tests {
         let lock = |t: &str, s: &str| pg.statement(t, s).unwrap().lock.clone().unwrap();
         // A customer named by its key, and their address by its: both by row, nothing whole;
         // the count asks whether the customer is there at all.
-        let TwoPhaseLock::Join { whole, sql, keyed, count_sql, count_binds } = lock("doBuyConfirm", "customer_for_order") else { panic!() };
+        let TwoPhaseLock::Join { whole, sql, keyed, count_sql, count_binds, .. } = lock("doBuyConfirm", "customer_for_order") else { panic!() };
         assert!(whole.is_empty());
         assert_eq!(keyed, vec!["address".to_string(), "customer".to_string()]);
         assert!(sql.ends_with("WHERE c_id = $1 FOR SHARE OF customer FOR SHARE OF address"), "{sql}");
         assert_eq!((count_sql.as_str(), count_binds), ("SELECT count(*) FROM customer WHERE c_id = $1", vec![0]));
-        // A customer found by name (not the key): the customer table whole; the address and
-        // country joined to it by row.
-        let TwoPhaseLock::Join { whole, keyed, .. } = lock("getCustomer", "customer") else { panic!() };
-        assert_eq!(whole, vec!["customer".to_string()]);
-        assert_eq!(keyed, vec!["address".to_string(), "country".to_string()]);
+        // A customer found by name (not the key): the key lock of the name, the customer, their
+        // address and country by row.
+        let TwoPhaseLock::Join { whole, keyed, driving_key, .. } = lock("getCustomer", "customer") else { panic!() };
+        assert!(whole.is_empty());
+        assert_eq!(driving_key.map(|k| k.columns), Some(vec!["c_uname".to_string()]));
+        assert_eq!(keyed, vec!["address".to_string(), "country".to_string(), "customer".to_string()]);
         // A join with a LIMIT (its count cannot tell a lost row), one with an aggregate, and one
         // read by a condition on a joined table: their tables whole.
         assert_eq!(lock("getMostRecentOrder", "latest_order_id"), TwoPhaseLock::Tables(vec!["customer".into(), "orders".into()]));

@@ -2,7 +2,7 @@
 //! a PostgreSQL or MariaDB client connection.
 
 use crate::conn::{placeholder, Conn, ConnError, OpenError};
-use crate::dialect::{ident, idents, Capture, ChangeSort, Engine, Translated, TwoPhaseLock};
+use crate::dialect::{ident, idents, key_lock_sql, Capture, ChangeSort, Engine, Translated, TwoPhaseLock};
 use ensemble_app::{
     Application, ChangeKind, Dataset, Db, DbError, ExecRole, InstanceId, Position, RowChange, SnapshotStamp, StateUpdate, StorageJob, StorageResult,
     TxnError, TxnType,
@@ -881,7 +881,7 @@ impl ServerStorage {
         two_phase_locks: bool,
         send_ahead: bool,
     ) -> (Outcome, Option<ConnError>, u64) {
-        let locks = two_phase_locks.then(|| TableLocks { written: self.sql.written(txn.name), held: BTreeSet::new() });
+        let locks = two_phase_locks.then(|| TableLocks { written: self.sql.written(txn.name), held: BTreeSet::new(), keys: HashMap::new() });
         // A read's lock, taken ahead, would be held whatever the body asked; MariaDB's client
         // cannot send a statement before the last one's answer is in.
         let reads = (send_ahead && locks.is_none() && self.sql.engine == Engine::Postgres).then(|| ReadsAhead::following(self.read_plans.get(txn.name).map(|p| p.agreed.clone()).unwrap_or_default()));
@@ -1264,6 +1264,26 @@ impl ServerStorage {
                 }
             }
         }
+    }
+
+    /// Takes the key locks of the row `change` inserts, if it is an INSERT
+    /// ([`crate::dialect::KeyLock`]): a participant of the two-phase-commit baseline on
+    /// PostgreSQL takes them before it inserts a row, as the coordinator's INSERT did.
+    pub(crate) fn lock_new_row_keys(&mut self, change: &RowChange) -> Result<(), ApplyError> {
+        let ChangeKind::Insert { row } = &change.kind else { return Ok(()) };
+        let value = |c: &str| row.iter().find(|(col, _)| col.to_lowercase() == c).map(|(_, v)| crate::dialect::key_encoding(v));
+        let mut keys = self
+            .sql
+            .new_row_keys(&change.table, value)
+            .ok_or_else(|| ApplyError::Diverged(format!("a new row of `{}` lacks a column some read key-locks", change.table)))?;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        let args: Vec<Value> = keys.iter().map(|k| Value::Int(*k)).collect();
+        let refs: Vec<&Value> = args.iter().collect();
+        self.conn.run(&key_lock_sql(keys.len(), true), &refs).map(|_| ()).map_err(ApplyError::Conn)
     }
 
     pub(crate) fn apply_change(&mut self, change: &RowChange) -> Result<(), ApplyError> {
@@ -1752,13 +1772,16 @@ impl ReadsAhead {
     }
 }
 
-/// The table locks of one transaction of the two-phase-commit baseline on PostgreSQL.
+/// The table and key locks of one transaction of the two-phase-commit baseline on PostgreSQL.
 struct TableLocks {
     /// Locked against writers and each other (`SHARE ROW EXCLUSIVE`): a transaction that read a
     /// table in plain `SHARE` mode and then wrote it would deadlock with another that did the
-    /// same, a wait that only the lock timeout would end.
+    /// same, a wait that only the lock timeout would end. Key locks of these tables are taken
+    /// exclusive for the same reason.
     written: BTreeSet<String>,
     held: BTreeSet<String>,
+    /// Key locks held ([`crate::dialect::KeyLock`]), with whether exclusive.
+    keys: HashMap<i64, bool>,
 }
 
 impl ServerDb<'_> {
@@ -1837,6 +1860,28 @@ impl ServerDb<'_> {
     }
 }
 
+impl ServerDb<'_> {
+    /// Takes the key locks `keys` of `table` this transaction does not hold yet, exclusive if
+    /// it writes the table or `exclusive` (an INSERT's), when it holds its locks to commit.
+    fn lock_keys(&mut self, stmt: &str, table: &str, keys: &[i64], exclusive: bool) -> Result<(), DbError> {
+        let Some(locks) = &mut self.locks else { return Ok(()) };
+        let exclusive = exclusive || locks.written.contains(table);
+        let mut fresh: Vec<i64> = keys.iter().copied().filter(|k| locks.keys.get(k).is_none_or(|held_exclusive| exclusive && !held_exclusive)).collect();
+        // In one order, so that two transactions taking several do not deadlock on them.
+        fresh.sort_unstable();
+        fresh.dedup();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        for k in &fresh {
+            locks.keys.insert(*k, exclusive);
+        }
+        let args: Vec<Value> = fresh.iter().map(|k| Value::Int(*k)).collect();
+        let binds: Vec<usize> = (0..fresh.len()).collect();
+        self.run(stmt, &key_lock_sql(fresh.len(), exclusive), &binds, &args).map(|_| ())
+    }
+}
+
 impl Db for ServerDb<'_> {
     fn query(&mut self, stmt: &str, args: &[Value]) -> Result<Rows, DbError> {
         let s = self.statement(stmt, args)?.clone();
@@ -1844,22 +1889,39 @@ impl Db for ServerDb<'_> {
             return self.read(stmt, &s, args);
         };
         match lock {
-            TwoPhaseLock::Key { table, sql } => {
+            TwoPhaseLock::Key { table, sql, absent } => {
                 let locked = sql.as_deref().unwrap_or(&s.sql);
                 let rows = self.run(stmt, locked, &s.binds, args)?.0;
                 if !rows.is_empty() {
                     return Ok(rows);
                 }
-                self.lock_tables(stmt, std::slice::from_ref(table))?;
+                match absent {
+                    // The row may have come meanwhile: run again, it is locked if it did.
+                    Some(k) => {
+                        self.lock_keys(stmt, table, &[k.key(args)], false)?;
+                        return Ok(self.run(stmt, locked, &s.binds, args)?.0);
+                    }
+                    None => self.lock_tables(stmt, std::slice::from_ref(table))?,
+                }
             }
-            TwoPhaseLock::Join { whole, sql, keyed, count_sql, count_binds } => {
+            TwoPhaseLock::Partition { key, sql, every_row } => {
+                self.lock_keys(stmt, &key.table, &[key.key(args)], false)?;
+                if let Some((rows_sql, binds)) = every_row {
+                    self.run(stmt, rows_sql, binds, args)?;
+                }
+                return Ok(self.run(stmt, sql, &s.binds, args)?.0);
+            }
+            TwoPhaseLock::Join { whole, sql, keyed, count_sql, count_binds, driving_key } => {
+                if let Some(k) = driving_key {
+                    self.lock_keys(stmt, &k.table, &[k.key(args)], false)?;
+                }
                 self.lock_tables(stmt, whole)?;
                 let rows = self.run(stmt, sql, &s.binds, args)?.0;
                 let driving = self.run(stmt, count_sql, count_binds, args)?.0;
                 let counted = driving.first().and_then(|r| r.first()).and_then(Value::as_int);
                 // With the driving row named by its key (not locked whole), none counted is an
                 // absence, which no row lock covers.
-                let driving_absent = whole.is_empty() && counted == Some(0);
+                let driving_absent = whole.is_empty() && driving_key.is_none() && counted == Some(0);
                 if counted == Some(rows.len() as i64) && !driving_absent {
                     return Ok(rows);
                 }
@@ -1878,7 +1940,7 @@ impl Db for ServerDb<'_> {
         let s = self.statement(stmt, args)?.clone();
         if let (Some(_), Some(lock)) = (&self.locks, &s.lock) {
             match lock {
-                TwoPhaseLock::Key { table, sql } => {
+                TwoPhaseLock::Key { table, sql, absent } => {
                     // A query run for its count locks its row as it does under `query`.
                     let mut locked = s.clone();
                     if let Some(sql) = sql {
@@ -1888,9 +1950,33 @@ impl Db for ServerDb<'_> {
                     if n > 0 {
                         return Ok(n);
                     }
-                    self.lock_tables(stmt, std::slice::from_ref(table))?;
+                    match absent {
+                        Some(k) => {
+                            self.lock_keys(stmt, table, &[k.key(args)], false)?;
+                            return self.execute_once(stmt, &locked, args);
+                        }
+                        None => self.lock_tables(stmt, std::slice::from_ref(table))?,
+                    }
                 }
-                TwoPhaseLock::Insert { table, sql, capture_sql } => {
+                TwoPhaseLock::Partition { key, sql, every_row } => {
+                    self.lock_keys(stmt, &key.table, &[key.key(args)], false)?;
+                    if let Some((rows_sql, binds)) = every_row {
+                        self.run(stmt, rows_sql, binds, args)?;
+                    }
+                    let mut locked = s.clone();
+                    locked.sql = sql.clone();
+                    return self.execute_once(stmt, &locked, args);
+                }
+                TwoPhaseLock::Insert { table, sql, capture_sql, new_rows } => {
+                    let mut keys = Vec::new();
+                    for row in new_rows {
+                        let value = |c: &str| row.iter().find(|(col, _)| col == c).map(|(_, v)| v.encoded(args));
+                        match self.sql.new_row_keys(table, value) {
+                            Some(k) => keys.extend(k),
+                            None => unreachable!("`dialect::translate` refuses an INSERT that lacks a key-locked column"),
+                        }
+                    }
+                    self.lock_keys(stmt, table, &keys, true)?;
                     let mut quiet = s.clone();
                     quiet.sql = sql.clone();
                     if let Capture::Returning { sql, .. } = &mut quiet.capture {

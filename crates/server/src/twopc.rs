@@ -576,11 +576,16 @@ impl TwoPcStorage {
     fn apply_once(&mut self, xid: Xid, b: &str, update: &StateUpdate) -> Result<(), Failure> {
         // A participant does not wait for a lock (see the module doc).
         self.db.conn.batch(&self.shared.begin(Some(b), false))?;
+        let key_locks = self.shared.engine() == Engine::Postgres;
         for (k, c) in update.changes.iter().enumerate() {
-            self.db.apply_change(c).map_err(|e| match e {
+            let failure = |e| match e {
                 ApplyError::Conn(e) => Failure::from(e),
                 ApplyError::Diverged(m) => Failure::Fatal(format!("row change {k} of {xid:?}: {m}")),
-            })?;
+            };
+            if key_locks {
+                self.db.lock_new_row_keys(c).map_err(failure)?;
+            }
+            self.db.apply_change(c).map_err(failure)?;
         }
         self.prepare(xid, b)
     }

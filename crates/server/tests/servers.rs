@@ -1342,6 +1342,58 @@ fn a_range_no_transaction_adds_rows_to_is_locked_by_its_rows_on_postgresql() {
     assert_eq!(a.run(&Job::Finish { xid: x, commit: false, ts: 0 }), JobResult::Finished);
 }
 
+/// The 2PC baseline on PostgreSQL locks a read of rows an INSERT can add by the values it fixes
+/// (`TwoPhaseLock::Partition`, `dialect::KeyLock`): shop's look at a cart, held open, keeps a
+/// participant's insert of a line into that cart waiting (it votes no) and lets one into
+/// another cart through; once the look ends, the first goes through too. Run through a
+/// storage, the look and a cart's first line (a read by key that finds no row, then an insert)
+/// commit.
+#[test]
+#[ignore = "needs PostgreSQL: .ci/run starts it and runs this"]
+fn a_read_of_rows_an_insert_can_add_is_locked_by_the_values_it_fixes_on_postgresql() {
+    use ensemble_server::dialect::{key_lock_sql, TwoPhaseLock};
+    use ensemble_twopc::{Job, JobResult, Xid};
+    let dbs = Scratch::new(Engine::Postgres, "keylock", 1);
+    let (mut a, _) = shop_twopc_storages(&dbs, 0);
+    assert_eq!(a.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] });
+    let sql = translate(&apps::shop::application(), Engine::Postgres).unwrap();
+    let Some(TwoPhaseLock::Partition { key, sql: look, every_row: None }) = sql.statement("get_cart", "cart_lines").unwrap().lock.clone() else {
+        panic!("get_cart is not key-locked")
+    };
+    let url = admin::instance_url(dbs.engine, &dbs.urls, &dbs.run, 0).unwrap();
+    let mut looker = ensemble_server::conn::Conn::open(dbs.engine, &url).unwrap();
+    looker.batch("BEGIN").unwrap();
+    looker.run(&key_lock_sql(1, false), &[&Value::Int(key.key(&[Value::Int(7)]))]).unwrap();
+    let (rows, _) = looker.run(&look, &[&Value::Int(7)]).unwrap();
+    assert!(rows.is_empty(), "{rows:?}");
+    let line = |cart: i64, n: u64| {
+        let row = vec![("cart_id".to_string(), Value::Int(cart)), ("item_id".to_string(), Value::Int(3)), ("qty".to_string(), Value::Int(1))];
+        let change = ensemble_app::RowChange { table: "cart_lines".into(), kind: ChangeKind::Insert { row } };
+        (Xid { coordinator: InstanceId(1), epoch: 1, n }, ensemble_app::StateUpdate { changes: vec![change], writer: None })
+    };
+    let (x, update) = line(7, 1);
+    match a.run(&Job::Apply { xid: x, update }) {
+        JobResult::Voted { yes: false, why: Some(why), .. } => assert!(why.contains("lock timeout"), "{why}"),
+        other => panic!("a line into a cart an open look read voted {other:?}"),
+    }
+    let (x, update) = line(8, 2);
+    let voted = a.run(&Job::Apply { xid: x, update });
+    assert!(matches!(voted, JobResult::Voted { yes: true, .. }), "a line into another cart voted {voted:?}");
+    assert_eq!(a.run(&Job::Finish { xid: x, commit: false, ts: 0 }), JobResult::Finished);
+    looker.batch("COMMIT").unwrap();
+    let (x, update) = line(7, 3);
+    assert!(matches!(a.run(&Job::Apply { xid: x, update }), JobResult::Voted { yes: true, .. }));
+    assert_eq!(a.run(&Job::Finish { xid: x, commit: false, ts: 0 }), JobResult::Finished);
+    // Through the storage: a cart made, a line added where none was, the cart looked at.
+    let committed = |r: JobResult| matches!(&r, JobResult::Committed { outcome, .. } if outcome.committed()) || panic!("{r:?}");
+    assert!(committed(a.run(&Job::Local { request: request(1, "create_cart", vec![Value::Int(7)]) })));
+    assert!(committed(a.run(&Job::Local { request: request(2, "add_item", vec![Value::Int(7), Value::Int(3), Value::Int(2)]) })));
+    match a.run(&Job::Local { request: request(3, "get_cart", vec![Value::Int(7)]) }) {
+        JobResult::Committed { outcome: Outcome::Committed(rows), .. } => assert_eq!(rows, vec![vec![Value::Int(3), Value::Int(2)]]),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// Two storages (two workers) of the 2PC baseline over instance `i` of `dbs`, filled with shop's
 /// data; items and orders replicated, as shop's plan places them.
 fn shop_twopc_storages(dbs: &Scratch, i: u32) -> (ensemble_server::TwoPcStorage, ensemble_server::TwoPcStorage) {
