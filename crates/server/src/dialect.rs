@@ -513,11 +513,6 @@ impl Translated {
         self.written.get(txn).cloned().unwrap_or_default()
     }
 
-    /// The tables a transaction of type `txn` locks before its first statement under
-    /// [`TwoPhaseLock`]: those it writes and some statement of it locks whole. Were such a table
-    /// locked only when that statement came, after the transaction's writes had taken row locks
-    /// in it, the table lock would be an upgrade, and two transactions upgrading at once
-    /// deadlock (micro's globals ran at 0.7 operations per second that way).
     /// The key locks a new row of `table` takes: one per set of columns some read key-locks the
     /// table by, the row's values of them as `value` (a column's name, lower-cased) gives them.
     /// `None` if the row lacks a value of one of them.
@@ -531,6 +526,11 @@ impl Translated {
             .collect()
     }
 
+    /// The tables a transaction of type `txn` locks before its first statement under
+    /// [`TwoPhaseLock`]: those it writes and some statement of it locks whole. Were such a table
+    /// locked only when that statement came, after the transaction's writes had taken row locks
+    /// in it, the table lock would be an upgrade, and two transactions upgrading at once
+    /// deadlock (micro's globals ran at 0.7 operations per second that way).
     pub fn locked_up_front(&self, txn: &str) -> Vec<String> {
         let written = self.written(txn);
         let mut whole = BTreeSet::new();
@@ -872,9 +872,9 @@ fn two_phase_lock(app: &Application, mutable: &Mutable, stmt: &Sql, capture: &Ca
         selection.as_ref().is_some_and(|w| names_key(w, &schema.primary_key))
     };
     // A read by whole key that found no row takes the key lock of its primary key's values (of
-    // all it fixes, if a key lock cannot lock its key).
-    // A row it did not find for a condition besides the key must not come to meet it by an
-    // UPDATE: such a read is locked whole instead.
+    // all it fixes, if a key lock cannot lock its key); but a row it did not match for a
+    // condition besides the key must not come to match by an UPDATE: if the condition names a
+    // column an UPDATE sets, it locks the table instead.
     let absent = |table: &str, selection: Option<&Expr>| {
         if !mutable.names_unchanged(table, selection?) {
             return None;
