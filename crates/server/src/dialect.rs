@@ -203,12 +203,12 @@ pub fn key_encoding(v: &Value) -> String {
     }
 }
 
-/// The statement that takes `n` key locks, their keys its arguments, in their order (a function
+/// The statement that takes the key locks `keys`, in their order, with its arguments (a function
 /// returning `void` read from a subquery, since a client cannot decode `void`).
-pub fn key_lock_sql(n: usize, exclusive: bool) -> String {
+pub fn key_lock_statement(keys: &[i64], exclusive: bool) -> (String, Vec<Value>) {
     let f = if exclusive { "pg_advisory_xact_lock" } else { "pg_advisory_xact_lock_shared" };
-    let calls: Vec<String> = (1..=n).map(|k| format!("{f}(${k})")).collect();
-    format!("SELECT 1 FROM (SELECT {}) AS keys", calls.join(", "))
+    let calls: Vec<String> = (1..=keys.len()).map(|k| format!("{f}(${k})")).collect();
+    (format!("SELECT 1 FROM (SELECT {}) AS keys", calls.join(", ")), keys.iter().map(|k| Value::Int(*k)).collect())
 }
 
 /// The value a literal of the SQL gives a key, if it is a number or a string.
@@ -446,26 +446,12 @@ fn new_rows(i: &sqlparser::ast::Insert, app: &Application) -> Option<(String, Ve
 /// The columns a conjunction fixes to a value by `column = value` (either way round), each with
 /// where its value comes from ([`key_value`]). Columns lower-cased, without their qualifier.
 fn fixed_values(cond: &Expr) -> BTreeMap<String, KeyValue> {
-    use sqlparser::ast::BinaryOperator;
-    fn walk(e: &Expr, out: &mut BTreeMap<String, KeyValue>) {
-        match e {
-            Expr::Nested(inner) => walk(inner, out),
-            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
-                walk(left, out);
-                walk(right, out);
-            }
-            Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
-                for (this, other) in [(left, right), (right, left)] {
-                    if let (Some(c), Some(v)) = (column_name(this), key_value(other)) {
-                        out.insert(c.trim_matches('`').to_lowercase(), v);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
     let mut out = BTreeMap::new();
-    walk(cond, &mut out);
+    equalities(cond, &mut |this, other| {
+        if let (Some(c), Some(v)) = (column_name(this), key_value(other)) {
+            out.insert(c.trim_matches('`').to_lowercase(), v);
+        }
+    });
     out
 }
 
@@ -1157,27 +1143,26 @@ fn names_key(selection: &Expr, key: &[String]) -> bool {
 /// `column` names the column an expression is (or `None`) and `fixes` says whether `other`
 /// fixes it.
 fn fixed_columns(cond: &Expr, column: &dyn Fn(&Expr) -> Option<String>, fixes: &dyn Fn(&Expr) -> bool) -> BTreeSet<String> {
-    use sqlparser::ast::BinaryOperator;
-    fn walk(e: &Expr, column: &dyn Fn(&Expr) -> Option<String>, fixes: &dyn Fn(&Expr) -> bool, out: &mut BTreeSet<String>) {
-        match e {
-            Expr::Nested(inner) => walk(inner, column, fixes, out),
-            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
-                walk(left, column, fixes, out);
-                walk(right, column, fixes, out);
-            }
-            Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
-                for (this, other) in [(left, right), (right, left)] {
-                    if let Some(c) = column(this).filter(|_| fixes(other)) {
-                        out.insert(c);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
     let mut out = BTreeSet::new();
-    walk(cond, column, fixes, &mut out);
+    equalities(cond, &mut |this, other| out.extend(column(this).filter(|_| fixes(other))));
     out
+}
+
+/// Calls `each(a, b)` and `each(b, a)` for every equality `a = b` a conjunction is made of.
+fn equalities(cond: &Expr, each: &mut dyn FnMut(&Expr, &Expr)) {
+    use sqlparser::ast::BinaryOperator;
+    match cond {
+        Expr::Nested(inner) => equalities(inner, each),
+        Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
+            equalities(left, each);
+            equalities(right, each);
+        }
+        Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
+            each(left, right);
+            each(right, left);
+        }
+        _ => {}
+    }
 }
 
 #[cfg(test)]

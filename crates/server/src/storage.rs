@@ -2,7 +2,7 @@
 //! a PostgreSQL or MariaDB client connection.
 
 use crate::conn::{placeholder, Conn, ConnError, OpenError};
-use crate::dialect::{ident, idents, key_lock_sql, Capture, ChangeSort, Engine, Translated, TwoPhaseLock};
+use crate::dialect::{ident, idents, key_lock_statement, Capture, ChangeSort, Engine, Translated, TwoPhaseLock};
 use ensemble_app::{
     Application, ChangeKind, Dataset, Db, DbError, ExecRole, InstanceId, Position, RowChange, SnapshotStamp, StateUpdate, StorageJob, StorageResult,
     TxnError, TxnType,
@@ -1281,9 +1281,9 @@ impl ServerStorage {
         }
         keys.sort_unstable();
         keys.dedup();
-        let args: Vec<Value> = keys.iter().map(|k| Value::Int(*k)).collect();
+        let (sql, args) = key_lock_statement(&keys, true);
         let refs: Vec<&Value> = args.iter().collect();
-        self.conn.run(&key_lock_sql(keys.len(), true), &refs).map(|_| ()).map_err(ApplyError::Conn)
+        self.conn.run(&sql, &refs).map(|_| ()).map_err(ApplyError::Conn)
     }
 
     pub(crate) fn apply_change(&mut self, change: &RowChange) -> Result<(), ApplyError> {
@@ -1876,9 +1876,9 @@ impl ServerDb<'_> {
         for k in &fresh {
             locks.keys.insert(*k, exclusive);
         }
-        let args: Vec<Value> = fresh.iter().map(|k| Value::Int(*k)).collect();
-        let binds: Vec<usize> = (0..fresh.len()).collect();
-        self.run(stmt, &key_lock_sql(fresh.len(), exclusive), &binds, &args).map(|_| ())
+        let (sql, args) = key_lock_statement(&fresh, exclusive);
+        let binds: Vec<usize> = (0..args.len()).collect();
+        self.run(stmt, &sql, &binds, &args).map(|_| ())
     }
 }
 

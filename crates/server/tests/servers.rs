@@ -1351,7 +1351,7 @@ fn a_range_no_transaction_adds_rows_to_is_locked_by_its_rows_on_postgresql() {
 #[test]
 #[ignore = "needs PostgreSQL: .ci/run starts it and runs this"]
 fn a_read_of_rows_an_insert_can_add_is_locked_by_the_values_it_fixes_on_postgresql() {
-    use ensemble_server::dialect::{key_lock_sql, TwoPhaseLock};
+    use ensemble_server::dialect::{key_lock_statement, TwoPhaseLock};
     use ensemble_twopc::{Job, JobResult, Xid};
     let dbs = Scratch::new(Engine::Postgres, "keylock", 1);
     let (mut a, _) = shop_twopc_storages(&dbs, 0);
@@ -1363,7 +1363,8 @@ fn a_read_of_rows_an_insert_can_add_is_locked_by_the_values_it_fixes_on_postgres
     let url = admin::instance_url(dbs.engine, &dbs.urls, &dbs.run, 0).unwrap();
     let mut looker = ensemble_server::conn::Conn::open(dbs.engine, &url).unwrap();
     looker.batch("BEGIN").unwrap();
-    looker.run(&key_lock_sql(1, false), &[&Value::Int(key.key(&[Value::Int(7)]))]).unwrap();
+    let (lock, keys) = key_lock_statement(&[key.key(&[Value::Int(7)])], false);
+    looker.run(&lock, &keys.iter().collect::<Vec<_>>()).unwrap();
     let (rows, _) = looker.run(&look, &[&Value::Int(7)]).unwrap();
     assert!(rows.is_empty(), "{rows:?}");
     let line = |cart: i64, n: u64| {
