@@ -1904,8 +1904,10 @@ impl Db for ServerDb<'_> {
                     None => self.lock_tables(stmt, std::slice::from_ref(table))?,
                 }
             }
-            TwoPhaseLock::Partition { key, sql, every_row } => {
-                self.lock_keys(stmt, &key.table, &[key.key(args)], false)?;
+            TwoPhaseLock::Partition { keys, sql, every_row } => {
+                for key in keys {
+                    self.lock_keys(stmt, &key.table, &[key.key(args)], false)?;
+                }
                 if let Some((rows_sql, binds)) = every_row {
                     self.run(stmt, rows_sql, binds, args)?;
                 }
@@ -1958,8 +1960,10 @@ impl Db for ServerDb<'_> {
                         None => self.lock_tables(stmt, std::slice::from_ref(table))?,
                     }
                 }
-                TwoPhaseLock::Partition { key, sql, every_row } => {
-                    self.lock_keys(stmt, &key.table, &[key.key(args)], false)?;
+                TwoPhaseLock::Partition { keys, sql, every_row } => {
+                    for key in keys {
+                        self.lock_keys(stmt, &key.table, &[key.key(args)], false)?;
+                    }
                     if let Some((rows_sql, binds)) = every_row {
                         self.run(stmt, rows_sql, binds, args)?;
                     }
