@@ -137,9 +137,38 @@ pub enum TwoPhaseLock {
     /// them, with the values its key lock locks) and names no column an UPDATE sets: `every_row`
     /// then locks the rows of the join its WHERE clause matches, of the tables some statement
     /// writes. Locked whole, RUBiS's items of a region kept every bid out.
-    Partition { keys: Vec<KeyLock>, sql: String, every_row: Option<(String, Vec<usize>)> },
+    /// A join of two tables may leave the WHERE clause fixing nothing in one of them that rows
+    /// are added to, its `partner`, if the join reaches it by its whole primary key: a new row
+    /// of it joins only a row of the other whose partner is absent, so the key lock of each
+    /// absent partner's key is taken first (as InnoDB locks a key it looked up and did not
+    /// find), then `every_row` locks the pairs. If the pairs and the absent partners do not add
+    /// up to the other's rows (one came or went between the two), the partner's table is locked
+    /// whole before the statement runs (RUBiS's bids of a user joined with their items, most
+    /// of which are closed, in `old_items`).
+    Partition { keys: Vec<KeyLock>, sql: String, every_row: Option<(String, Vec<usize>)>, partner: Option<Partner> },
     /// Anything else: these tables are locked before it runs.
     Tables(Vec<String>),
+}
+
+/// The table of a [`TwoPhaseLock::Partition`] join reached by its whole primary key from the other
+/// table. `absent_sql` gives, for each row of the other that the read's WHERE clause matches and
+/// whose partner is absent, the partner's key (the values of `key_columns`, its primary key in
+/// the table's order); `count_sql` counts those rows of the other, present partners or not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partner {
+    pub table: String,
+    pub key_columns: Vec<String>,
+    pub absent_sql: String,
+    pub count_sql: String,
+    /// The arguments both queries bind.
+    pub binds: Vec<usize>,
+}
+
+impl Partner {
+    /// The key lock of the absent partner whose key `absent_sql` returned as `row`.
+    pub fn key(&self, row: &[Value]) -> i64 {
+        key_hash(&self.table, &self.key_columns, &row.iter().map(key_encoding).collect::<Vec<_>>())
+    }
 }
 
 /// A lock on the rows of `table` whose `columns` hold the values `values` gives, those there and
@@ -587,6 +616,9 @@ pub fn translate(app: &Application, engine: Engine) -> Result<Translated, Dialec
         for k in keys {
             key_sets.entry(k.table.clone()).or_default().insert(k.columns.clone());
         }
+        if let Some(TwoPhaseLock::Partition { partner: Some(p), .. }) = &s.lock {
+            key_sets.entry(p.table.clone()).or_default().insert(p.key_columns.clone());
+        }
     }
     for ((txn, stmt), s) in &statements {
         if let Some(TwoPhaseLock::Insert { table, new_rows, .. }) = &s.lock {
@@ -919,7 +951,7 @@ fn two_phase_lock(app: &Application, mutable: &Mutable, stmt: &Sql, capture: &Ca
             if read.len() == 1 && mutable.names_unchanged(table, w) =>
         {
             match mutable.key_lock(app, table, Some(w)) {
-                Some(key) => TwoPhaseLock::Partition { keys: vec![key], sql: stmt.to_string(), every_row: None },
+                Some(key) => TwoPhaseLock::Partition { keys: vec![key], sql: stmt.to_string(), every_row: None, partner: None },
                 None => everything,
             }
         }
@@ -965,10 +997,10 @@ fn two_phase_lock(app: &Application, mutable: &Mutable, stmt: &Sql, capture: &Ca
                     }
                     let Some(key) = mutable.key_lock(app, &table, sel.selection.as_ref()) else { return Ok(everything) };
                     if plain_rows && q.fetch.is_none() && mutable.chooses_by_unchanged_columns(std::slice::from_ref(&table), q) {
-                        TwoPhaseLock::Partition { keys: vec![key], sql: share(q), every_row: None }
+                        TwoPhaseLock::Partition { keys: vec![key], sql: share(q), every_row: None, partner: None }
                     } else {
                         let every_row = every_row(&key)?;
-                        TwoPhaseLock::Partition { keys: vec![key], sql: q.to_string(), every_row: Some(every_row) }
+                        TwoPhaseLock::Partition { keys: vec![key], sql: q.to_string(), every_row: Some(every_row), partner: None }
                     }
                 }
                 _ => everything,
@@ -1150,15 +1182,16 @@ fn partition_lock(app: &Application, mutable: &Mutable, q: &sqlparser::ast::Quer
     if !joined.ons.iter().all(|on| unchanged(on)) {
         return Ok(None);
     }
-    let mut stable = Vec::new();
+    let mut stable: Vec<Expr> = Vec::new();
     if let Some(w) = &sel.selection {
         conjuncts(w, &mut |c| {
             if unchanged(c) {
-                stable.push(c.to_string());
+                stable.push(c.clone());
             }
         });
     }
     let mut keys = Vec::new();
+    let mut partner = None;
     for (alias, table) in &joined.tables {
         if !mutable.grown.contains(&table.to_lowercase()) {
             continue;
@@ -1173,27 +1206,106 @@ fn partition_lock(app: &Application, mutable: &Mutable, q: &sqlparser::ast::Quer
                 }
             });
         }
-        match mutable.key_lock_of(app, table, &fixed) {
-            Some(k) => keys.push(k),
-            None => return Ok(None),
+        match (mutable.key_lock_of(app, table, &fixed), &partner) {
+            (Some(k), _) => keys.push(k),
+            (None, None) => match partner_of(app, mutable, &joined, from, alias, &stable)? {
+                Some(p) => partner = Some(p),
+                None => return Ok(None),
+            },
+            (None, Some(_)) => return Ok(None),
         }
     }
     let tables: Vec<String> = joined.tables.iter().map(|(_, t)| t.clone()).collect();
-    if plain_rows && q.fetch.is_none() && mutable.chooses_by_unchanged_columns(&tables, q) {
-        return Ok(Some(TwoPhaseLock::Partition { keys, sql: mutable.lock_written_rows(q, sel), every_row: None }));
+    // A partner's absence is seen only by counting every pair.
+    if partner.is_none() && plain_rows && q.fetch.is_none() && mutable.chooses_by_unchanged_columns(&tables, q) {
+        return Ok(Some(TwoPhaseLock::Partition { keys, sql: mutable.lock_written_rows(q, sel), every_row: None, partner }));
     }
     let written: Vec<&str> = joined.tables.iter().filter(|(_, t)| mutable.written.contains(&t.to_lowercase())).map(|(a, _)| a.as_str()).collect();
     if written.is_empty() {
-        return Ok(Some(TwoPhaseLock::Partition { keys, sql: q.to_string(), every_row: None }));
+        return Ok(Some(TwoPhaseLock::Partition { keys, sql: q.to_string(), every_row: None, partner: None }));
     }
     let of: String = written.iter().map(|a| format!(" FOR SHARE OF {a}")).collect();
     let rows = match stable.is_empty() {
-        false => format!("SELECT 1 FROM {from} WHERE {}{of}", stable.join(" AND ")),
+        false => format!("SELECT 1 FROM {from} WHERE {}{of}", stable.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" AND ")),
         true => format!("SELECT 1 FROM {from}{of}"),
     };
     let mut rows = parse_one(&rows)?;
     let binds = renumber_placeholders(&mut rows)?;
-    Ok(Some(TwoPhaseLock::Partition { keys, sql: q.to_string(), every_row: Some((rows.to_string(), binds)) }))
+    Ok(Some(TwoPhaseLock::Partition { keys, sql: q.to_string(), every_row: Some((rows.to_string(), binds)), partner }))
+}
+
+/// [`Partner`] for the table under `alias` of a join of two tables, if the ON clause is made of
+/// equalities of its columns with the other's, covering its whole primary key, whose columns a
+/// key lock can lock, and no condition of `stable` (the WHERE clause's conditions `every_row`
+/// keeps) may name it: then every row of the other that `stable` matches has one partner at
+/// most, each one present is in a pair `every_row` locks, and a row of it can come into the
+/// join only with the key of one absent.
+fn partner_of(app: &Application, mutable: &Mutable, joined: &Joined, from: &sqlparser::ast::TableWithJoins, alias: &str, stable: &[Expr]) -> Result<Option<Partner>, String> {
+    let ([(a0, t0), (a1, t1)], [on]) = (joined.tables.as_slice(), joined.ons.as_slice()) else { return Ok(None) };
+    let (table, other, other_alias) = if a0 == alias { (t0, &from.joins[0].relation, a1) } else { (t1, &from.relation, a0) };
+    let Some(schema) = app.table(table) else { return Ok(None) };
+    let key = &schema.primary_key;
+    let keyable = mutable.keyable.get(&table.to_lowercase());
+    if !key.iter().all(|k| keyable.is_some_and(|cols| cols.contains(&k.to_lowercase()))) {
+        return Ok(None);
+    }
+    // The other's column each key column is reached from.
+    let mut reached = BTreeMap::new();
+    let mut only_equalities = true;
+    conjuncts(on, &mut |c| match c {
+        Expr::BinaryOp { left, op: sqlparser::ast::BinaryOperator::Eq, right } => match (joined.owner(app, left), joined.owner(app, right)) {
+            (Some((l, lc)), Some((r, _))) if l == alias && r == *other_alias => {
+                reached.insert(lc, right.as_ref().clone());
+            }
+            (Some((l, _)), Some((r, rc))) if l == *other_alias && r == alias => {
+                reached.insert(rc, left.as_ref().clone());
+            }
+            _ => only_equalities = false,
+        },
+        _ => only_equalities = false,
+    });
+    if !only_equalities || key.is_empty() || !key.iter().all(|k| reached.contains_key(k)) {
+        return Ok(None);
+    }
+    // Every column `stable` names must be the other table's, by name or as its only owner.
+    let mut of_other = true;
+    for c in stable {
+        let _ = sqlparser::ast::visit_expressions(c, |e: &Expr| {
+            if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
+                of_other &= joined.owner(app, e).is_some_and(|(a, _)| a == *other_alias);
+            }
+            ControlFlow::<()>::Continue(())
+        });
+    }
+    if !of_other {
+        return Ok(None);
+    }
+    // The key columns in the table's order, and the other's columns they are reached from.
+    let key_columns: Vec<&str> = schema.columns.iter().map(|c| c.name.as_str()).filter(|c| key.iter().any(|k| k == c)).collect();
+    let from_other: Vec<String> = key_columns.iter().map(|k| reached[*k].to_string()).collect();
+    let conditions: Vec<String> = stable.iter().map(|c| c.to_string()).collect();
+    let matched = if conditions.is_empty() { String::new() } else { format!(" AND {}", conditions.join(" AND ")) };
+    // Both queries bind the same arguments in the same order: `stable`'s placeholders.
+    let absent = format!("SELECT {} FROM {other} LEFT JOIN {} ON {on} WHERE {alias}.{} IS NULL{matched}", from_other.join(", "), joined_relation(from, alias), key_columns[0]);
+    let count = format!("SELECT count(*) FROM {other} WHERE TRUE{matched}");
+    let (mut absent, mut count) = (parse_one(&absent)?, parse_one(&count)?);
+    let binds = renumber_placeholders(&mut absent)?;
+    if renumber_placeholders(&mut count)? != binds {
+        return Ok(None);
+    }
+    Ok(Some(Partner {
+        table: table.clone(),
+        key_columns: key_columns.iter().map(|c| c.to_lowercase()).collect(),
+        absent_sql: absent.to_string(),
+        count_sql: count.to_string(),
+        binds,
+    }))
+}
+
+/// The relation of `from` (its first, or one joined) named `alias`, as the query wrote it.
+fn joined_relation<'f>(from: &'f sqlparser::ast::TableWithJoins, alias: &str) -> &'f TableFactor {
+    let named = |f: &TableFactor| matches!(f, TableFactor::Table { name, alias: a, .. } if a.as_ref().map_or(name.to_string(), |a| a.name.value.clone()) == alias);
+    std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation)).find(|f| named(f)).expect("an alias of the join")
 }
 
 /// Numbers `stmt`'s placeholders afresh by first appearance, giving the argument each binds
@@ -1414,7 +1526,7 @@ mod tests {
         let lock = |t: &str, s: &str| tpcw.statement(t, s).unwrap().lock.clone().unwrap();
         // A cart's lines: the cart's key lock, then the lines it returns (no UPDATE sets the
         // columns it is chosen and ordered by).
-        let TwoPhaseLock::Partition { keys, sql, every_row: None } = lock("getCart", "cart_lines") else { panic!("{:?}", lock("getCart", "cart_lines")) };
+        let TwoPhaseLock::Partition { keys, sql, every_row: None, .. } = lock("getCart", "cart_lines") else { panic!("{:?}", lock("getCart", "cart_lines")) };
         let [key] = keys.as_slice() else { panic!("{keys:?}") };
         assert_eq!((key.table.as_str(), key.columns.clone(), key.values.clone()), ("shopping_cart_line", vec!["scl_sc_id".to_string()], vec![KeyValue::Arg(0)]));
         assert!(sql.ends_with("WHERE scl_sc_id = $1 ORDER BY scl_i_id FOR SHARE"), "{sql}");
@@ -1462,7 +1574,7 @@ mod tests {
         // registered, so each is key-locked by the value the WHERE clause fixes in it; closing
         // an item sets its end date, so the rows are locked by category and region alone, and
         // the statement runs as written (its OFFSET skips rows).
-        let TwoPhaseLock::Partition { keys, sql, every_row: Some((rows, binds)) } = lock("SearchItemsByRegion", "items_in_region") else { panic!("{:?}", lock("SearchItemsByRegion", "items_in_region")) };
+        let TwoPhaseLock::Partition { keys, sql, every_row: Some((rows, binds)), partner: None } = lock("SearchItemsByRegion", "items_in_region") else { panic!("{:?}", lock("SearchItemsByRegion", "items_in_region")) };
         let keys: Vec<_> = keys.into_iter().map(|k| (k.table, k.columns, k.values)).collect();
         assert_eq!(keys, vec![("items".to_string(), vec!["category".to_string()], vec![KeyValue::Arg(0)]), ("users".to_string(), vec!["region".to_string()], vec![KeyValue::Arg(1)])]);
         assert_eq!(rows, "SELECT 1 FROM items i JOIN users u ON u.id = i.seller WHERE i.category = $1 AND u.region = $2 FOR SHARE OF i FOR SHARE OF u");
@@ -1480,11 +1592,23 @@ mod tests {
         assert!(keys.contains(&search_key(3)) && !keys.contains(&search_key(4)), "{keys:?}");
         // Bids of a user on items no statement adds to, chosen and ordered by unchanged columns:
         // the user's bids key lock, then the bids it returns.
-        let TwoPhaseLock::Partition { keys, sql, every_row: None } = lock("AboutMeWonItems", "won_in_old_items") else { panic!("{:?}", lock("AboutMeWonItems", "won_in_old_items")) };
+        let TwoPhaseLock::Partition { keys, sql, every_row: None, .. } = lock("AboutMeWonItems", "won_in_old_items") else { panic!("{:?}", lock("AboutMeWonItems", "won_in_old_items")) };
         assert_eq!(keys.iter().map(|k| (k.table.as_str(), k.columns.clone())).collect::<Vec<_>>(), vec![("bids", vec!["user_id".to_string()])]);
         assert!(sql.ends_with("ORDER BY o.end_date DESC, o.id FOR SHARE OF b"), "{sql}");
-        // Items a user bid on: no value fixed in `items`, which is added to: locked whole.
-        assert!(matches!(lock("AboutMeWonItems", "won_in_items"), TwoPhaseLock::Tables(_)));
+        // A user's bids joined with their items, reached by key, which the WHERE clause fixes
+        // nothing in: the user's bids key lock, the key locks of the items absent (most bids are
+        // on closed items, in `old_items`), the pairs, and the count that shows none missed.
+        let TwoPhaseLock::Partition { keys, every_row: Some((rows, _)), partner: Some(partner), .. } = lock("AboutMeBids", "bids_on_open_items") else { panic!("{:?}", lock("AboutMeBids", "bids_on_open_items")) };
+        assert_eq!(keys.iter().map(|k| (k.table.as_str(), k.columns.clone())).collect::<Vec<_>>(), vec![("bids", vec!["user_id".to_string()])]);
+        assert_eq!(rows, "SELECT 1 FROM bids b JOIN items i ON i.id = b.item_id WHERE b.user_id = $1 FOR SHARE OF b FOR SHARE OF i");
+        assert_eq!((partner.table.as_str(), partner.key_columns.clone(), partner.binds.clone()), ("items", vec!["id".to_string()], vec![0]));
+        assert_eq!(partner.absent_sql, "SELECT b.item_id FROM bids b LEFT JOIN items i ON i.id = b.item_id WHERE i.id IS NULL AND b.user_id = $1");
+        assert_eq!(partner.count_sql, "SELECT count(*) FROM bids b WHERE true AND b.user_id = $1");
+        // An absent item's key lock is the one a registration of that item takes.
+        assert!(rubis.key_sets["items"].contains(&vec!["id".to_string()]));
+        assert_eq!(partner.key(&[Value::Int(99)]), key_hash("items", &["id".to_string()], &[key_encoding(&Value::Int(99))]));
+        // The same with the items first in the join.
+        assert!(matches!(lock("AboutMeWonItems", "won_in_items"), TwoPhaseLock::Partition { partner: Some(_), .. }));
         // TPC-W's new products: no statement adds items or authors, but `adminUpdate` sets the
         // publication date they are ordered by: every item of the subject is locked first; the
         // authors, never written, are not.

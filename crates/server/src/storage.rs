@@ -2,7 +2,7 @@
 //! a PostgreSQL or MariaDB client connection.
 
 use crate::conn::{placeholder, Conn, ConnError, OpenError};
-use crate::dialect::{ident, idents, key_lock_statement, Capture, ChangeSort, Engine, Translated, TwoPhaseLock};
+use crate::dialect::{ident, idents, key_lock_statement, Capture, ChangeSort, Engine, KeyLock, Partner, Translated, TwoPhaseLock};
 use ensemble_app::{
     Application, ChangeKind, Dataset, Db, DbError, ExecRole, InstanceId, Position, RowChange, SnapshotStamp, StateUpdate, StorageJob, StorageResult,
     TxnError, TxnType,
@@ -1863,6 +1863,33 @@ impl ServerDb<'_> {
 impl ServerDb<'_> {
     /// Takes the key locks `keys` of `table` this transaction does not hold yet, exclusive if
     /// it writes the table or `exclusive` (an INSERT's), when it holds its locks to commit.
+    /// What [`TwoPhaseLock::Partition`] locks before its statement runs: its key locks, the key
+    /// locks of a partner's absent keys, then every row it can read; and, if the pairs and the
+    /// absent partners do not account for every row matched, the partner's table whole.
+    fn lock_partition(&mut self, stmt: &str, keys: &[KeyLock], every_row: Option<&(String, Vec<usize>)>, partner: Option<&Partner>, args: &[Value]) -> Result<(), DbError> {
+        for key in keys {
+            self.lock_keys(stmt, &key.table, &[key.key(args)], false)?;
+        }
+        let absent = match partner {
+            Some(p) => {
+                let absent = self.run(stmt, &p.absent_sql, &p.binds, args)?.0;
+                let keys: Vec<i64> = absent.iter().map(|row| p.key(row)).collect();
+                self.lock_keys(stmt, &p.table, &keys, false)?;
+                absent.len()
+            }
+            None => 0,
+        };
+        let Some((rows_sql, binds)) = every_row else { return Ok(()) };
+        let pairs = self.run(stmt, rows_sql, binds, args)?.0.len();
+        if let Some(p) = partner {
+            let counted = self.run(stmt, &p.count_sql, &p.binds, args)?.0;
+            if counted.first().and_then(|r| r.first()).and_then(Value::as_int) != Some((pairs + absent) as i64) {
+                self.lock_tables(stmt, std::slice::from_ref(&p.table))?;
+            }
+        }
+        Ok(())
+    }
+
     fn lock_keys(&mut self, stmt: &str, table: &str, keys: &[i64], exclusive: bool) -> Result<(), DbError> {
         let Some(locks) = &mut self.locks else { return Ok(()) };
         let exclusive = exclusive || locks.written.contains(table);
@@ -1904,13 +1931,8 @@ impl Db for ServerDb<'_> {
                     None => self.lock_tables(stmt, std::slice::from_ref(table))?,
                 }
             }
-            TwoPhaseLock::Partition { keys, sql, every_row } => {
-                for key in keys {
-                    self.lock_keys(stmt, &key.table, &[key.key(args)], false)?;
-                }
-                if let Some((rows_sql, binds)) = every_row {
-                    self.run(stmt, rows_sql, binds, args)?;
-                }
+            TwoPhaseLock::Partition { keys, sql, every_row, partner } => {
+                self.lock_partition(stmt, keys, every_row.as_ref(), partner.as_ref(), args)?;
                 return Ok(self.run(stmt, sql, &s.binds, args)?.0);
             }
             TwoPhaseLock::Join { whole, sql, keyed, count_sql, count_binds, driving_key } => {
@@ -1960,13 +1982,8 @@ impl Db for ServerDb<'_> {
                         None => self.lock_tables(stmt, std::slice::from_ref(table))?,
                     }
                 }
-                TwoPhaseLock::Partition { keys, sql, every_row } => {
-                    for key in keys {
-                        self.lock_keys(stmt, &key.table, &[key.key(args)], false)?;
-                    }
-                    if let Some((rows_sql, binds)) = every_row {
-                        self.run(stmt, rows_sql, binds, args)?;
-                    }
+                TwoPhaseLock::Partition { keys, sql, every_row, partner } => {
+                    self.lock_partition(stmt, keys, every_row.as_ref(), partner.as_ref(), args)?;
                     let mut locked = s.clone();
                     locked.sql = sql.clone();
                     return self.execute_once(stmt, &locked, args);

@@ -1357,7 +1357,7 @@ fn a_read_of_rows_an_insert_can_add_is_locked_by_the_values_it_fixes_on_postgres
     let (mut a, _) = shop_twopc_storages(&dbs, 0);
     assert_eq!(a.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] });
     let sql = translate(&apps::shop::application(), Engine::Postgres).unwrap();
-    let Some(TwoPhaseLock::Partition { keys, sql: look, every_row: None }) = sql.statement("get_cart", "cart_lines").unwrap().lock.clone() else {
+    let Some(TwoPhaseLock::Partition { keys, sql: look, every_row: None, .. }) = sql.statement("get_cart", "cart_lines").unwrap().lock.clone() else {
         panic!("get_cart is not key-locked")
     };
     let [key] = keys.as_slice() else { panic!("{keys:?}") };
@@ -1400,7 +1400,9 @@ fn a_read_of_rows_an_insert_can_add_is_locked_by_the_values_it_fixes_on_postgres
 /// added to. While such a read holds its locks, a participant's branch that would add a row to
 /// what it read (an item of that category, a user of that region) or change a row it matched
 /// votes no on a lock timeout; one that adds to another category or region, or changes an item
-/// it did not match, votes yes; and once the read commits, the first goes through.
+/// it did not match, votes yes; and once the read commits, the first goes through. The same for
+/// a user's bids joined with their items, reached by key from the bids: an item a bid names
+/// that is absent cannot come in while the read holds its locks.
 #[test]
 #[ignore = "needs the PostgreSQL server (scripts/server-suites.sh)"]
 fn a_join_is_locked_by_the_values_it_fixes_in_each_table_rows_are_added_to_on_postgresql() {
@@ -1423,7 +1425,7 @@ fn a_join_is_locked_by_the_values_it_fixes_in_each_table_rows_are_added_to_on_po
     let mut a = ensemble_server::TwoPcStorage::open(shared).unwrap();
     assert_eq!(a.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] });
     let search = sql.statement("SearchItemsByRegion", "items_in_region").unwrap();
-    let Some(TwoPhaseLock::Partition { keys, sql: look, every_row: Some((rows_sql, binds)) }) = search.lock.clone() else {
+    let Some(TwoPhaseLock::Partition { keys, sql: look, every_row: Some((rows_sql, binds)), partner: None }) = search.lock.clone() else {
         panic!("the items of a region are not locked as a partition: {:?}", search.lock)
     };
     // Category 5, region 1, ending at 0 or later, 20 from the first.
@@ -1473,6 +1475,34 @@ fn a_join_is_locked_by_the_values_it_fixes_in_each_table_rows_are_added_to_on_po
     assert!(apply(bid_on(11)), "an item of another category was kept out");
     looker.batch("COMMIT").unwrap();
     assert!(apply(item(12, 2, 5)), "an item of the category was kept out after the read ended");
+    // A user's bids joined with their items, reached by key: user 2 bid on item 10 and on item
+    // 99, which is absent. The absent item's key is locked, the present one's row.
+    looker.batch("INSERT INTO bids VALUES (1, 2, 10, 1, 5, 5, 0), (2, 2, 99, 1, 5, 5, 0)").unwrap();
+    let bids = sql.statement("AboutMeBids", "bids_on_open_items").unwrap();
+    let Some(TwoPhaseLock::Partition { keys, sql: look, every_row: Some((rows_sql, binds)), partner: Some(partner) }) = bids.lock.clone() else {
+        panic!("a user's bids are not locked with their items as partners: {:?}", bids.lock)
+    };
+    let args = [Value::Int(2), Value::Int(0)];
+    let bind = |binds: &[usize]| binds.iter().map(|b| &args[*b]).collect::<Vec<_>>();
+    looker.batch("BEGIN").unwrap();
+    for k in &keys {
+        let (lock, key_args) = key_lock_statement(&[k.key(&args)], false);
+        looker.run(&lock, &key_args.iter().collect::<Vec<_>>()).unwrap();
+    }
+    let (absent, _) = looker.run(&partner.absent_sql, &bind(&partner.binds)).unwrap();
+    assert_eq!(absent, vec![vec![Value::Int(99)]]);
+    let (lock, key_args) = key_lock_statement(&absent.iter().map(|r| partner.key(r)).collect::<Vec<_>>(), false);
+    looker.run(&lock, &key_args.iter().collect::<Vec<_>>()).unwrap();
+    let (pairs, _) = looker.run(&rows_sql, &bind(&binds)).unwrap();
+    let (counted, _) = looker.run(&partner.count_sql, &bind(&partner.binds)).unwrap();
+    assert_eq!((pairs.len(), counted), (1, vec![vec![Value::Int(2)]]), "one pair and one absent item account for both bids");
+    let (rows, _) = looker.run(&look, &bind(&bids.binds)).unwrap();
+    assert_eq!(rows.iter().map(|r| r[0].clone()).collect::<Vec<_>>(), vec![Value::Int(10)]);
+    assert!(!apply(item(99, 1, 5)), "the absent item a bid names came in");
+    assert!(apply(item(98, 1, 5)), "another item was kept out");
+    assert!(!apply(bid_on(10)), "the item of a bid read was changed");
+    looker.batch("COMMIT").unwrap();
+    assert!(apply(item(99, 1, 5)), "the item was kept out after the read ended");
 }
 
 /// Two storages (two workers) of the 2PC baseline over instance `i` of `dbs`, filled with shop's
