@@ -134,9 +134,9 @@ pub enum TwoPhaseLock {
     /// A read of tables joined by inner joins, each joined on columns no UPDATE sets, takes the
     /// same form where its WHERE clause fixes such columns of every table some statement adds
     /// rows to (`keys`, one per such table: a new pair of rows must bring a new row of one of
-    /// them, with the values its key lock locks) and names no column an UPDATE sets: `every_row`
-    /// then locks the rows of the join its WHERE clause matches, of the tables some statement
-    /// writes. Locked whole, RUBiS's items of a region kept every bid out.
+    /// them, with the values its key lock locks): `every_row` then locks the rows of the join
+    /// that the WHERE clause's conditions on columns no UPDATE sets match, of the tables some
+    /// statement writes. Locked whole, RUBiS's items of a region kept every bid out.
     /// A join of two tables may leave the WHERE clause fixing nothing in one of them that rows
     /// are added to, its `partner`, if the join reaches it by its whole primary key: a new row
     /// of it joins only a row of the other whose partner is absent, so the key lock of each

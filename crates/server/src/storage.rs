@@ -1861,8 +1861,6 @@ impl ServerDb<'_> {
 }
 
 impl ServerDb<'_> {
-    /// Takes the key locks `keys` of `table` this transaction does not hold yet, exclusive if
-    /// it writes the table or `exclusive` (an INSERT's), when it holds its locks to commit.
     /// What [`TwoPhaseLock::Partition`] locks before its statement runs: its key locks, the key
     /// locks of a partner's absent keys, then every row it can read; and, if the pairs and the
     /// absent partners do not account for every row matched, the partner's table whole.
@@ -1890,6 +1888,8 @@ impl ServerDb<'_> {
         Ok(())
     }
 
+    /// Takes the key locks `keys` of `table` this transaction does not hold yet, exclusive if
+    /// it writes the table or `exclusive` (an INSERT's), when it holds its locks to commit.
     fn lock_keys(&mut self, stmt: &str, table: &str, keys: &[i64], exclusive: bool) -> Result<(), DbError> {
         let Some(locks) = &mut self.locks else { return Ok(()) };
         let exclusive = exclusive || locks.written.contains(table);
