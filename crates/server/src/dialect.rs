@@ -1097,18 +1097,12 @@ fn join_lock(app: &Application, mutable: &Mutable, q: &sqlparser::ast::Query, se
         locked.locks.push(LockClause { lock_type: LockType::Share, of: Some(ObjectName::from(vec![Ident::new(alias.clone())])), nonblock: None });
     }
     // The count of driving rows.
-    let relation = &from.relation;
-    let count = match &sel.selection {
-        Some(w) => format!("SELECT count(*) FROM {relation} WHERE {w}"),
-        None => format!("SELECT count(*) FROM {relation}"),
-    };
-    let mut count = parse_one(&count)?;
-    let count_binds = renumber_placeholders(&mut count)?;
+    let (count, count_binds) = count_rows(&from.relation, sel.selection.iter())?;
     let whole: Vec<String> = if driving_keyed || driving_key.is_some() { Vec::new() } else { vec![driving.clone()] };
     let mut keyed: Vec<String> = row_locked.iter().map(|(_, t)| t.clone()).collect();
     keyed.sort();
     keyed.dedup();
-    Ok(Some(TwoPhaseLock::Join { whole, sql: locked.to_string(), keyed, count_sql: count.to_string(), count_binds, driving_key }))
+    Ok(Some(TwoPhaseLock::Join { whole, sql: locked.to_string(), keyed, count_sql: count, count_binds, driving_key }))
 }
 
 /// The tables a FROM clause of one relation and its joins reads, each as (alias as the query
@@ -1283,21 +1277,20 @@ fn partner_of(app: &Application, mutable: &Mutable, joined: &Joined, from: &sqlp
     // The key columns in the table's order, and the other's columns they are reached from.
     let key_columns: Vec<&str> = schema.columns.iter().map(|c| c.name.as_str()).filter(|c| key.iter().any(|k| k == c)).collect();
     let from_other: Vec<String> = key_columns.iter().map(|k| reached[*k].to_string()).collect();
-    let conditions: Vec<String> = stable.iter().map(|c| c.to_string()).collect();
-    let matched = if conditions.is_empty() { String::new() } else { format!(" AND {}", conditions.join(" AND ")) };
-    // Both queries bind the same arguments in the same order: `stable`'s placeholders.
+    let matched: String = stable.iter().map(|c| format!(" AND {c}")).collect();
     let absent = format!("SELECT {} FROM {other} LEFT JOIN {} ON {on} WHERE {alias}.{} IS NULL{matched}", from_other.join(", "), joined_relation(from, alias), key_columns[0]);
-    let count = format!("SELECT count(*) FROM {other} WHERE TRUE{matched}");
-    let (mut absent, mut count) = (parse_one(&absent)?, parse_one(&count)?);
+    let mut absent = parse_one(&absent)?;
     let binds = renumber_placeholders(&mut absent)?;
-    if renumber_placeholders(&mut count)? != binds {
+    let (count, count_binds) = count_rows(other, stable.iter())?;
+    // Both queries bind the same arguments in the same order: `stable`'s placeholders.
+    if count_binds != binds {
         return Ok(None);
     }
     Ok(Some(Partner {
         table: table.clone(),
         key_columns: key_columns.iter().map(|c| c.to_lowercase()).collect(),
         absent_sql: absent.to_string(),
-        count_sql: count.to_string(),
+        count_sql: count,
         binds,
     }))
 }
@@ -1306,6 +1299,19 @@ fn partner_of(app: &Application, mutable: &Mutable, joined: &Joined, from: &sqlp
 fn joined_relation<'f>(from: &'f sqlparser::ast::TableWithJoins, alias: &str) -> &'f TableFactor {
     let named = |f: &TableFactor| matches!(f, TableFactor::Table { name, alias: a, .. } if a.as_ref().map_or(name.to_string(), |a| a.name.value.clone()) == alias);
     std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation)).find(|f| named(f)).expect("an alias of the join")
+}
+
+/// The query counting the rows of `relation` that every one of `conditions` holds for, its
+/// placeholders numbered afresh, with the argument each binds.
+fn count_rows<'e>(relation: &TableFactor, conditions: impl Iterator<Item = &'e Expr>) -> Result<(String, Vec<usize>), String> {
+    let conditions: Vec<String> = conditions.map(|c| c.to_string()).collect();
+    let count = match conditions.is_empty() {
+        false => format!("SELECT count(*) FROM {relation} WHERE {}", conditions.join(" AND ")),
+        true => format!("SELECT count(*) FROM {relation}"),
+    };
+    let mut count = parse_one(&count)?;
+    let binds = renumber_placeholders(&mut count)?;
+    Ok((count.to_string(), binds))
 }
 
 /// Numbers `stmt`'s placeholders afresh by first appearance, giving the argument each binds
@@ -1603,7 +1609,7 @@ mod tests {
         assert_eq!(rows, "SELECT 1 FROM bids b JOIN items i ON i.id = b.item_id WHERE b.user_id = $1 FOR SHARE OF b FOR SHARE OF i");
         assert_eq!((partner.table.as_str(), partner.key_columns.clone(), partner.binds.clone()), ("items", vec!["id".to_string()], vec![0]));
         assert_eq!(partner.absent_sql, "SELECT b.item_id FROM bids b LEFT JOIN items i ON i.id = b.item_id WHERE i.id IS NULL AND b.user_id = $1");
-        assert_eq!(partner.count_sql, "SELECT count(*) FROM bids b WHERE true AND b.user_id = $1");
+        assert_eq!(partner.count_sql, "SELECT count(*) FROM bids b WHERE b.user_id = $1");
         // An absent item's key lock is the one a registration of that item takes.
         assert!(rubis.key_sets["items"].contains(&vec!["id".to_string()]));
         assert_eq!(partner.key(&[Value::Int(99)]), key_hash("items", &["id".to_string()], &[key_encoding(&Value::Int(99))]));
