@@ -138,34 +138,41 @@ pub enum TwoPhaseLock {
     /// that the WHERE clause's conditions on columns no UPDATE sets match, of the tables some
     /// statement writes. Locked whole, RUBiS's items of a region kept every bid out.
     /// A join of two tables may leave the WHERE clause fixing nothing in one of them that rows
-    /// are added to, its `partner`, if the join reaches it by its whole primary key: a new row
-    /// of it joins only a row of the other whose partner is absent, so the key lock of each
-    /// absent partner's key is taken first (as InnoDB locks a key it looked up and did not
-    /// find), then `every_row` locks the pairs. If the pairs and the absent partners do not add
-    /// up to the other's rows (one came or went between the two), the partner's table is locked
-    /// whole before the statement runs (RUBiS's bids of a user joined with their items, most
-    /// of which are closed, in `old_items`).
+    /// are added to, its `partner`, if the join reaches it by equalities of columns a key lock
+    /// can lock with the other's columns: a new row of it joins only a row of the other that
+    /// holds its values, so key locks on the values the other's rows reach it by are taken
+    /// first, then `every_row` locks the pairs ([`Partner`]). Reached by its whole primary key,
+    /// only an absent partner's key needs a key lock (as InnoDB locks a key it looked up and
+    /// did not find): a present one is locked with its pair. If the pairs and the absent
+    /// partners do not add up to the other's rows (one came or went between the two), the
+    /// partner's table is locked whole before the statement runs (RUBiS's bids of a user joined
+    /// with their items, most of which are closed, in `old_items`). Reached otherwise, any
+    /// number of its rows may hold a value, now or later, so every value reached is key-locked
+    /// (TPC-W's latest order of a customer named by user name: `orders` key-locked by the
+    /// customer's id).
     Partition { keys: Vec<KeyLock>, sql: String, every_row: Option<(String, Vec<usize>)>, partner: Option<Partner> },
     /// Anything else: these tables are locked before it runs.
     Tables(Vec<String>),
 }
 
-/// The table of a [`TwoPhaseLock::Partition`] join reached by its whole primary key from the other
-/// table. `absent_sql` gives, for each row of the other that the read's WHERE clause matches and
-/// whose partner is absent, the partner's key (the values of `key_columns`, its primary key in
-/// the table's order); `count_sql` counts those rows of the other, present partners or not.
+/// The table of a [`TwoPhaseLock::Partition`] join of two tables reached from the other table by
+/// equalities of its columns `key_columns` (in the table's order, each one a key lock can lock)
+/// with the other's. `keys_sql` gives values of `key_columns` to key-lock, from the rows of the
+/// other that the read's WHERE clause matches: when `key_columns` is the partner's primary key,
+/// the keys of absent partners alone, and `count_sql` counts those rows of the other, present
+/// partners or not; otherwise every value they reach it by, and nothing is counted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Partner {
     pub table: String,
     pub key_columns: Vec<String>,
-    pub absent_sql: String,
-    pub count_sql: String,
+    pub keys_sql: String,
+    pub count_sql: Option<String>,
     /// The arguments both queries bind.
     pub binds: Vec<usize>,
 }
 
 impl Partner {
-    /// The key lock of the absent partner whose key `absent_sql` returned as `row`.
+    /// The key lock of the values `keys_sql` returned as `row`.
     pub fn key(&self, row: &[Value]) -> i64 {
         key_hash(&self.table, &self.key_columns, &row.iter().map(key_encoding).collect::<Vec<_>>())
     }
@@ -1210,7 +1217,7 @@ fn partition_lock(app: &Application, mutable: &Mutable, q: &sqlparser::ast::Quer
         }
     }
     let tables: Vec<String> = joined.tables.iter().map(|(_, t)| t.clone()).collect();
-    // A partner's absence is seen only by counting every pair.
+    // A partner's pairs are locked all (and, reached by key, counted with the absent ones).
     if partner.is_none() && plain_rows && q.fetch.is_none() && mutable.chooses_by_unchanged_columns(&tables, q) {
         return Ok(Some(TwoPhaseLock::Partition { keys, sql: mutable.lock_written_rows(q, sel), every_row: None, partner }));
     }
@@ -1229,21 +1236,19 @@ fn partition_lock(app: &Application, mutable: &Mutable, q: &sqlparser::ast::Quer
 }
 
 /// [`Partner`] for the table under `alias` of a join of two tables, if the ON clause is made of
-/// equalities of its columns with the other's, covering its whole primary key, whose columns a
-/// key lock can lock, and no condition of `stable` (the WHERE clause's conditions `every_row`
-/// keeps) may name it: then every row of the other that `stable` matches has one partner at
-/// most, each one present is in a pair `every_row` locks, and a row of it can come into the
-/// join only with the key of one absent.
+/// equalities of its columns with the other's, some of which a key lock can lock, and no
+/// condition of `stable` (the WHERE clause's conditions `every_row` keeps) names it: then a row
+/// of it joins a row of the other that `stable` matches only with the values that row reaches
+/// it by, every pair there is `every_row` locks, and a new one must hold values key-locked.
+/// Reached by its whole primary key, each row of the other has one partner at most, and only
+/// an absent one's key needs a key lock: a row of the partner can come into the join only with
+/// such a key.
 fn partner_of(app: &Application, mutable: &Mutable, joined: &Joined, from: &sqlparser::ast::TableWithJoins, alias: &str, stable: &[Expr]) -> Result<Option<Partner>, String> {
     let ([(a0, t0), (a1, t1)], [on]) = (joined.tables.as_slice(), joined.ons.as_slice()) else { return Ok(None) };
     let (table, other, other_alias) = if a0 == alias { (t0, &from.joins[0].relation, a1) } else { (t1, &from.relation, a0) };
     let Some(schema) = app.table(table) else { return Ok(None) };
-    let key = &schema.primary_key;
-    let keyable = mutable.keyable.get(&table.to_lowercase());
-    if !key.iter().all(|k| keyable.is_some_and(|cols| cols.contains(&k.to_lowercase()))) {
-        return Ok(None);
-    }
-    // The other's column each key column is reached from.
+    let keyable = |c: &str| mutable.keyable.get(&table.to_lowercase()).is_some_and(|cols| cols.contains(&c.to_lowercase()));
+    // The other's column each of its columns is reached from.
     let mut reached = BTreeMap::new();
     let mut only_equalities = true;
     conjuncts(on, &mut |c| match c {
@@ -1258,7 +1263,7 @@ fn partner_of(app: &Application, mutable: &Mutable, joined: &Joined, from: &sqlp
         },
         _ => only_equalities = false,
     });
-    if !only_equalities || key.is_empty() || !key.iter().all(|k| reached.contains_key(k)) {
+    if !only_equalities {
         return Ok(None);
     }
     // Every column `stable` names must be the other table's, by name or as its only owner.
@@ -1274,23 +1279,49 @@ fn partner_of(app: &Application, mutable: &Mutable, joined: &Joined, from: &sqlp
     if !of_other {
         return Ok(None);
     }
-    // The key columns in the table's order, and the other's columns they are reached from.
-    let key_columns: Vec<&str> = schema.columns.iter().map(|c| c.name.as_str()).filter(|c| key.iter().any(|k| k == c)).collect();
-    let from_other: Vec<String> = key_columns.iter().map(|k| reached[*k].to_string()).collect();
-    let matched: String = stable.iter().map(|c| format!(" AND {c}")).collect();
-    let absent = format!("SELECT {} FROM {other} LEFT JOIN {} ON {on} WHERE {alias}.{} IS NULL{matched}", from_other.join(", "), joined_relation(from, alias), key_columns[0]);
-    let mut absent = parse_one(&absent)?;
-    let binds = renumber_placeholders(&mut absent)?;
-    let (count, count_binds) = count_rows(other, stable.iter())?;
-    // Both queries bind the same arguments in the same order: `stable`'s placeholders.
-    if count_binds != binds {
+    let key = &schema.primary_key;
+    let by_key = !key.is_empty() && key.iter().all(|k| reached.contains_key(k) && keyable(k));
+    // The columns key-locked, in the table's order, and the other's columns they are reached from.
+    let key_columns: Vec<&str> = schema
+        .columns
+        .iter()
+        .map(|c| c.name.as_str())
+        .filter(|c| if by_key { key.iter().any(|k| k == c) } else { reached.contains_key(*c) && keyable(c) })
+        .collect();
+    if key_columns.is_empty() {
         return Ok(None);
     }
+    let from_other: Vec<String> = key_columns.iter().map(|k| reached[*k].to_string()).collect();
+    let matched: Vec<String> = stable.iter().map(|c| c.to_string()).collect();
+    let keys = match (by_key, matched.is_empty()) {
+        (true, _) => format!(
+            "SELECT {} FROM {other} LEFT JOIN {} ON {on} WHERE {alias}.{} IS NULL{}",
+            from_other.join(", "),
+            joined_relation(from, alias),
+            key_columns[0],
+            matched.iter().map(|c| format!(" AND {c}")).collect::<String>()
+        ),
+        (false, false) => format!("SELECT DISTINCT {} FROM {other} WHERE {}", from_other.join(", "), matched.join(" AND ")),
+        (false, true) => format!("SELECT DISTINCT {} FROM {other}", from_other.join(", ")),
+    };
+    let mut keys = parse_one(&keys)?;
+    let binds = renumber_placeholders(&mut keys)?;
+    let count_sql = match by_key {
+        true => {
+            let (count, count_binds) = count_rows(other, stable.iter())?;
+            // Both queries bind the same arguments in the same order: `stable`'s placeholders.
+            if count_binds != binds {
+                return Ok(None);
+            }
+            Some(count)
+        }
+        false => None,
+    };
     Ok(Some(Partner {
         table: table.clone(),
         key_columns: key_columns.iter().map(|c| c.to_lowercase()).collect(),
-        absent_sql: absent.to_string(),
-        count_sql: count,
+        keys_sql: keys.to_string(),
+        count_sql,
         binds,
     }))
 }
@@ -1608,8 +1639,8 @@ mod tests {
         assert_eq!(keys.iter().map(|k| (k.table.as_str(), k.columns.clone())).collect::<Vec<_>>(), vec![("bids", vec!["user_id".to_string()])]);
         assert_eq!(rows, "SELECT 1 FROM bids b JOIN items i ON i.id = b.item_id WHERE b.user_id = $1 FOR SHARE OF b FOR SHARE OF i");
         assert_eq!((partner.table.as_str(), partner.key_columns.clone(), partner.binds.clone()), ("items", vec!["id".to_string()], vec![0]));
-        assert_eq!(partner.absent_sql, "SELECT b.item_id FROM bids b LEFT JOIN items i ON i.id = b.item_id WHERE i.id IS NULL AND b.user_id = $1");
-        assert_eq!(partner.count_sql, "SELECT count(*) FROM bids b WHERE b.user_id = $1");
+        assert_eq!(partner.keys_sql, "SELECT b.item_id FROM bids b LEFT JOIN items i ON i.id = b.item_id WHERE i.id IS NULL AND b.user_id = $1");
+        assert_eq!(partner.count_sql.as_deref(), Some("SELECT count(*) FROM bids b WHERE b.user_id = $1"));
         // An absent item's key lock is the one a registration of that item takes.
         assert!(rubis.key_sets["items"].contains(&vec!["id".to_string()]));
         assert_eq!(partner.key(&[Value::Int(99)]), key_hash("items", &["id".to_string()], &[key_encoding(&Value::Int(99))]));
@@ -1622,8 +1653,25 @@ mod tests {
         let Some(TwoPhaseLock::Partition { keys, every_row: Some((rows, binds)), .. }) = tpcw.statement("getNewProducts", "new_products").unwrap().lock.clone() else { panic!() };
         assert!(keys.is_empty());
         assert_eq!((rows.as_str(), binds), ("SELECT 1 FROM item JOIN author ON a_id = i_a_id WHERE i_subject = $1 FOR SHARE OF item", vec![0]));
-        // The orders of a customer named by user name: no value is fixed in `orders`.
-        assert!(matches!(tpcw.statement("getMostRecentOrder", "latest_order_id").unwrap().lock, Some(TwoPhaseLock::Tables(_))));
+        // The orders of a customer named by user name, reached by the customer's id, not their
+        // key: the name's key lock, then a key lock on each id the customers so named have (a
+        // new order of theirs must hold one), then the pairs; nothing to count.
+        let Some(TwoPhaseLock::Partition { keys, every_row: Some((rows, binds)), partner: Some(partner), .. }) = tpcw.statement("getMostRecentOrder", "latest_order_id").unwrap().lock.clone() else {
+            panic!("{:?}", tpcw.statement("getMostRecentOrder", "latest_order_id").unwrap().lock)
+        };
+        assert_eq!(keys.iter().map(|k| (k.table.as_str(), k.columns.clone())).collect::<Vec<_>>(), vec![("customer", vec!["c_uname".to_string()])]);
+        assert_eq!((partner.table.as_str(), partner.key_columns.clone(), partner.binds.clone()), ("orders", vec!["o_c_id".to_string()], vec![0]));
+        assert_eq!((partner.keys_sql.as_str(), partner.count_sql.as_deref()), ("SELECT DISTINCT c_id FROM customer WHERE c_uname = $1", None));
+        assert_eq!((rows.as_str(), binds), ("SELECT 1 FROM customer JOIN orders ON o_c_id = c_id WHERE c_uname = $1 FOR SHARE OF customer FOR SHARE OF orders", vec![0]));
+        // So every new order takes the key lock of its customer's id, the same as the read's.
+        let TwoPhaseLock::Insert { table, new_rows, .. } = tpcw.statement("doBuyConfirm", "insert_order").unwrap().lock.clone().unwrap() else { panic!() };
+        assert!(tpcw.key_sets["orders"].contains(&vec!["o_c_id".to_string()]), "{:?}", tpcw.key_sets["orders"]);
+        let customer = new_rows[0].iter().find(|(c, _)| c == "o_c_id").map(|(_, v)| v.clone()).unwrap();
+        let KeyValue::Arg(at) = customer else { panic!("{customer:?}") };
+        let mut args = vec![Value::Null; at + 1];
+        args[at] = Value::Int(42);
+        let inserted = tpcw.new_row_keys(&table, |c| new_rows[0].iter().find(|(col, _)| col == c).map(|(_, v)| v.encoded(&args))).unwrap();
+        assert!(inserted.contains(&partner.key(&[Value::Int(42)])) && !inserted.contains(&partner.key(&[Value::Int(43)])), "{inserted:?}");
     }
 
     #[test]
@@ -1643,10 +1691,9 @@ mod tests {
         assert!(whole.is_empty());
         assert_eq!(driving_key.map(|k| k.columns), Some(vec!["c_uname".to_string()]));
         assert_eq!(keyed, vec!["address".to_string(), "country".to_string(), "customer".to_string()]);
-        // A join with a LIMIT (its count cannot tell a lost row) and one with an aggregate, that
-        // fix no value in a table rows are added to: their tables whole. (One read by values
-        // fixed in each such table is `Partition`'s.)
-        assert_eq!(lock("getMostRecentOrder", "latest_order_id"), TwoPhaseLock::Tables(vec!["customer".into(), "orders".into()]));
+        // A join with an aggregate over a range of orders, which every new order enters: its
+        // tables whole. (A read by values fixed in each table rows are added to, or reaching
+        // one from such a table, is `Partition`'s.)
         assert!(matches!(lock("getBestSellers", "best_sellers"), TwoPhaseLock::Tables(_)));
     }
 

@@ -1862,26 +1862,27 @@ impl ServerDb<'_> {
 
 impl ServerDb<'_> {
     /// What [`TwoPhaseLock::Partition`] locks before its statement runs: its key locks, the key
-    /// locks of a partner's absent keys, then every row it can read; and, if the pairs and the
+    /// locks of the values its partner is reached by (of absent partners only, when reached by
+    /// key), then every row it can read; and, for a partner reached by key, if the pairs and the
     /// absent partners do not account for every row matched, the partner's table whole.
     fn lock_partition(&mut self, stmt: &str, keys: &[KeyLock], every_row: Option<&(String, Vec<usize>)>, partner: Option<&Partner>, args: &[Value]) -> Result<(), DbError> {
         for key in keys {
             self.lock_keys(stmt, &key.table, &[key.key(args)], false)?;
         }
-        let absent = match partner {
+        let found = match partner {
             Some(p) => {
-                let absent = self.run(stmt, &p.absent_sql, &p.binds, args)?.0;
-                let keys: Vec<i64> = absent.iter().map(|row| p.key(row)).collect();
+                let found = self.run(stmt, &p.keys_sql, &p.binds, args)?.0;
+                let keys: Vec<i64> = found.iter().map(|row| p.key(row)).collect();
                 self.lock_keys(stmt, &p.table, &keys, false)?;
-                absent.len()
+                found.len()
             }
             None => 0,
         };
         let Some((rows_sql, binds)) = every_row else { return Ok(()) };
         let pairs = self.run(stmt, rows_sql, binds, args)?.0.len();
-        if let Some(p) = partner {
-            let counted = self.run(stmt, &p.count_sql, &p.binds, args)?.0;
-            if counted.first().and_then(|r| r.first()).and_then(Value::as_int) != Some((pairs + absent) as i64) {
+        if let Some(p @ Partner { count_sql: Some(count_sql), .. }) = partner {
+            let counted = self.run(stmt, count_sql, &p.binds, args)?.0;
+            if counted.first().and_then(|r| r.first()).and_then(Value::as_int) != Some((pairs + found) as i64) {
                 self.lock_tables(stmt, std::slice::from_ref(&p.table))?;
             }
         }
