@@ -1239,7 +1239,8 @@ fn partition_lock(app: &Application, mutable: &Mutable, q: &sqlparser::ast::Quer
 /// equalities of its columns with the other's, some of which a key lock can lock, and no
 /// condition of `stable` (the WHERE clause's conditions `every_row` keeps) names it: then a row
 /// of it joins a row of the other that `stable` matches only with the values that row reaches
-/// it by, every pair there is `every_row` locks, and a new one must hold values key-locked.
+/// it by: `every_row` locks the pairs there are, and a new one needs a row holding values
+/// key-locked.
 /// Reached by its whole primary key, each row of the other has one partner at most, and only
 /// an absent one's key needs a key lock: a row of the partner can come into the join only with
 /// such a key.
