@@ -1396,6 +1396,39 @@ fn a_read_of_rows_an_insert_can_add_is_locked_by_the_values_it_fixes_on_postgres
     }
 }
 
+/// A fresh PostgreSQL database of `app`'s schema, the 2PC baseline's storage over it (recovered:
+/// epoch 1), and a plain connection to it for the test's own statements.
+fn one_participant_on_postgresql(name: &str, app: Arc<ensemble_app::Application>) -> (Scratch, Arc<ensemble_server::dialect::Translated>, ensemble_server::TwoPcStorage, ensemble_server::conn::Conn) {
+    use ensemble_twopc::{Job, JobResult};
+    let dbs = Scratch::new(Engine::Postgres, name, 1);
+    let sql = Arc::new(translate(&app, dbs.engine).unwrap());
+    let url = admin::instance_url(dbs.engine, &dbs.urls, &dbs.run, 0).unwrap();
+    ServerStorage::open(&url, app.clone(), sql.clone(), InstanceId(0)).unwrap().create_schema().unwrap();
+    let looker = ensemble_server::conn::Conn::open(dbs.engine, &url).unwrap();
+    let shared = ensemble_server::TwoPcShared::new(&url, app, sql.clone(), InstanceId(0), &dbs.run, Default::default()).unwrap();
+    let mut a = ensemble_server::TwoPcStorage::open(shared).unwrap();
+    assert_eq!(a.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] });
+    (dbs, sql, a, looker)
+}
+
+/// Applies `change` as participant branch `n` of a transaction instance 1 coordinates: true if
+/// the branch voted yes (it is then rolled back), false if it voted no on a lock timeout.
+fn voted_yes_as_participant(a: &mut ensemble_server::TwoPcStorage, n: u64, change: ensemble_app::RowChange) -> bool {
+    use ensemble_twopc::{Job, JobResult, Xid};
+    let xid = Xid { coordinator: InstanceId(1), epoch: 1, n };
+    match a.run(&Job::Apply { xid, update: ensemble_app::StateUpdate { changes: vec![change], writer: None } }) {
+        JobResult::Voted { yes: true, .. } => {
+            assert_eq!(a.run(&Job::Finish { xid, commit: false, ts: 0 }), JobResult::Finished);
+            true
+        }
+        JobResult::Voted { yes: false, why: Some(why), .. } => {
+            assert!(why.contains("lock timeout"), "{why}");
+            false
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// RUBiS's items of a category whose sellers live in a region read a join of two tables rows are
 /// added to. While such a read holds its locks, a participant's branch that would add a row to
 /// what it read (an item of that category, a user of that region) or change a row it matched
@@ -1407,13 +1440,7 @@ fn a_read_of_rows_an_insert_can_add_is_locked_by_the_values_it_fixes_on_postgres
 #[ignore = "needs the PostgreSQL server (scripts/server-suites.sh)"]
 fn a_join_is_locked_by_the_values_it_fixes_in_each_table_rows_are_added_to_on_postgresql() {
     use ensemble_server::dialect::{key_lock_statement, TwoPhaseLock};
-    use ensemble_twopc::{Job, JobResult, Xid};
-    let dbs = Scratch::new(Engine::Postgres, "joinkeys", 1);
-    let app = apps::rubis::application();
-    let sql = Arc::new(translate(&app, dbs.engine).unwrap());
-    let url = admin::instance_url(dbs.engine, &dbs.urls, &dbs.run, 0).unwrap();
-    ServerStorage::open(&url, app.clone(), sql.clone(), InstanceId(0)).unwrap().create_schema().unwrap();
-    let mut looker = ensemble_server::conn::Conn::open(dbs.engine, &url).unwrap();
+    let (_dbs, sql, mut a, mut looker) = one_participant_on_postgresql("joinkeys", apps::rubis::application());
     // Users 1 and 2 in regions 1 and 2; items 10 and 11 of user 1, in categories 5 and 6.
     looker
         .batch(
@@ -1421,9 +1448,6 @@ fn a_join_is_locked_by_the_values_it_fixes_in_each_table_rows_are_added_to_on_po
              INSERT INTO items VALUES (10, 'n', 'd', 1, 1, 1, 1, 0, 0, 0, 100, 1, 5), (11, 'n', 'd', 1, 1, 1, 1, 0, 0, 0, 100, 1, 6)",
         )
         .unwrap();
-    let shared = ensemble_server::TwoPcShared::new(&url, app, sql.clone(), InstanceId(0), &dbs.run, Default::default()).unwrap();
-    let mut a = ensemble_server::TwoPcStorage::open(shared).unwrap();
-    assert_eq!(a.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] });
     let search = sql.statement("SearchItemsByRegion", "items_in_region").unwrap();
     let Some(TwoPhaseLock::Partition { keys, sql: look, every_row: Some((rows_sql, binds)), partner: None }) = search.lock.clone() else {
         panic!("the items of a region are not locked as a partition: {:?}", search.lock)
@@ -1448,21 +1472,9 @@ fn a_join_is_locked_by_the_values_it_fixes_in_each_table_rows_are_added_to_on_po
     };
     let bid_on = |id: i64| ensemble_app::RowChange { table: "items".into(), kind: ChangeKind::Update { key: vec![("id".into(), Value::Int(id))], set: vec![("max_bid".into(), Value::Int(7))] } };
     let mut n = 0;
-    let mut apply = |change: ensemble_app::RowChange| {
+    let mut apply = |change| {
         n += 1;
-        let xid = Xid { coordinator: InstanceId(1), epoch: 1, n };
-        let voted = a.run(&Job::Apply { xid, update: ensemble_app::StateUpdate { changes: vec![change], writer: None } });
-        match voted {
-            JobResult::Voted { yes: true, .. } => {
-                assert_eq!(a.run(&Job::Finish { xid, commit: false, ts: 0 }), JobResult::Finished);
-                true
-            }
-            JobResult::Voted { yes: false, why: Some(why), .. } => {
-                assert!(why.contains("lock timeout"), "{why}");
-                false
-            }
-            other => panic!("{other:?}"),
-        }
+        voted_yes_as_participant(&mut a, n, change)
     };
     // An item of the category (its seller in another region: the items' key lock keeps it out).
     assert!(!apply(item(12, 2, 5)), "an item of the category read went in");
@@ -1514,13 +1526,7 @@ fn a_join_is_locked_by_the_values_it_fixes_in_each_table_rows_are_added_to_on_po
 #[ignore = "needs the PostgreSQL server (scripts/server-suites.sh)"]
 fn a_join_reaching_a_table_by_values_it_reads_locks_those_values_on_postgresql() {
     use ensemble_server::dialect::{key_lock_statement, TwoPhaseLock};
-    use ensemble_twopc::{Job, JobResult, Xid};
-    let dbs = Scratch::new(Engine::Postgres, "reached", 1);
-    let app = apps::tpcw::application();
-    let sql = Arc::new(translate(&app, dbs.engine).unwrap());
-    let url = admin::instance_url(dbs.engine, &dbs.urls, &dbs.run, 0).unwrap();
-    ServerStorage::open(&url, app.clone(), sql.clone(), InstanceId(0)).unwrap().create_schema().unwrap();
-    let mut looker = ensemble_server::conn::Conn::open(dbs.engine, &url).unwrap();
+    let (_dbs, sql, mut a, mut looker) = one_participant_on_postgresql("reached", apps::tpcw::application());
     // Customers 1 and 2, user names u1 and u2; order 10 of customer 1.
     looker
         .batch(
@@ -1529,9 +1535,6 @@ fn a_join_reaching_a_table_by_values_it_reads_locks_those_values_on_postgresql()
              INSERT INTO orders VALUES (10, 1, 5, 1, 1, 1, 'AIR', 6, 1, 1, 'PENDING')",
         )
         .unwrap();
-    let shared = ensemble_server::TwoPcShared::new(&url, app, sql.clone(), InstanceId(0), &dbs.run, Default::default()).unwrap();
-    let mut a = ensemble_server::TwoPcStorage::open(shared).unwrap();
-    assert_eq!(a.run(&Job::Recover), JobResult::Recovered { epoch: 1, in_doubt: vec![] });
     let latest = sql.statement("getMostRecentOrder", "latest_order_id").unwrap();
     let Some(TwoPhaseLock::Partition { keys, sql: look, every_row: Some((rows_sql, binds)), partner: Some(partner) }) = latest.lock.clone() else {
         panic!("a customer's latest order is not locked with its orders as partners: {:?}", latest.lock)
@@ -1556,20 +1559,9 @@ fn a_join_reaching_a_table_by_values_it_reads_locks_those_values_on_postgresql()
     };
     let login = |customer: i64| ensemble_app::RowChange { table: "customer".into(), kind: ChangeKind::Update { key: vec![("c_id".into(), Value::Int(customer))], set: vec![("c_login".into(), Value::Int(9))] } };
     let mut n = 0;
-    let mut apply = |change: ensemble_app::RowChange| {
+    let mut apply = |change| {
         n += 1;
-        let xid = Xid { coordinator: InstanceId(1), epoch: 1, n };
-        match a.run(&Job::Apply { xid, update: ensemble_app::StateUpdate { changes: vec![change], writer: None } }) {
-            JobResult::Voted { yes: true, .. } => {
-                assert_eq!(a.run(&Job::Finish { xid, commit: false, ts: 0 }), JobResult::Finished);
-                true
-            }
-            JobResult::Voted { yes: false, why: Some(why), .. } => {
-                assert!(why.contains("lock timeout"), "{why}");
-                false
-            }
-            other => panic!("{other:?}"),
-        }
+        voted_yes_as_participant(&mut a, n, change)
     };
     assert!(!apply(order(11, 1)), "a new order of the customer read went in");
     assert!(apply(order(12, 2)), "another customer's order was kept out");
