@@ -167,7 +167,7 @@ pub struct Partner {
     pub key_columns: Vec<String>,
     pub keys_sql: String,
     pub count_sql: Option<String>,
-    /// The arguments both queries bind.
+    /// The arguments `keys_sql` binds, and `count_sql` too.
     pub binds: Vec<usize>,
 }
 
