@@ -1104,7 +1104,7 @@ fn join_lock(app: &Application, mutable: &Mutable, q: &sqlparser::ast::Query, se
         locked.locks.push(LockClause { lock_type: LockType::Share, of: Some(ObjectName::from(vec![Ident::new(alias.clone())])), nonblock: None });
     }
     // The count of driving rows.
-    let (count, count_binds) = count_rows(&from.relation, sel.selection.iter())?;
+    let (count, count_binds) = count_rows(&from.relation, sel.selection.as_slice())?;
     let whole: Vec<String> = if driving_keyed || driving_key.is_some() { Vec::new() } else { vec![driving.clone()] };
     let mut keyed: Vec<String> = row_locked.iter().map(|(_, t)| t.clone()).collect();
     keyed.sort();
@@ -1226,11 +1226,7 @@ fn partition_lock(app: &Application, mutable: &Mutable, q: &sqlparser::ast::Quer
         return Ok(Some(TwoPhaseLock::Partition { keys, sql: q.to_string(), every_row: None, partner: None }));
     }
     let of: String = written.iter().map(|a| format!(" FOR SHARE OF {a}")).collect();
-    let rows = match stable.is_empty() {
-        false => format!("SELECT 1 FROM {from} WHERE {}{of}", stable.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" AND ")),
-        true => format!("SELECT 1 FROM {from}{of}"),
-    };
-    let mut rows = parse_one(&rows)?;
+    let mut rows = parse_one(&format!("SELECT 1 FROM {from}{}{of}", where_all(&stable)))?;
     let binds = renumber_placeholders(&mut rows)?;
     Ok(Some(TwoPhaseLock::Partition { keys, sql: q.to_string(), every_row: Some((rows.to_string(), binds)), partner }))
 }
@@ -1293,23 +1289,21 @@ fn partner_of(app: &Application, mutable: &Mutable, joined: &Joined, from: &sqlp
         return Ok(None);
     }
     let from_other: Vec<String> = key_columns.iter().map(|k| reached[*k].to_string()).collect();
-    let matched: Vec<String> = stable.iter().map(|c| c.to_string()).collect();
-    let keys = match (by_key, matched.is_empty()) {
-        (true, _) => format!(
+    let keys = match by_key {
+        true => format!(
             "SELECT {} FROM {other} LEFT JOIN {} ON {on} WHERE {alias}.{} IS NULL{}",
             from_other.join(", "),
             joined_relation(from, alias),
             key_columns[0],
-            matched.iter().map(|c| format!(" AND {c}")).collect::<String>()
+            stable.iter().map(|c| format!(" AND {c}")).collect::<String>()
         ),
-        (false, false) => format!("SELECT DISTINCT {} FROM {other} WHERE {}", from_other.join(", "), matched.join(" AND ")),
-        (false, true) => format!("SELECT DISTINCT {} FROM {other}", from_other.join(", ")),
+        false => format!("SELECT DISTINCT {} FROM {other}{}", from_other.join(", "), where_all(stable)),
     };
     let mut keys = parse_one(&keys)?;
     let binds = renumber_placeholders(&mut keys)?;
     let count_sql = match by_key {
         true => {
-            let (count, count_binds) = count_rows(other, stable.iter())?;
+            let (count, count_binds) = count_rows(other, stable)?;
             // Both queries bind the same arguments in the same order: `stable`'s placeholders.
             if count_binds != binds {
                 return Ok(None);
@@ -1335,15 +1329,18 @@ fn joined_relation<'f>(from: &'f sqlparser::ast::TableWithJoins, alias: &str) ->
 
 /// The query counting the rows of `relation` that every one of `conditions` holds for, its
 /// placeholders numbered afresh, with the argument each binds.
-fn count_rows<'e>(relation: &TableFactor, conditions: impl Iterator<Item = &'e Expr>) -> Result<(String, Vec<usize>), String> {
-    let conditions: Vec<String> = conditions.map(|c| c.to_string()).collect();
-    let count = match conditions.is_empty() {
-        false => format!("SELECT count(*) FROM {relation} WHERE {}", conditions.join(" AND ")),
-        true => format!("SELECT count(*) FROM {relation}"),
-    };
-    let mut count = parse_one(&count)?;
+fn count_rows(relation: &TableFactor, conditions: &[Expr]) -> Result<(String, Vec<usize>), String> {
+    let mut count = parse_one(&format!("SELECT count(*) FROM {relation}{}", where_all(conditions)))?;
     let binds = renumber_placeholders(&mut count)?;
     Ok((count.to_string(), binds))
+}
+
+/// ` WHERE` and every one of `conditions`, joined by AND; nothing if there is none.
+fn where_all(conditions: &[Expr]) -> String {
+    match conditions {
+        [] => String::new(),
+        _ => format!(" WHERE {}", conditions.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" AND ")),
+    }
 }
 
 /// Numbers `stmt`'s placeholders afresh by first appearance, giving the argument each binds
