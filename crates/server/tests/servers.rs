@@ -1351,7 +1351,7 @@ fn a_range_no_transaction_adds_rows_to_is_locked_by_its_rows_on_postgresql() {
 #[test]
 #[ignore = "needs PostgreSQL: .ci/run starts it and runs this"]
 fn a_read_of_rows_an_insert_can_add_is_locked_by_the_values_it_fixes_on_postgresql() {
-    use ensemble_server::dialect::{key_lock_statement, TwoPhaseLock};
+    use ensemble_server::dialect::TwoPhaseLock;
     use ensemble_twopc::{Job, JobResult, Xid};
     let dbs = Scratch::new(Engine::Postgres, "keylock", 1);
     let (mut a, _) = shop_twopc_storages(&dbs, 0);
@@ -1364,8 +1364,7 @@ fn a_read_of_rows_an_insert_can_add_is_locked_by_the_values_it_fixes_on_postgres
     let url = admin::instance_url(dbs.engine, &dbs.urls, &dbs.run, 0).unwrap();
     let mut looker = ensemble_server::conn::Conn::open(dbs.engine, &url).unwrap();
     looker.batch("BEGIN").unwrap();
-    let (lock, keys) = key_lock_statement(&[key.key(&[Value::Int(7)])], false);
-    looker.run(&lock, &keys.iter().collect::<Vec<_>>()).unwrap();
+    take_shared_key_locks(&mut looker, &[key.key(&[Value::Int(7)])]);
     let (rows, _) = looker.run(&look, &[&Value::Int(7)]).unwrap();
     assert!(rows.is_empty(), "{rows:?}");
     let line = |cart: i64, n: u64| {
@@ -1411,6 +1410,12 @@ fn one_participant_on_postgresql(name: &str, app: Arc<ensemble_app::Application>
     (dbs, sql, a, looker)
 }
 
+/// Takes the shared key locks `keys` on `looker`'s transaction, as a read holding them would.
+fn take_shared_key_locks(looker: &mut ensemble_server::conn::Conn, keys: &[i64]) {
+    let (lock, args) = ensemble_server::dialect::key_lock_statement(keys, false);
+    looker.run(&lock, &args.iter().collect::<Vec<_>>()).unwrap();
+}
+
 /// Applies `change` as participant branch `n` of a transaction instance 1 coordinates: true if
 /// the branch voted yes (it is then rolled back), false if it voted no on a lock timeout.
 fn voted_yes_as_participant(a: &mut ensemble_server::TwoPcStorage, n: u64, change: ensemble_app::RowChange) -> bool {
@@ -1439,7 +1444,7 @@ fn voted_yes_as_participant(a: &mut ensemble_server::TwoPcStorage, n: u64, chang
 #[test]
 #[ignore = "needs the PostgreSQL server (scripts/server-suites.sh)"]
 fn a_join_is_locked_by_the_values_it_fixes_in_each_table_rows_are_added_to_on_postgresql() {
-    use ensemble_server::dialect::{key_lock_statement, TwoPhaseLock};
+    use ensemble_server::dialect::TwoPhaseLock;
     let (_dbs, sql, mut a, mut looker) = one_participant_on_postgresql("joinkeys", apps::rubis::application());
     // Users 1 and 2 in regions 1 and 2; items 10 and 11 of user 1, in categories 5 and 6.
     looker
@@ -1455,10 +1460,7 @@ fn a_join_is_locked_by_the_values_it_fixes_in_each_table_rows_are_added_to_on_po
     // Category 5, region 1, ending at 0 or later, 20 from the first.
     let args = [Value::Int(5), Value::Int(1), Value::Int(0), Value::Int(20), Value::Int(0)];
     looker.batch("BEGIN").unwrap();
-    for k in &keys {
-        let (lock, key_args) = key_lock_statement(&[k.key(&args)], false);
-        looker.run(&lock, &key_args.iter().collect::<Vec<_>>()).unwrap();
-    }
+    take_shared_key_locks(&mut looker, &keys.iter().map(|k| k.key(&args)).collect::<Vec<_>>());
     looker.run(&rows_sql, &binds.iter().map(|b| &args[*b]).collect::<Vec<_>>()).unwrap();
     let (rows, _) = looker.run(&look, &search.binds.iter().map(|b| &args[*b]).collect::<Vec<_>>()).unwrap();
     assert_eq!(rows.iter().map(|r| r[0].clone()).collect::<Vec<_>>(), vec![Value::Int(10)]);
@@ -1497,14 +1499,10 @@ fn a_join_is_locked_by_the_values_it_fixes_in_each_table_rows_are_added_to_on_po
     let args = [Value::Int(2), Value::Int(0)];
     let bind = |binds: &[usize]| binds.iter().map(|b| &args[*b]).collect::<Vec<_>>();
     looker.batch("BEGIN").unwrap();
-    for k in &keys {
-        let (lock, key_args) = key_lock_statement(&[k.key(&args)], false);
-        looker.run(&lock, &key_args.iter().collect::<Vec<_>>()).unwrap();
-    }
+    take_shared_key_locks(&mut looker, &keys.iter().map(|k| k.key(&args)).collect::<Vec<_>>());
     let (absent, _) = looker.run(&partner.keys_sql, &bind(&partner.binds)).unwrap();
     assert_eq!(absent, vec![vec![Value::Int(99)]]);
-    let (lock, key_args) = key_lock_statement(&absent.iter().map(|r| partner.key(r)).collect::<Vec<_>>(), false);
-    looker.run(&lock, &key_args.iter().collect::<Vec<_>>()).unwrap();
+    take_shared_key_locks(&mut looker, &absent.iter().map(|r| partner.key(r)).collect::<Vec<_>>());
     let (pairs, _) = looker.run(&rows_sql, &bind(&binds)).unwrap();
     let (counted, _) = looker.run(partner.count_sql.as_deref().expect("reached by key, counted"), &bind(&partner.binds)).unwrap();
     assert_eq!((pairs.len(), counted), (1, vec![vec![Value::Int(2)]]), "one pair and one absent item account for both bids");
@@ -1525,7 +1523,7 @@ fn a_join_is_locked_by_the_values_it_fixes_in_each_table_rows_are_added_to_on_po
 #[test]
 #[ignore = "needs the PostgreSQL server (scripts/server-suites.sh)"]
 fn a_join_reaching_a_table_by_values_it_reads_locks_those_values_on_postgresql() {
-    use ensemble_server::dialect::{key_lock_statement, TwoPhaseLock};
+    use ensemble_server::dialect::TwoPhaseLock;
     let (_dbs, sql, mut a, mut looker) = one_participant_on_postgresql("reached", apps::tpcw::application());
     // Customers 1 and 2, user names u1 and u2; order 10 of customer 1.
     looker
@@ -1542,14 +1540,10 @@ fn a_join_reaching_a_table_by_values_it_reads_locks_those_values_on_postgresql()
     let args = [Value::Text("u1".into())];
     let bind = |binds: &[usize]| binds.iter().map(|b| &args[*b]).collect::<Vec<_>>();
     looker.batch("BEGIN").unwrap();
-    for k in &keys {
-        let (lock, key_args) = key_lock_statement(&[k.key(&args)], false);
-        looker.run(&lock, &key_args.iter().collect::<Vec<_>>()).unwrap();
-    }
+    take_shared_key_locks(&mut looker, &keys.iter().map(|k| k.key(&args)).collect::<Vec<_>>());
     let (ids, _) = looker.run(&partner.keys_sql, &bind(&partner.binds)).unwrap();
     assert_eq!(ids, vec![vec![Value::Int(1)]], "the customer's id");
-    let (lock, key_args) = key_lock_statement(&ids.iter().map(|r| partner.key(r)).collect::<Vec<_>>(), false);
-    looker.run(&lock, &key_args.iter().collect::<Vec<_>>()).unwrap();
+    take_shared_key_locks(&mut looker, &ids.iter().map(|r| partner.key(r)).collect::<Vec<_>>());
     looker.run(&rows_sql, &bind(&binds)).unwrap();
     let (rows, _) = looker.run(&look, &bind(&latest.binds)).unwrap();
     assert_eq!(rows, vec![vec![Value::Int(10)]]);
