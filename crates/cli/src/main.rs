@@ -953,6 +953,15 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 count("outcomes_read")
             );
         }
+        // 2pc: a coordinator stopped waiting for votes only when a prepare or a vote was
+        // lost, or a participant stopped before voting.
+        if count("votes_timed_out") > 0 {
+            println!(
+                "{}: {} distributed attempt(s) aborted because a vote had not come within the coordinator's wait (votes_timed_out)",
+                r.experiment.label,
+                count("votes_timed_out")
+            );
+        }
         for (message, n) in &r.summary.error_kinds {
             println!("{}: {n} request(s) refused: {message}", r.experiment.label);
         }

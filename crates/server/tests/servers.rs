@@ -2201,6 +2201,7 @@ impl TwoPcCluster {
             max_attempts: 10,
             retry_backoff: std::time::Duration::from_millis(5),
             inquire_after: std::time::Duration::from_secs(1),
+            vote_timeout: std::time::Duration::from_secs(5),
             seed: 1,
         };
         let mut node = ensemble_twopc::TwoPcNode::new(InstanceId(i), cfg, self.app.clone(), self.plan.clone());
@@ -2229,6 +2230,7 @@ impl TwoPcCluster {
                 }
                 Effect::Reply { reply, .. } => self.replies.push(reply),
                 Effect::SetTimer { id, .. } => self.timers[i as usize].push(id),
+                Effect::CancelTimer { id } => self.timers[i as usize].retain(|t| *t != id),
                 other => panic!("instance {i}: {other:?}"),
             }
         }
@@ -2311,6 +2313,74 @@ fn is_vote(e: &ensemble_core::Event<ensemble_twopc::TwoPc>) -> bool {
 
 fn is_decision(e: &ensemble_core::Event<ensemble_twopc::TwoPc>) -> bool {
     matches!(e, ensemble_core::Event::Message { msg: ensemble_twopc::Message::Decide { .. }, .. })
+}
+
+fn is_prepare(e: &ensemble_core::Event<ensemble_twopc::TwoPc>) -> bool {
+    matches!(e, ensemble_core::Event::Message { msg: ensemble_twopc::Message::Prepare { .. }, .. })
+}
+
+/// A prepare that never reaches its participant (lost with its connection, or with a
+/// participant that stopped before it prepared) leaves no branch that would ask for a decision:
+/// the coordinator's branch, holding its locks, waits for the vote only until its wait runs
+/// out, then rolls back, and the request runs again and commits. A vote lost after its branch
+/// prepared is counted as a no the same way, the branch is told the abort, and the vote, come
+/// late, is answered from the coordinator's records.
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn a_vote_that_does_not_come_aborts_the_attempt_and_the_request_runs_again() {
+    for engine in ENGINES {
+        let name = engine.name();
+        let mut c = TwoPcCluster::new(engine, "votewait", 2);
+        let cart = |k: i64| vec![Value::Int(k)];
+        // Carts with an even id are instance 0's (the plan partitions by cart id).
+        let fill = |c: &mut TwoPcCluster, seq: u64, k: i64| {
+            c.submit(0, seq, "create_cart", cart(k));
+            c.submit(0, seq + 1, "add_item", vec![Value::Int(k), Value::Int(3), Value::Int(1)]);
+            c.settle(|_, _| true);
+            c.committed(seq);
+            c.committed(seq + 1);
+        };
+        let vote_wait = std::time::Duration::from_secs(5);
+        let back_off = std::time::Duration::from_millis(5);
+
+        // The prepare is lost.
+        fill(&mut c, 1, 8);
+        let items = c.table(0, "items");
+        c.submit(0, 3, "order", cart(8));
+        c.settle(|_, e| !is_prepare(e));
+        c.lose_next();
+        c.settle(|_, _| true);
+        assert!(!c.quiescent(), "{name}: the coordinator waits for the vote");
+        assert_eq!(c.prepared(), 0, "{name}");
+        c.later(0, vote_wait);
+        assert!(c.replies.iter().all(|r| r.seq != 3), "{name}: the client is not told of the abort");
+        assert_eq!(c.table(0, "items"), items, "{name}: the coordinator's branch rolled back");
+        c.later(0, back_off);
+        c.committed(3);
+        assert_eq!(c.prepared(), 0, "{name}");
+        assert!(c.quiescent(), "{name}");
+        assert!(c.replicas_agree() && c.table(0, "items") != items, "{name}: the order committed everywhere, once");
+
+        // The vote is lost after its branch prepared; it comes after the wait ran out.
+        fill(&mut c, 4, 10);
+        let items = c.table(0, "items");
+        c.submit(0, 6, "order", cart(10));
+        c.settle(|_, e| !is_vote(e));
+        let vote = c.lose_next();
+        assert_eq!(c.prepared(), 1, "{name}: the participant's branch is prepared");
+        c.later(0, vote_wait);
+        assert_eq!(c.prepared(), 0, "{name}: the participant not heard from was told the abort");
+        assert_eq!(c.table(1, "items"), items, "{name}");
+        c.queue.push_back((0, vote));
+        c.settle(|_, _| true);
+        assert_eq!(c.prepared(), 0, "{name}");
+        c.later(0, back_off);
+        c.committed(6);
+        assert!(c.quiescent(), "{name}");
+        assert!(c.replicas_agree() && c.table(0, "items") != items, "{name}: the order committed everywhere, once");
+        let (node, _) = c.nodes[0].as_ref().unwrap();
+        assert_eq!(node.stats().votes_timed_out, 2, "{name}");
+    }
 }
 
 /// A coordinator or a participant that stops between the prepare and the decision leaves no

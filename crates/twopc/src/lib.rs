@@ -33,6 +33,11 @@
 //! - A participant whose decision has not come after [`TwoPcConfig::inquire_after`] asks the
 //!   coordinator ([`Message::Inquire`]), and asks again each period: a decision or a vote lost
 //!   with a connection, or a node that restarted, costs a wait, never a branch left prepared.
+//! - A coordinator whose votes have not all come after [`TwoPcConfig::vote_timeout`] counts
+//!   the missing ones as *no* and aborts, telling every participant it did not hear from: a
+//!   prepare lost with a connection, or a participant that stopped before it prepared, leaves
+//!   no branch that would ask, and the coordinator's branch would otherwise hold its locks for
+//!   good. A vote that comes after that is answered as an inquiry.
 //! - The coordinator answers from memory while it coordinates the transaction (an inquiry
 //!   whose vote it still awaits is a *no*: that vote was lost), and otherwise from its database
 //!   ([`Job::Outcome`]): the record means committed; no record means aborted (presumed abort),
@@ -208,6 +213,15 @@ pub struct TwoPcConfig {
     /// How long a prepared branch waits for its decision before its instance asks the
     /// coordinator, and then between two asks.
     pub inquire_after: Duration,
+    /// How long a coordinator waits for its participants' votes before it counts those that
+    /// have not come as no and aborts. A prepare lost with its connection, or a participant
+    /// that stopped before it prepared, sends no vote and has no branch to ask about, so
+    /// without this bound the coordinator's branch, and every lock it holds, would wait
+    /// forever. A participant does not wait for locks (it votes no at once), so a vote takes a
+    /// round trip and one job; a longer wait costs an attempt, never a wrong outcome: every
+    /// participant whose vote had not come is told the abort, and one that prepared after all
+    /// is told again when its vote comes late or it asks.
+    pub vote_timeout: Duration,
     /// Seeds the back-off draws (with the instance id), so a run's choices follow its seed.
     pub seed: u64,
 }
@@ -225,6 +239,9 @@ pub struct TwoPcStats {
     pub maps_sent: u64,
     /// Prepared branches found at start, left by an earlier incarnation.
     pub in_doubt_at_start: u64,
+    /// Distributed attempts aborted because a vote had not come within
+    /// [`TwoPcConfig::vote_timeout`].
+    pub votes_timed_out: u64,
     /// Inquiries sent about a prepared branch's decision.
     pub inquiries: u64,
     /// Inquiries answered from the records (the transaction was no longer coordinated here).
@@ -278,6 +295,9 @@ struct Coordinating {
     ts: u64,
     /// Set once decided: the commit timestamp, or `None` for an abort.
     decided: Option<Option<u64>>,
+    /// Fires [`TwoPcConfig::vote_timeout`] after the prepares went out, unless cancelled by
+    /// the decision.
+    vote_timer: TimerId,
 }
 
 pub struct TwoPcNode {
@@ -305,6 +325,8 @@ pub struct TwoPcNode {
     forgettable: Vec<Xid>,
     /// Voted-down requests waiting out their back-off: they run again when the timer fires.
     backing_off: BTreeMap<TimerId, (Request, u32)>,
+    /// The transactions whose votes each timer bounds ([`TwoPcConfig::vote_timeout`]).
+    vote_timers: BTreeMap<TimerId, Xid>,
     next_timer: u64,
     rng: ChaCha8Rng,
     failure: Option<String>,
@@ -332,6 +354,7 @@ impl TwoPcNode {
             unfinished: BTreeMap::new(),
             forgettable: Vec::new(),
             backing_off: BTreeMap::new(),
+            vote_timers: BTreeMap::new(),
             next_timer: 0,
             failure: None,
             stats: TwoPcStats::default(),
@@ -421,6 +444,8 @@ impl TwoPcNode {
                 for i in &others {
                     out.push(Effect::Send { to: i.process(), msg: Message::Prepare { xid, update: update.clone() } });
                 }
+                let vote_timer = self.timer(self.cfg.vote_timeout, out);
+                self.vote_timers.insert(vote_timer, xid);
                 let c = Coordinating {
                     request,
                     attempt,
@@ -430,6 +455,7 @@ impl TwoPcNode {
                     all_yes: true,
                     ts: tick,
                     decided: None,
+                    vote_timer,
                 };
                 self.coordinating.insert(xid, c);
             }
@@ -549,10 +575,24 @@ impl TwoPcNode {
         self.watch_prepared(out);
     }
 
+    /// Whether this instance, in this incarnation or an earlier one, made `xid`.
+    fn issued(&self, xid: Xid) -> bool {
+        let epoch = self.epoch.expect("messages are handled once recovered");
+        xid.coordinator == self.id && (xid.epoch < epoch || (xid.epoch == epoch && xid.n < self.next_xid))
+    }
+
     fn on_vote(&mut self, from: ProcessId, xid: Xid, yes: bool, tick: u64, out: &mut Vec<Effect<TwoPc>>) {
         let from_instance = InstanceId::of(from);
         let Some(c) = self.coordinating.get_mut(&xid).filter(|c| c.decided.is_none() && c.waiting.contains(&from_instance)) else {
-            out.push(Effect::Refuse { from, what: format!("a vote on {xid:?}, which this instance is not waiting for from {from}") });
+            if !self.issued(xid) || from_instance == self.id || from.0 >= self.cfg.instances {
+                return out.push(Effect::Refuse { from, what: format!("a vote on {xid:?}, which this instance did not ask {from} for") });
+            }
+            // A vote that came after it was counted as a no (the vote timed out, or its
+            // instance asked first): a yes is a branch prepared after all, which must hear the
+            // abort, as if it had asked; a no has nothing left to undo.
+            if yes {
+                self.on_inquire(from, xid, out);
+            }
             return;
         };
         c.waiting.remove(&from_instance);
@@ -567,13 +607,29 @@ impl TwoPcNode {
         }
     }
 
-    /// Every vote is in. An abort is told at once (presumed abort: nothing need be recorded);
-    /// a commit only once this instance's branch committed with its record, in [`Self::decided`]:
-    /// told before, it could be one that a restarted coordinator would not find.
+    /// The votes of `xid` did not all come within [`TwoPcConfig::vote_timeout`]: those missing
+    /// count as no. Their instances may have prepared (the vote lost on its way) or not (the
+    /// prepare lost, or the participant stopped before it prepared): the abort goes to them
+    /// all, and one that has no such branch ignores it.
+    fn on_vote_timeout(&mut self, xid: Xid, out: &mut Vec<Effect<TwoPc>>) {
+        let Some(c) = self.coordinating.get_mut(&xid).filter(|c| c.decided.is_none()) else { return };
+        self.stats.votes_timed_out += 1;
+        let missing = std::mem::take(&mut c.waiting);
+        c.prepared_at.extend(missing);
+        c.all_yes = false;
+        self.decide(xid, out);
+    }
+
+    /// Every vote is in, or counted as a no once it was late. An abort is told at once
+    /// (presumed abort: nothing need be recorded); a commit only once this instance's branch
+    /// committed with its record, in [`Self::decided`]: told before, it could be one that a
+    /// restarted coordinator would not find.
     fn decide(&mut self, xid: Xid, out: &mut Vec<Effect<TwoPc>>) {
         let c = self.coordinating.get_mut(&xid).expect("deciding what it coordinates");
         let (commit, ts) = (c.all_yes, c.ts);
         c.decided = Some(commit.then_some(ts));
+        self.vote_timers.remove(&c.vote_timer);
+        out.push(Effect::CancelTimer { id: c.vote_timer });
         if !commit {
             self.stats.distributed_aborts += 1;
             for i in &c.prepared_at {
@@ -628,9 +684,7 @@ impl TwoPcNode {
 
     fn on_inquire(&mut self, from: ProcessId, xid: Xid, out: &mut Vec<Effect<TwoPc>>) {
         let asker = InstanceId::of(from);
-        let epoch = self.epoch.expect("messages are handled once recovered");
-        let issued = xid.epoch < epoch || (xid.epoch == epoch && xid.n < self.next_xid);
-        if xid.coordinator != self.id || asker == self.id || from.0 >= self.cfg.instances || !issued {
+        if !self.issued(xid) || asker == self.id || from.0 >= self.cfg.instances {
             return out.push(Effect::Refuse { from, what: format!("an inquiry about {xid:?}, which this instance did not coordinate") });
         }
         let Some(c) = self.coordinating.get_mut(&xid) else {
@@ -717,6 +771,10 @@ impl Process<TwoPc> for TwoPcNode {
             Event::Request(r) => self.on_request(r, out),
             Event::Message { from, msg } => self.on_message(from, msg, out),
             Event::Timer(id) if self.inquiry == Some(id) => self.on_inquiry_timer(now, out),
+            Event::Timer(id) if self.vote_timers.contains_key(&id) => {
+                let xid = self.vote_timers.remove(&id).expect("just looked up");
+                self.on_vote_timeout(xid, out);
+            }
             Event::Timer(id) => {
                 if let Some((request, attempt)) = self.backing_off.remove(&id) {
                     self.run(request, OpClass::Global, attempt, out);
@@ -737,6 +795,7 @@ impl Process<TwoPc> for TwoPcNode {
             ("rejected", s.rejected),
             ("maps_sent", s.maps_sent),
             ("in_doubt_at_start", s.in_doubt_at_start),
+            ("votes_timed_out", s.votes_timed_out),
             ("inquiries", s.inquiries),
             ("outcomes_read", s.outcomes_read),
         ]
@@ -807,6 +866,7 @@ mod tests {
     use ensemble_core::{ClientId, Value};
 
     const INQUIRE_AFTER: Duration = Duration::from_secs(1);
+    const VOTE_TIMEOUT: Duration = Duration::from_secs(5);
 
     /// A node of `n` whose start is done: incarnation 1, nothing in doubt.
     fn node(id: u32, n: u32) -> TwoPcNode {
@@ -819,7 +879,7 @@ mod tests {
     fn fresh(id: u32, n: u32) -> TwoPcNode {
         let app = ensemble_app::application("shop").unwrap();
         let plan: PartitionPlan = toml::from_str(include_str!("../../../plans/shop.toml")).unwrap();
-        let cfg = TwoPcConfig { instances: n, max_attempts: 2, retry_backoff: Duration::from_millis(5), inquire_after: INQUIRE_AFTER, seed: 1 };
+        let cfg = TwoPcConfig { instances: n, max_attempts: 2, retry_backoff: Duration::from_millis(5), inquire_after: INQUIRE_AFTER, vote_timeout: VOTE_TIMEOUT, seed: 1 };
         TwoPcNode::new(InstanceId(id), cfg, app, Arc::new(plan))
     }
 
@@ -916,6 +976,58 @@ mod tests {
         assert_eq!((d.evidence.ts, d.evidence.branches, d.evidence.attempts), (9, 3, 1));
         assert!(c.quiescent());
         assert_eq!(c.in_flight(), None);
+    }
+
+    /// A vote that does not come (its prepare lost, or its participant stopped before it
+    /// prepared) would hold the coordinator's branch and its locks for good: after
+    /// `vote_timeout` it counts as a no, every participant not heard from is told the abort,
+    /// and the request runs again. A yes that comes after that is a branch prepared after all:
+    /// answered as an inquiry, from the records once the attempt is over. A vote that comes in
+    /// time cancels the wait.
+    #[test]
+    fn a_vote_that_does_not_come_aborts_the_attempt_and_a_late_yes_hears_the_abort() {
+        let mut c = node(0, 3);
+        let out = handle(&mut c, Event::Request(request("order", 6)));
+        let [(w, Job::Branch { xid: x, .. })] = stored(&out)[..] else { panic!("{out:?}") };
+        let held = JobResult::Held { outcome: Outcome::Committed(vec![]), update: update(), tick: 5, retries: 0 };
+        let out = handle(&mut c, Event::StorageDone { work: w, result: held });
+        assert_eq!(sent(&out).len(), 2);
+        let [(wait, VOTE_TIMEOUT)] = timers(&out)[..] else { panic!("the wait for the votes is bounded: {out:?}") };
+        assert!(handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Vote { xid: x, yes: true, tick: 6 } }).is_empty());
+        // Instance 2's vote never comes.
+        let out = handle(&mut c, Event::Timer(wait));
+        let mut told: Vec<(ProcessId, Message)> = sent(&out);
+        told.sort_by_key(|(to, _)| *to);
+        assert_eq!(
+            told,
+            vec![(ProcessId(1), Message::Decide { xid: x, commit: false, ts: 6 }), (ProcessId(2), Message::Decide { xid: x, commit: false, ts: 6 })],
+            "the one that voted yes and the one not heard from are both told the abort"
+        );
+        let [(d, Job::Decide { commit: false, .. })] = stored(&out)[..] else { panic!("{out:?}") };
+        assert_eq!((c.stats().votes_timed_out, c.stats().distributed_aborts), (1, 1));
+        let out = handle(&mut c, Event::StorageDone { work: d, result: JobResult::Decided { committed: false } });
+        let [(again, _)] = timers(&out)[..] else { panic!("runs again after a back-off: {out:?}") };
+
+        // Instance 2 prepared after all: its yes is answered from the records (no record of a
+        // commit: an abort, recorded first).
+        let late = handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Vote { xid: x, yes: true, tick: 7 } });
+        assert_eq!(stored(&late).iter().map(|(_, j)| j.clone()).collect::<Vec<_>>(), vec![Job::Outcome { xid: x }], "{late:?}");
+        let late_no = handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Vote { xid: x, yes: false, tick: 0 } });
+        assert!(late_no.is_empty(), "a late no has nothing to undo: {late_no:?}");
+        let never = handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Vote { xid: xid(0, 9), yes: true, tick: 1 } });
+        assert!(refused(&never), "a vote on an id this instance never made: {never:?}");
+
+        // The next attempt's votes come in time: the decision cancels its wait.
+        let out = handle(&mut c, Event::Timer(again));
+        let [(w, Job::Branch { xid: y, .. })] = stored(&out)[..] else { panic!("{out:?}") };
+        let held = JobResult::Held { outcome: Outcome::Committed(vec![]), update: update(), tick: 8, retries: 0 };
+        let out = handle(&mut c, Event::StorageDone { work: w, result: held });
+        let [(wait, VOTE_TIMEOUT)] = timers(&out)[..] else { panic!("{out:?}") };
+        handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Vote { xid: y, yes: true, tick: 9 } });
+        let out = handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Vote { xid: y, yes: true, tick: 9 } });
+        assert!(out.iter().any(|e| matches!(e, Effect::CancelTimer { id } if *id == wait)), "{out:?}");
+        assert!(handle(&mut c, Event::Timer(wait)).is_empty(), "a wait that fires after its decision does nothing");
+        assert_eq!(c.stats().votes_timed_out, 1);
     }
 
     /// A no vote rolls back the coordinator's branch and runs the request again under a new
@@ -1107,7 +1219,12 @@ mod tests {
         told.sort();
         assert_eq!(told, vec![ProcessId(1), ProcessId(2)], "both prepared branches are rolled back");
         let late = handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Vote { xid: x, yes: true, tick: 7 } });
-        assert!(refused(&late), "the vote counted as a no is not counted again");
+        assert_eq!(
+            sent(&late),
+            vec![(ProcessId(1), Message::Decide { xid: x, commit: false, ts: 6 })],
+            "the vote counted as a no is not counted again: it is answered as the inquiry was"
+        );
+        assert!(stored(&late).is_empty(), "{late:?}");
         let out = handle(&mut c, Event::Message { from: ProcessId(2), msg: Message::Inquire { xid: x } });
         assert_eq!(sent(&out), vec![(ProcessId(2), Message::Decide { xid: x, commit: false, ts: 6 })], "an abort is told again at once");
 

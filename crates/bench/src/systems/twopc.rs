@@ -28,6 +28,11 @@ const RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(5);
 /// coordinator's own commit may first wait up to a lock wait (`LOCK_WAIT_S`) for a worker or a
 /// lock; asking early costs a message, never a wrong answer.
 const INQUIRE_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a coordinator waits for its votes before it aborts (`TwoPcConfig::vote_timeout`):
+/// a vote takes a round trip and a job that waits for no lock, milliseconds; five inquiry
+/// periods leave room for a participant whose connections the server ended to open new ones,
+/// and bound what a lost prepare costs a run to seconds.
+const VOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Storage workers per instance for `clients` clients. A job of the baseline can wait on a row
 /// lock that a prepared branch holds, and that branch's decision is a job of the same instance:
@@ -102,7 +107,7 @@ impl Harness for TwoPcHarness {
 
     fn process(&self, exp: &Experiment, id: ProcessId) -> anyhow::Result<Box<dyn Process<TwoPc>>> {
         let (app, _) = self.belt.loaded(exp)?;
-        let cfg = TwoPcConfig { instances: exp.instances, max_attempts: MAX_ATTEMPTS, retry_backoff: RETRY_BACKOFF, inquire_after: INQUIRE_AFTER, seed: exp.seed };
+        let cfg = TwoPcConfig { instances: exp.instances, max_attempts: MAX_ATTEMPTS, retry_backoff: RETRY_BACKOFF, inquire_after: INQUIRE_AFTER, vote_timeout: VOTE_TIMEOUT, seed: exp.seed };
         Ok(Box::new(TwoPcNode::new(InstanceId::of(id), cfg, app, Arc::new(exp.plan.clone()))))
     }
 
