@@ -2361,10 +2361,27 @@ fn a_vote_that_does_not_come_aborts_the_attempt_and_the_request_runs_again() {
         assert!(c.quiescent(), "{name}");
         assert!(c.replicas_agree() && c.table(0, "items") != items, "{name}: the order committed everywhere, once");
 
-        // The vote is lost after its branch prepared; it comes after the wait ran out.
-        fill(&mut c, 4, 10);
+        // The participant stops before the prepare reaches it, and starts again.
+        fill(&mut c, 4, 14);
         let items = c.table(0, "items");
-        c.submit(0, 6, "order", cart(10));
+        c.submit(0, 6, "order", cart(14));
+        c.settle(|_, e| !is_prepare(e));
+        c.stop(1);
+        c.settle(|_, _| true);
+        c.start(1);
+        assert!(!c.quiescent(), "{name}: the coordinator waits for the vote");
+        c.later(0, vote_wait);
+        assert_eq!(c.table(0, "items"), items, "{name}: the coordinator's branch rolled back");
+        c.later(0, back_off);
+        c.committed(6);
+        assert_eq!(c.prepared(), 0, "{name}");
+        assert!(c.quiescent(), "{name}");
+        assert!(c.replicas_agree() && c.table(0, "items") != items, "{name}: the order committed everywhere, once");
+
+        // The vote is lost after its branch prepared; it comes after the wait ran out.
+        fill(&mut c, 7, 10);
+        let items = c.table(0, "items");
+        c.submit(0, 9, "order", cart(10));
         c.settle(|_, e| !is_vote(e));
         let vote = c.lose_next();
         assert_eq!(c.prepared(), 1, "{name}: the participant's branch is prepared");
@@ -2375,11 +2392,11 @@ fn a_vote_that_does_not_come_aborts_the_attempt_and_the_request_runs_again() {
         c.settle(|_, _| true);
         assert_eq!(c.prepared(), 0, "{name}");
         c.later(0, back_off);
-        c.committed(6);
+        c.committed(9);
         assert!(c.quiescent(), "{name}");
         assert!(c.replicas_agree() && c.table(0, "items") != items, "{name}: the order committed everywhere, once");
         let (node, _) = c.nodes[0].as_ref().unwrap();
-        assert_eq!(node.stats().votes_timed_out, 2, "{name}");
+        assert_eq!(node.stats().votes_timed_out, 3, "{name}");
     }
 }
 
