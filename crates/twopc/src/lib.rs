@@ -288,7 +288,8 @@ struct Coordinating {
     outcome: Outcome,
     /// Instances whose vote has not come.
     waiting: BTreeSet<InstanceId>,
-    /// Instances holding a prepared branch: the ones the decision goes to.
+    /// Instances holding a prepared branch, or that may (their vote did not come in time):
+    /// the ones the decision goes to.
     prepared_at: BTreeSet<InstanceId>,
     all_yes: bool,
     /// The largest tick among this branch's and the votes so far.
