@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The suites that need the real database servers (run by .ci/run after scripts/start-databases.sh):
 #  1. the server backends' own tests against PostgreSQL and MariaDB (ignored by `./x test`),
-#     and a longer seeded sweep of lost messages and restarted nodes of the 2PC baseline;
+#     a 2PC node process killed and resumed over its database, and a longer seeded sweep of
+#     lost messages and restarted nodes of the 2PC baseline;
 #  2. every SQL application under every Conveyor Belt system on each server, simulated and as
 #     real processes, and under the two-phase-commit baseline (real processes), each
 #     run checked serializable by replay (`ensemble bench` exits non-zero on a failed check);
@@ -40,6 +41,8 @@ cargo test --locked -p ensemble-server --test servers -- --ignored
 # The 2PC baseline's seeded sweep of lost messages and restarted nodes, longer than the 30
 # rounds the tests above ran (about two minutes; RESULTS.md, "A coordinator's wait for its
 # votes, bounded", gives 10^4 rounds, its command and its verdict).
+# A 2PC node process killed and started again over its database (`ensemble node --resume`).
+cargo test --locked -p ensemble --test node_resume -- --ignored
 echo "server-suites: 1000 rounds of lost messages and restarted 2PC nodes on each server" >&2
 ENSEMBLE_2PC_LOSS_ROUNDS=1000 ENSEMBLE_2PC_LOSS_SEED=3 \
   cargo test --locked -p ensemble-server --test servers -- --ignored --exact \

@@ -71,6 +71,17 @@ pub trait Harness: Sync {
     /// by each worker through the returned factory.
     fn real_storage(&self, exp: &Experiment, id: ProcessId, dir: &Path) -> anyhow::Result<Option<StorageFactory<Self::S>>>;
 
+    /// Process `id`'s storage in a real node that starts again over the databases an earlier
+    /// node of the same run made and left (`ensemble node --resume`): nothing is created or
+    /// loaded. Only a protocol whose nodes rebuild what they need from their databases can; by
+    /// default a system refuses, saying why.
+    fn resume_storage(&self, exp: &Experiment, _id: ProcessId, _dir: &Path) -> anyhow::Result<Option<StorageFactory<Self::S>>> {
+        anyhow::bail!(
+            "{} nodes keep protocol state in memory that their databases do not hold (for the belt, the token and the ring's sequence of globals), so one cannot start again over its databases; of the systems here only 2pc's nodes recover from theirs",
+            exp.system
+        )
+    }
+
     /// Which of process `id`'s storage jobs a real node runs on a serial lane of their own,
     /// batched ([`ensemble_core::SerialLane`]); `None` (the default): none.
     fn serial_lane(&self, _exp: &Experiment, _id: ProcessId) -> anyhow::Result<Option<ensemble_core::SerialLane<<Self::P as Protocol>::Job>>> {

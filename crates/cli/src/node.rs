@@ -28,8 +28,8 @@ pub struct NodeArgs {
     pub(crate) cluster: PathBuf,
     #[arg(long)]
     pub(crate) host: u32,
-    /// Where this host's processes keep their storage (databases are created; they must not
-    /// exist), and where the host writes its report when it stops.
+    /// Where this host's processes keep their storage (databases are created, and must not
+    /// exist, unless `--resume`), and where the host writes its report when it stops.
     #[arg(long)]
     pub(crate) dir: PathBuf,
     /// The DBMS under the SQL applications' instances, instead of the experiment's: sqlite,
@@ -44,12 +44,17 @@ pub struct NodeArgs {
     /// them when it stops. Letters, digits and `_`.
     #[arg(long)]
     pub(crate) db_run: Option<String>,
+    /// Start again over the databases an earlier node of this host made and left (it stopped
+    /// or was killed): nothing is created or loaded, and the node recovers what it needs from
+    /// them. Only for systems whose nodes can (2pc); the others refuse, saying why.
+    #[arg(long)]
+    pub(crate) resume: bool,
 }
 
 impl NodeArgs {
     /// A host of the run whose experiment and cluster files are these.
     pub(crate) fn of_run(experiment: PathBuf, cluster: PathBuf, host: HostId, dir: PathBuf) -> NodeArgs {
-        NodeArgs { experiment, cluster, host: host.0, dir, backend: None, db_url: Vec::new(), db_run: None }
+        NodeArgs { experiment, cluster, host: host.0, dir, backend: None, db_url: Vec::new(), db_run: None, resume: false }
     }
 }
 
@@ -136,14 +141,17 @@ impl WithHarness for Serve {
                 exp.backend.run = tag.clone();
                 let urls = exp.backend.server_urls();
                 ensemble_server::admin::preflight(engine, &urls).map_err(anyhow::Error::msg)?;
-                for &id in cfg.processes() {
-                    ensemble_server::admin::create_database(engine, &urls, tag, id.0).map_err(anyhow::Error::msg)?;
+                if !args.resume {
+                    for &id in cfg.processes() {
+                        ensemble_server::admin::create_database(engine, &urls, tag, id.0).map_err(anyhow::Error::msg)?;
+                    }
                 }
             }
         }
         let mut processes = Vec::new();
         for &id in cfg.processes() {
-            let storage = h.real_storage(&exp, id, &args.dir)?.map(|open| {
+            let storage = if args.resume { h.resume_storage(&exp, id, &args.dir)? } else { h.real_storage(&exp, id, &args.dir)? };
+            let storage = storage.map(|open| {
                 let f: ensemble_net::StorageFactory<_, _> = Arc::new(move |worker| Box::new(open(worker)) as _);
                 f
             });

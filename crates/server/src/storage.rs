@@ -375,6 +375,18 @@ impl ServerStorage {
         Ok(())
     }
 
+    /// The application's tables this storage's database does not have (none once
+    /// [`Self::create_schema`] ran), in the application's order.
+    pub fn missing_tables(&mut self) -> Result<Vec<String>, ServerError> {
+        let here = match self.sql.engine {
+            Engine::Postgres => "table_schema = current_schema()",
+            Engine::Mariadb => "table_schema = DATABASE()",
+        };
+        let rows = self.conn.batch_rows(&format!("SELECT table_name FROM information_schema.tables WHERE {here}"))?;
+        let present: std::collections::BTreeSet<String> = rows.iter().filter_map(|r| r.first().and_then(|v| v.as_text()).map(str::to_lowercase)).collect();
+        Ok(self.app.tables.iter().map(|t| t.name.clone()).filter(|t| !present.contains(&t.to_lowercase())).collect())
+    }
+
     /// Loads the rows of `data` that `keep(table, columns, row)` accepts, in one transaction.
     pub fn load(&mut self, data: &Dataset, keep: impl Fn(&str, &[String], &[Value]) -> bool) -> Result<u64, ServerError> {
         self.conn.batch(self.begin_plain())?;

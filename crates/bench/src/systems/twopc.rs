@@ -125,6 +125,24 @@ impl Harness for TwoPcHarness {
         Ok(Some(Arc::new(open)))
     }
 
+    /// A node that stopped starts again over its database as it is: its recovery takes a new
+    /// incarnation and asks about the branches left prepared there (`ensemble_twopc`).
+    fn resume_storage(&self, exp: &Experiment, id: ProcessId, _dir: &Path) -> anyhow::Result<Option<StorageFactory<TwoPcStorage>>> {
+        let mut db = self.belt.open_server(exp, id).map_err(|e| anyhow::anyhow!("instance {}: cannot resume over its database: {e}", id.0))?;
+        let missing = db.missing_tables()?;
+        anyhow::ensure!(
+            missing.is_empty(),
+            "instance {}: cannot resume over database {}: it has no table {} (--resume serves a database an earlier node of this run made)",
+            id.0,
+            admin::database_name(&exp.backend.run, id.0),
+            missing.join(", ")
+        );
+        drop(db);
+        let shared = self.shared(exp, id)?;
+        let open = move |_worker: usize| TwoPcStorage::open(shared.clone()).unwrap_or_else(|e| panic!("instance {}: {e}", id.0));
+        Ok(Some(Arc::new(open)))
+    }
+
     fn reopen_storage(&self, exp: &Experiment, id: ProcessId, _dir: &Path) -> anyhow::Result<Option<TwoPcStorage>> {
         Ok(Some(TwoPcStorage::open(self.shared(exp, id)?)?))
     }
