@@ -2264,6 +2264,17 @@ impl TwoPcCluster {
         self.queue.pop_front().expect("an event to lose").1
     }
 
+    /// Creates cart `k` at instance 0 (carts with an even id are instance 0's: the plan
+    /// partitions by cart id) and puts one of item 3 in it, as requests `seq` and `seq + 1`,
+    /// nothing lost.
+    fn fill(&mut self, seq: u64, k: i64) {
+        self.submit(0, seq, "create_cart", vec![Value::Int(k)]);
+        self.submit(0, seq + 1, "add_item", vec![Value::Int(k), Value::Int(3), Value::Int(1)]);
+        self.settle(|_, _| true);
+        self.committed(seq);
+        self.committed(seq + 1);
+    }
+
     fn submit(&mut self, i: u32, seq: u64, txn: &str, params: Vec<Value>) {
         self.queue.push_back((i, ensemble_core::Event::Request(request(seq, txn, params))));
     }
@@ -2369,12 +2380,9 @@ fn lost_messages_and_restarted_nodes_leave_no_branch_in_doubt_and_every_order_wh
         let initial = stock(&c, 0);
         let (mut lost, mut restarts, mut told_committed, mut placed) = (0, 0, 0, 0);
         for round in 0..rounds {
-            // Carts with an even id are instance 0's; filled with nothing lost.
+            // Filled with nothing lost.
             let (seq, cart) = (round * 3 + 1, 100 + 2 * round as i64);
-            c.submit(0, seq, "create_cart", vec![Value::Int(cart)]);
-            c.submit(0, seq + 1, "add_item", vec![Value::Int(cart), Value::Int(3), Value::Int(1)]);
-            c.settle(|_, _| true);
-            c.committed(seq + 1);
+            c.fill(seq, cart);
             c.submit(0, seq + 2, "order", vec![Value::Int(cart)]);
             for _ in 0..40 {
                 while let Some((to, event)) = c.queue.pop_front() {
@@ -2446,19 +2454,11 @@ fn a_vote_that_does_not_come_aborts_the_attempt_and_the_request_runs_again() {
         let name = engine.name();
         let mut c = TwoPcCluster::new(engine, "votewait", 2);
         let cart = |k: i64| vec![Value::Int(k)];
-        // Carts with an even id are instance 0's (the plan partitions by cart id).
-        let fill = |c: &mut TwoPcCluster, seq: u64, k: i64| {
-            c.submit(0, seq, "create_cart", cart(k));
-            c.submit(0, seq + 1, "add_item", vec![Value::Int(k), Value::Int(3), Value::Int(1)]);
-            c.settle(|_, _| true);
-            c.committed(seq);
-            c.committed(seq + 1);
-        };
         let vote_wait = std::time::Duration::from_secs(5);
         let back_off = std::time::Duration::from_millis(5);
 
         // The prepare is lost.
-        fill(&mut c, 1, 8);
+        c.fill(1, 8);
         let items = c.table(0, "items");
         c.submit(0, 3, "order", cart(8));
         c.settle(|_, e| !is_prepare(e));
@@ -2476,7 +2476,7 @@ fn a_vote_that_does_not_come_aborts_the_attempt_and_the_request_runs_again() {
         assert!(c.replicas_agree() && c.table(0, "items") != items, "{name}: the order committed everywhere, once");
 
         // The participant stops before the prepare reaches it, and starts again.
-        fill(&mut c, 4, 14);
+        c.fill(4, 14);
         let items = c.table(0, "items");
         c.submit(0, 6, "order", cart(14));
         c.settle(|_, e| !is_prepare(e));
@@ -2493,7 +2493,7 @@ fn a_vote_that_does_not_come_aborts_the_attempt_and_the_request_runs_again() {
         assert!(c.replicas_agree() && c.table(0, "items") != items, "{name}: the order committed everywhere, once");
 
         // The vote is lost after its branch prepared; it comes after the wait ran out.
-        fill(&mut c, 7, 10);
+        c.fill(7, 10);
         let items = c.table(0, "items");
         c.submit(0, 9, "order", cart(10));
         c.settle(|_, e| !is_vote(e));
@@ -2525,19 +2525,11 @@ fn a_stopped_coordinator_or_participant_leaves_no_branch_in_doubt() {
         let name = engine.name();
         let mut c = TwoPcCluster::new(engine, "recover", 2);
         let cart = |k: i64| vec![Value::Int(k)];
-        // Carts with an even id are instance 0's (the plan partitions by cart id).
-        let fill = |c: &mut TwoPcCluster, seq: u64, k: i64| {
-            c.submit(0, seq, "create_cart", cart(k));
-            c.submit(0, seq + 1, "add_item", vec![Value::Int(k), Value::Int(3), Value::Int(1)]);
-            c.settle(|_, _| true);
-            c.committed(seq);
-            c.committed(seq + 1);
-        };
         let items = c.table(0, "items");
 
         // The coordinator stops before the vote reaches it: its branch, held open on its
         // connection, is rolled back by the server; the participant's stays prepared.
-        fill(&mut c, 1, 8);
+        c.fill(1, 8);
         c.submit(0, 3, "order", cart(8));
         c.settle(|_, e| !is_vote(e));
         c.stop(0);
@@ -2558,7 +2550,7 @@ fn a_stopped_coordinator_or_participant_leaves_no_branch_in_doubt() {
 
         // The coordinator stops after its commit, before its decision reaches the participant:
         // the participant, asking, is told the commit its records hold.
-        fill(&mut c, 5, 10);
+        c.fill(5, 10);
         c.submit(0, 7, "order", cart(10));
         c.settle(|_, e| !is_decision(e));
         c.stop(0);
@@ -2572,7 +2564,7 @@ fn a_stopped_coordinator_or_participant_leaves_no_branch_in_doubt() {
 
         // A participant stops once prepared: the decision sent to it is lost; started again,
         // it finds its branch prepared and asks.
-        fill(&mut c, 8, 12);
+        c.fill(8, 12);
         c.submit(0, 10, "order", cart(12));
         c.settle(|_, e| !is_vote(e));
         c.stop(1);
