@@ -2456,6 +2456,16 @@ fn a_vote_that_does_not_come_aborts_the_attempt_and_the_request_runs_again() {
         let cart = |k: i64| vec![Value::Int(k)];
         let vote_wait = std::time::Duration::from_secs(5);
         let back_off = std::time::Duration::from_millis(5);
+        // Once the wait ran out: the coordinator's branch of order `seq` rolled back, and the
+        // order, run again after its back-off, committed everywhere, once.
+        let rolled_back_then_committed = |c: &mut TwoPcCluster, seq: u64, items: &ensemble_core::Rows| {
+            assert_eq!(&c.table(0, "items"), items, "{name}: the coordinator's branch rolled back");
+            c.later(0, back_off);
+            c.committed(seq);
+            assert_eq!(c.prepared(), 0, "{name}");
+            assert!(c.quiescent(), "{name}");
+            assert!(c.replicas_agree() && &c.table(0, "items") != items, "{name}: the order committed everywhere, once");
+        };
 
         // The prepare is lost.
         c.fill(1, 8);
@@ -2468,12 +2478,7 @@ fn a_vote_that_does_not_come_aborts_the_attempt_and_the_request_runs_again() {
         assert_eq!(c.prepared(), 0, "{name}");
         c.later(0, vote_wait);
         assert!(c.replies.iter().all(|r| r.seq != 3), "{name}: the client is not told of the abort");
-        assert_eq!(c.table(0, "items"), items, "{name}: the coordinator's branch rolled back");
-        c.later(0, back_off);
-        c.committed(3);
-        assert_eq!(c.prepared(), 0, "{name}");
-        assert!(c.quiescent(), "{name}");
-        assert!(c.replicas_agree() && c.table(0, "items") != items, "{name}: the order committed everywhere, once");
+        rolled_back_then_committed(&mut c, 3, &items);
 
         // The participant stops before the prepare reaches it, and starts again.
         c.fill(4, 14);
@@ -2485,12 +2490,7 @@ fn a_vote_that_does_not_come_aborts_the_attempt_and_the_request_runs_again() {
         c.start(1);
         assert!(!c.quiescent(), "{name}: the coordinator waits for the vote");
         c.later(0, vote_wait);
-        assert_eq!(c.table(0, "items"), items, "{name}: the coordinator's branch rolled back");
-        c.later(0, back_off);
-        c.committed(6);
-        assert_eq!(c.prepared(), 0, "{name}");
-        assert!(c.quiescent(), "{name}");
-        assert!(c.replicas_agree() && c.table(0, "items") != items, "{name}: the order committed everywhere, once");
+        rolled_back_then_committed(&mut c, 6, &items);
 
         // The vote is lost after its branch prepared; it comes after the wait ran out.
         c.fill(7, 10);
