@@ -2441,6 +2441,21 @@ fn lost_messages_and_restarted_nodes_leave_no_branch_in_doubt_and_every_order_wh
     }
 }
 
+/// `missing_tables` (what `ensemble node --resume` checks before it serves a database as it
+/// is) names every table of a database without the schema, and none once it is made.
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn missing_tables_names_the_tables_a_database_does_not_have() {
+    for engine in ENGINES {
+        let name = engine.name();
+        let dbs = Scratch::new(engine, "missing", 2);
+        let all: Vec<String> = apps::shop::application().tables.iter().map(|t| t.name.clone()).collect();
+        assert_eq!(dbs.shop_session(0).missing_tables().unwrap(), all, "{name}: an empty database");
+        drop(dbs.shop(1));
+        assert!(dbs.shop_session(1).missing_tables().unwrap().is_empty(), "{name}: a database with the schema");
+    }
+}
+
 /// A prepare that never reaches its participant (lost with its connection, or with a
 /// participant that stopped before it prepared) leaves no branch that would ask for a decision:
 /// the coordinator's branch, holding its locks, waits for the vote only until its wait runs
