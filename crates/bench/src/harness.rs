@@ -77,7 +77,7 @@ pub trait Harness: Sync {
     /// default a system refuses, saying why.
     fn resume_storage(&self, exp: &Experiment, _id: ProcessId, _dir: &Path) -> anyhow::Result<Option<StorageFactory<Self::S>>> {
         anyhow::bail!(
-            "{} nodes keep protocol state in memory that their databases do not hold (for the belt, the token and the ring's sequence of globals), so one cannot start again over its databases; of the systems here only 2pc's nodes recover from theirs",
+            "{} nodes keep protocol state in memory that their databases do not hold, so one cannot start again over its databases; of the systems here only 2pc's nodes recover from theirs",
             exp.system
         )
     }

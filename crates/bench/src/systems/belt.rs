@@ -343,6 +343,13 @@ impl Harness for BeltHarness {
         exp.storage_workers as usize + usize::from(exp.backend.kind == BackendKind::Mariadb)
     }
 
+    fn resume_storage(&self, exp: &Experiment, _id: ProcessId, _dir: &Path) -> anyhow::Result<Option<StorageFactory<InstanceStorage>>> {
+        anyhow::bail!(
+            "{} nodes keep protocol state in memory that their databases do not hold (the token, with the state updates not yet applied at every instance), so one cannot start again over its databases; of the systems here only 2pc's nodes recover from theirs",
+            exp.system
+        )
+    }
+
     fn reopen_storage(&self, exp: &Experiment, id: ProcessId, dir: &Path) -> anyhow::Result<Option<InstanceStorage>> {
         if exp.backend.kind.engine().is_some() {
             return Ok(Some(InstanceStorage::Server(Box::new(self.open_server(exp, id)?))));
