@@ -2,7 +2,8 @@
 //! over the database it left and serves; what committed before is there, and the other node's
 //! transactions that need it commit once it is back. A system whose nodes cannot recover from
 //! their databases, and a database that is not there, are refused with a message that says so.
-//! Needs the local PostgreSQL server: `.ci/run` starts it and runs these (scripts/server-suites.sh).
+//! Needs the local PostgreSQL and MariaDB servers: `.ci/run` starts them and runs these
+//! (scripts/server-suites.sh).
 
 use ensemble_app::InstanceId;
 use ensemble_bench::{BackendKind, Experiment, Runtime};
@@ -19,13 +20,16 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A two-instance shop of the 2PC baseline on the local PostgreSQL, its files in `dir`, each
+/// A two-instance shop of `system` on the local server of `engine`, its files in `dir`, each
 /// host on a port fixed in the cluster file (a node that starts again must be found where it
 /// was).
-fn write_run(dir: &Path, system: &str) -> (Vec<SocketAddr>, std::path::PathBuf, std::path::PathBuf) {
+fn write_run(dir: &Path, system: &str, engine: Engine) -> (Vec<SocketAddr>, std::path::PathBuf, std::path::PathBuf) {
     let mut exp = Experiment::for_system("shop", system, 2, Topology::lan()).unwrap();
     exp.runtime = Runtime::Real;
-    exp.backend.kind = BackendKind::Postgres;
+    exp.backend.kind = match engine {
+        Engine::Postgres => BackendKind::Postgres,
+        Engine::Mariadb => BackendKind::Mariadb,
+    };
     let exp_path = dir.join("experiment.json");
     std::fs::write(&exp_path, serde_json::to_string(&exp).unwrap()).unwrap();
     let listeners: Vec<std::net::TcpListener> = (0..2).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
@@ -57,12 +61,13 @@ fn start(mut cmd: Command) -> Child {
     child
 }
 
-fn local_server() -> Vec<String> {
-    vec![admin::default_url(Engine::Postgres).to_string()]
+fn local_server(engine: Engine) -> Vec<String> {
+    vec![admin::default_url(engine).to_string()]
 }
 
 /// The nodes and the databases of run `tag`, stopped and dropped however the test ends.
 struct Run {
+    engine: Engine,
     tag: String,
     nodes: Vec<Child>,
 }
@@ -74,7 +79,7 @@ impl Drop for Run {
             let _ = n.wait();
         }
         for i in 0..2 {
-            let _ = admin::drop_database(Engine::Postgres, &local_server(), &self.tag, i);
+            let _ = admin::drop_database(self.engine, &local_server(self.engine), &self.tag, i);
         }
     }
 }
@@ -99,10 +104,10 @@ fn order(conn: &mut BlockingConn, seq: u64, cart: i64) -> Done<TwoPcEvidence> {
     call(conn, seq + 2, "order", vec![Value::Int(cart)])
 }
 
-fn orders_at(tag: &str, i: u32) -> Vec<i64> {
+fn orders_at(engine: Engine, tag: &str, i: u32) -> Vec<i64> {
     let app = ensemble_app::application("shop").unwrap();
-    let sql = std::sync::Arc::new(ensemble_server::translate(&app, Engine::Postgres).unwrap());
-    let url = admin::instance_url(Engine::Postgres, &local_server(), tag, i).unwrap();
+    let sql = std::sync::Arc::new(ensemble_server::translate(&app, engine).unwrap());
+    let url = admin::instance_url(engine, &local_server(engine), tag, i).unwrap();
     let mut db = ensemble_server::ServerStorage::open(&url, app, sql, InstanceId(i)).unwrap();
     let mut carts: Vec<i64> = db.dump("orders").unwrap().iter().map(|r| r[0].as_int().unwrap()).collect();
     carts.sort();
@@ -110,34 +115,37 @@ fn orders_at(tag: &str, i: u32) -> Vec<i64> {
 }
 
 #[test]
-#[ignore = "needs PostgreSQL: .ci/run starts it and runs this"]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
 fn a_killed_2pc_node_resumes_over_its_database_and_serves() {
-    let dir = tempfile::tempdir().unwrap();
-    let (addrs, exp, cluster) = write_run(dir.path(), "2pc");
-    let tag = admin::run_tag("resume");
-    let mut run = Run { tag: tag.clone(), nodes: Vec::new() };
-    run.nodes.push(start(node(dir.path(), &exp, &cluster, 0, &tag, false)));
-    run.nodes.push(start(node(dir.path(), &exp, &cluster, 1, &tag, false)));
-    let mut conn = BlockingConn::connect(addrs[0], None, Hello::Client { client: ClientId(9), site: 0 }, Duration::from_secs(30)).unwrap();
-    let first = order(&mut conn, 1, 8);
-    assert_eq!(first.evidence.branches, 2, "a distributed transaction: {first:?}");
+    for engine in [Engine::Postgres, Engine::Mariadb] {
+        let name = engine.name();
+        let dir = tempfile::tempdir().unwrap();
+        let (addrs, exp, cluster) = write_run(dir.path(), "2pc", engine);
+        let tag = admin::run_tag("resume");
+        let mut run = Run { engine, tag: tag.clone(), nodes: Vec::new() };
+        run.nodes.push(start(node(dir.path(), &exp, &cluster, 0, &tag, false)));
+        run.nodes.push(start(node(dir.path(), &exp, &cluster, 1, &tag, false)));
+        let mut conn = BlockingConn::connect(addrs[0], None, Hello::Client { client: ClientId(9), site: 0 }, Duration::from_secs(30)).unwrap();
+        let first = order(&mut conn, 1, 8);
+        assert_eq!(first.evidence.branches, 2, "{name}: a distributed transaction: {first:?}");
 
-    // Instance 1's node is killed, and started again over its database. The prepare instance
-    // 0 then sends it may be lost with the link to the killed node: the coordinator's wait
-    // for its vote runs out, and the order runs again.
-    run.nodes[1].kill().unwrap();
-    run.nodes[1].wait().unwrap();
-    run.nodes[1] = start(node(dir.path(), &exp, &cluster, 1, &tag, true));
-    let second = order(&mut conn, 4, 10);
-    eprintln!("after the restart, the order took {} attempt(s)", second.evidence.attempts);
-    assert_eq!(second.evidence.branches, 2, "{second:?}");
-    assert!(second.evidence.ts > first.evidence.ts, "the later commit comes later in the serial order: {first:?} {second:?}");
-    assert_eq!(orders_at(&tag, 1), vec![8, 10], "what committed before the kill is there, and the order after it");
-    assert_eq!(orders_at(&tag, 0), vec![8, 10]);
+        // Instance 1's node is killed, and started again over its database. The prepare
+        // instance 0 then sends it may be lost with the link to the killed node: the
+        // coordinator's wait for its vote runs out, and the order runs again.
+        run.nodes[1].kill().unwrap();
+        run.nodes[1].wait().unwrap();
+        run.nodes[1] = start(node(dir.path(), &exp, &cluster, 1, &tag, true));
+        let second = order(&mut conn, 4, 10);
+        eprintln!("{name}: after the restart, the order took {} attempt(s)", second.evidence.attempts);
+        assert_eq!(second.evidence.branches, 2, "{name}: {second:?}");
+        assert!(second.evidence.ts > first.evidence.ts, "{name}: the later commit comes later in the serial order: {first:?} {second:?}");
+        assert_eq!(orders_at(engine, &tag, 1), vec![8, 10], "{name}: what committed before the kill is there, and the order after it");
+        assert_eq!(orders_at(engine, &tag, 0), vec![8, 10], "{name}");
 
-    for (h, addr) in run.nodes.iter_mut().zip(&addrs) {
-        send_shutdown(*addr, None, Duration::from_secs(10)).unwrap();
-        assert!(h.wait().unwrap().success(), "a node resumed stops cleanly too");
+        for (h, addr) in run.nodes.iter_mut().zip(&addrs) {
+            send_shutdown(*addr, None, Duration::from_secs(10)).unwrap();
+            assert!(h.wait().unwrap().success(), "{name}: a node resumed stops cleanly too");
+        }
     }
 }
 
@@ -145,15 +153,15 @@ fn a_killed_2pc_node_resumes_over_its_database_and_serves() {
 #[ignore = "needs PostgreSQL: .ci/run starts it and runs this"]
 fn resuming_is_refused_for_the_belt_and_without_a_database() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, exp, cluster) = write_run(dir.path(), "ensemble");
+    let (_, exp, cluster) = write_run(dir.path(), "ensemble", Engine::Postgres);
     let tag = admin::run_tag("noresume");
-    let _run = Run { tag: tag.clone(), nodes: Vec::new() };
+    let _run = Run { engine: Engine::Postgres, tag: tag.clone(), nodes: Vec::new() };
     let out = node(dir.path(), &exp, &cluster, 0, &tag, true).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("ensemble nodes keep protocol state in memory that their databases do not hold"), "{err}");
 
-    let (_, exp, cluster) = write_run(dir.path(), "2pc");
+    let (_, exp, cluster) = write_run(dir.path(), "2pc", Engine::Postgres);
     let out = node(dir.path(), &exp, &cluster, 0, &tag, true).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
