@@ -326,8 +326,6 @@ pub struct TwoPcNode {
     forgettable: Vec<Xid>,
     /// Voted-down requests waiting out their back-off: they run again when the timer fires.
     backing_off: BTreeMap<TimerId, (Request, u32)>,
-    /// The transactions whose votes each timer bounds ([`TwoPcConfig::vote_timeout`]).
-    vote_timers: BTreeMap<TimerId, Xid>,
     next_timer: u64,
     rng: ChaCha8Rng,
     failure: Option<String>,
@@ -355,7 +353,6 @@ impl TwoPcNode {
             unfinished: BTreeMap::new(),
             forgettable: Vec::new(),
             backing_off: BTreeMap::new(),
-            vote_timers: BTreeMap::new(),
             next_timer: 0,
             failure: None,
             stats: TwoPcStats::default(),
@@ -446,7 +443,6 @@ impl TwoPcNode {
                     out.push(Effect::Send { to: i.process(), msg: Message::Prepare { xid, update: update.clone() } });
                 }
                 let vote_timer = self.timer(self.cfg.vote_timeout, out);
-                self.vote_timers.insert(vote_timer, xid);
                 let c = Coordinating {
                     request,
                     attempt,
@@ -613,7 +609,7 @@ impl TwoPcNode {
     /// prepare lost, or the participant stopped before it prepared): the abort goes to them
     /// all, and one that has no such branch ignores it.
     fn on_vote_timeout(&mut self, xid: Xid, out: &mut Vec<Effect<TwoPc>>) {
-        let Some(c) = self.coordinating.get_mut(&xid).filter(|c| c.decided.is_none()) else { return };
+        let c = self.coordinating.get_mut(&xid).expect("a wait for votes not yet decided");
         self.stats.votes_timed_out += 1;
         let missing = std::mem::take(&mut c.waiting);
         c.prepared_at.extend(missing);
@@ -629,7 +625,6 @@ impl TwoPcNode {
         let c = self.coordinating.get_mut(&xid).expect("deciding what it coordinates");
         let (commit, ts) = (c.all_yes, c.ts);
         c.decided = Some(commit.then_some(ts));
-        self.vote_timers.remove(&c.vote_timer);
         out.push(Effect::CancelTimer { id: c.vote_timer });
         if !commit {
             self.stats.distributed_aborts += 1;
@@ -772,13 +767,14 @@ impl Process<TwoPc> for TwoPcNode {
             Event::Request(r) => self.on_request(r, out),
             Event::Message { from, msg } => self.on_message(from, msg, out),
             Event::Timer(id) if self.inquiry == Some(id) => self.on_inquiry_timer(now, out),
-            Event::Timer(id) if self.vote_timers.contains_key(&id) => {
-                let xid = self.vote_timers.remove(&id).expect("just looked up");
-                self.on_vote_timeout(xid, out);
-            }
             Event::Timer(id) => {
                 if let Some((request, attempt)) = self.backing_off.remove(&id) {
-                    self.run(request, OpClass::Global, attempt, out);
+                    return self.run(request, OpClass::Global, attempt, out);
+                }
+                // The transactions coordinated at once are few (at most one per client).
+                let waited = self.coordinating.iter().find(|(_, c)| c.vote_timer == id && c.decided.is_none()).map(|(x, _)| *x);
+                if let Some(xid) = waited {
+                    self.on_vote_timeout(xid, out);
                 }
             }
             Event::StorageDone { work, result } => self.on_storage(now, work, result, out),
