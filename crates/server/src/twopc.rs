@@ -83,6 +83,13 @@ const RECORD_LOOKUPS: u32 = 20;
 pub const DECISIONS: &str = "ensemble_2pc_decisions";
 /// The incarnations of the instance's node: each start takes the next number.
 pub const INCARNATIONS: &str = "ensemble_2pc_incarnations";
+/// The clock's ceiling: one row, a value the instance's clock has not passed. A node that
+/// starts again over the database starts its clock there, past every timestamp an earlier
+/// incarnation gave or moved its clock up to (`TwoPcShared::cover`).
+pub const CLOCK: &str = "ensemble_2pc_clock";
+/// How far past the clock a raise of its ceiling reaches: one write per this many ticks, and a
+/// restarted clock jumps by at most this much.
+const CEILING_STEP: u64 = 1 << 20;
 
 /// How long a lookup of a decision waits for the record's key: a commit of an earlier
 /// incarnation may hold it until the server has finished that commit or noticed its session
@@ -102,6 +109,10 @@ pub struct TwoPcShared {
     /// phase.
     replicated: BTreeSet<String>,
     clock: AtomicU64,
+    /// What [`CLOCK`] holds as far as this node knows (it only ever raises it), and the lock
+    /// that lets one worker at a time raise it.
+    ceiling: AtomicU64,
+    raising: Mutex<()>,
     parked: Mutex<HashMap<Xid, ServerStorage>>,
     spare: Mutex<Vec<ServerStorage>>,
 }
@@ -127,6 +138,8 @@ impl TwoPcShared {
             run: run.to_string(),
             replicated,
             clock: AtomicU64::new(0),
+            ceiling: AtomicU64::new(0),
+            raising: Mutex::new(()),
             parked: Mutex::new(HashMap::new()),
             spare: Mutex::new(Vec::new()),
         }))
@@ -191,8 +204,51 @@ impl TwoPcShared {
         self.engine() == Engine::Mariadb
     }
 
-    fn tick(&self) -> u64 {
-        self.clock.fetch_add(1, Ordering::SeqCst) + 1
+    /// The clock's next tick, once the ceiling covers it.
+    fn tick(&self) -> Result<u64, ConnError> {
+        let t = self.clock.fetch_add(1, Ordering::SeqCst) + 1;
+        self.cover(t)?;
+        Ok(t)
+    }
+
+    /// Moves the clock up to `ts` (a decision's), once the ceiling covers it.
+    fn advance_to(&self, ts: u64) -> Result<(), ConnError> {
+        self.clock.fetch_max(ts, Ordering::SeqCst);
+        self.cover(ts)
+    }
+
+    /// Makes sure [`CLOCK`] holds at least `t` before a transaction whose timestamp is `t`, or
+    /// that moved the clock up to `t`, commits here. Without it a node started again over the
+    /// database would start its clock below timestamps its instance already gave or committed
+    /// at (one-phase transactions record theirs nowhere), and a transaction ordered after one of
+    /// them by its locks could get a smaller timestamp: the serial order the check replays
+    /// would be wrong. Raised on a session of its own, committed at once: a raise is never
+    /// rolled back with the transaction that asked for it, which may still be under way. The
+    /// session is closed again (a raise comes once per [`CEILING_STEP`] ticks).
+    fn cover(&self, t: u64) -> Result<(), ConnError> {
+        if t <= self.ceiling.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let _one_at_a_time = self.raising.lock().expect("no panic while holding the lock");
+        if t <= self.ceiling.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let raised = t.saturating_add(CEILING_STEP);
+        // Raising is idempotent: an answer lost with its connection is asked again on another.
+        let sql = format!("UPDATE {CLOCK} SET ceiling = {raised} WHERE ceiling < {raised}");
+        let mut lost = 0;
+        loop {
+            let raise = Conn::open(self.engine(), &self.url)
+                .map_err(|e| ConnError::Lost(format!("opening a session to raise the clock's ceiling: {e}")))
+                .and_then(|mut c| c.batch(&sql));
+            match raise {
+                Ok(()) => break,
+                Err(ConnError::Lost(_)) if lost < SETUP_LOSSES => lost += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        self.ceiling.fetch_max(raised, Ordering::SeqCst);
+        Ok(())
     }
 
     /// The XA id of this instance's branch of `xid`, quoted.
@@ -325,7 +381,7 @@ impl TwoPcStorage {
         let replicates = changes.iter().any(|c| self.shared.replicated.contains(&c.table));
         let Some(xid) = xid.filter(|_| outcome.committed() && replicates) else {
             // Every lock this transaction takes is held: its tick orders it (crate doc).
-            let ts = self.shared.tick();
+            let ts = self.shared.tick().map_err(clock_failure)?;
             if !outcome.committed() {
                 self.db.conn.batch("ROLLBACK")?;
                 return Ok(JobResult::Committed { outcome, ts, retries: 0 });
@@ -338,7 +394,7 @@ impl TwoPcStorage {
         // The branch stays open until the votes are in: its connection is parked, and the
         // worker goes on with another, got first (none to be had: a victim's fate).
         let fresh = self.spare_connection()?;
-        let tick = self.shared.tick();
+        let tick = self.shared.tick().map_err(clock_failure)?;
         self.park_branch(xid, fresh);
         Ok(JobResult::Held { outcome, update: StateUpdate { changes, writer: None }, tick, retries: 0 })
     }
@@ -359,7 +415,10 @@ impl TwoPcStorage {
             return JobResult::Decided { committed: false };
         }
         // Before the branch commits and lets a conflicting transaction take its locks here.
-        self.shared.clock.fetch_max(ts, Ordering::SeqCst);
+        if let Err(e) = self.shared.advance_to(ts) {
+            let _ = held.conn.batch("ROLLBACK");
+            return JobResult::Failed(format!("committing {xid:?}: the clock's ceiling could not be raised to {ts}: {e}"));
+        }
         let mut sql = self.shared.record(xid, true, ts);
         let mut epochs: std::collections::BTreeMap<u64, Vec<String>> = Default::default();
         for x in forget {
@@ -504,7 +563,8 @@ impl TwoPcStorage {
         let conn = &mut self.db.conn;
         conn.batch(&format!(
             "CREATE TABLE IF NOT EXISTS {INCARNATIONS} (epoch BIGINT NOT NULL PRIMARY KEY); \
-             CREATE TABLE IF NOT EXISTS {DECISIONS} (epoch BIGINT NOT NULL, n BIGINT NOT NULL, committed BIGINT NOT NULL, ts BIGINT NOT NULL, PRIMARY KEY (epoch, n))"
+             CREATE TABLE IF NOT EXISTS {DECISIONS} (epoch BIGINT NOT NULL, n BIGINT NOT NULL, committed BIGINT NOT NULL, ts BIGINT NOT NULL, PRIMARY KEY (epoch, n)); \
+             CREATE TABLE IF NOT EXISTS {CLOCK} (ceiling BIGINT NOT NULL)"
         ))?;
         // One node per instance starts at a time; two at once would both fail to insert the
         // same number, which is the incarnations' primary key.
@@ -515,10 +575,21 @@ impl TwoPcStorage {
         };
         let epoch = last + 1;
         let ts = conn.batch_rows(&format!("INSERT INTO {INCARNATIONS} (epoch) VALUES ({epoch}); SELECT COALESCE(MAX(ts), 0) FROM {DECISIONS}"))?;
+        // The first start makes the ceiling's row; one node per instance starts at a time.
+        let ceiling = match conn.batch_rows(&format!("SELECT ceiling FROM {CLOCK}"))?.first().map(|r| &r[..]) {
+            None => {
+                conn.batch(&format!("INSERT INTO {CLOCK} (ceiling) VALUES (0)"))?;
+                0
+            }
+            Some([Value::Int(c)]) if *c >= 0 => *c as u64,
+            other => return Err(ConnError::Statement(format!("the clock's ceiling reads {other:?}"))),
+        };
         conn.batch("COMMIT")?;
         if let Some(Value::Int(ts)) = ts.first().and_then(|r| r.first()) {
             self.shared.clock.fetch_max(u64::try_from(*ts).unwrap_or(0), Ordering::SeqCst);
         }
+        self.shared.clock.fetch_max(ceiling, Ordering::SeqCst);
+        self.shared.ceiling.fetch_max(ceiling, Ordering::SeqCst);
         let ids: Vec<String> = match self.shared.engine() {
             Engine::Postgres => conn
                 .batch_rows("SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")?
@@ -547,10 +618,7 @@ impl TwoPcStorage {
         let mut lost = 0;
         loop {
             match self.apply_once(xid, &b, update) {
-                Ok(()) => {
-                    let tick = self.shared.tick();
-                    return JobResult::Voted { yes: true, tick, why: None };
-                }
+                Ok(tick) => return JobResult::Voted { yes: true, tick, why: None },
                 Err(Failure::Victim(ConnError::Lost(why))) if lost < SETUP_LOSSES => {
                     lost += 1;
                     if let Err(m) = self.db.ask_once_the_old_session_ended(|_| Ok(())) {
@@ -572,8 +640,8 @@ impl TwoPcStorage {
         }
     }
 
-    /// Applies `update` as branch `b` and prepares it.
-    fn apply_once(&mut self, xid: Xid, b: &str, update: &StateUpdate) -> Result<(), Failure> {
+    /// Applies `update` as branch `b` and prepares it; the branch's tick.
+    fn apply_once(&mut self, xid: Xid, b: &str, update: &StateUpdate) -> Result<u64, Failure> {
         // A participant does not wait for a lock (see the module doc).
         self.db.conn.batch(&self.shared.begin(Some(b), false))?;
         let key_locks = self.shared.engine() == Engine::Postgres;
@@ -587,7 +655,11 @@ impl TwoPcStorage {
             }
             self.db.apply_change(c).map_err(failure)?;
         }
-        self.prepare(xid, b)
+        // Taken before PREPARE, every lock the branch takes held (crate doc), since a tick
+        // that fails after it would leave a branch prepared that no vote announced.
+        let tick = self.shared.tick().map_err(clock_failure)?;
+        self.prepare(xid, b)?;
+        Ok(tick)
     }
 
     /// Prepares this worker's transaction as participant branch `b` of `xid`. On MariaDB the
@@ -658,7 +730,11 @@ impl TwoPcStorage {
     fn finish(&mut self, xid: Xid, commit: bool, ts: u64) -> JobResult {
         if commit {
             // Before the branch commits and lets a conflicting transaction take its locks here.
-            self.shared.clock.fetch_max(ts, Ordering::SeqCst);
+            // A prepared branch stays prepared if this fails: the run fails loudly, and the
+            // branch is in doubt for the next incarnation's recovery, not lost.
+            if let Err(e) = self.shared.advance_to(ts) {
+                return JobResult::Failed(format!("committing {xid:?}: the clock's ceiling could not be raised to {ts}: {e}"));
+            }
         }
         let b = self.shared.branch(xid);
         let sql = self.shared.decide(&b, commit);
@@ -757,6 +833,12 @@ fn is_prepared(engine: Engine, conn: &mut Conn, b: &str) -> Result<bool, ConnErr
         Engine::Postgres => Ok(!conn.batch_rows(&format!("SELECT gid FROM pg_prepared_xacts WHERE gid = {b}"))?.is_empty()),
         Engine::Mariadb => Ok(crate::admin::xa_prepared(conn)?.iter().any(|x| x == b.trim_matches('\''))),
     }
+}
+
+/// A tick the clock's ceiling could not cover: the transaction is rolled back and runs again
+/// (or its branch votes no), as for any session the server lost.
+fn clock_failure(e: ConnError) -> Failure {
+    Failure::Victim(ConnError::Retry(format!("the clock's ceiling could not be raised: {e}")))
 }
 
 /// A one-phase COMMIT that failed ([`ServerStorage::commit_one_phase`]): a transaction the
