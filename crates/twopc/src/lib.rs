@@ -205,10 +205,14 @@ pub struct TwoPcConfig {
     /// A request whose distributed transaction was voted down this many times is answered
     /// with an error instead of running again.
     pub max_attempts: u32,
-    /// The first wait before a voted-down transaction runs again; each further attempt may wait
-    /// up to twice as long (at most 64 times this), a uniformly random part of it. Two globals
-    /// that each hold what the other's participant needs both time out and vote no; run again
-    /// at once, they would meet again.
+    /// The least slot of the back-off before a voted-down transaction runs again: the slot is
+    /// the longer of this and the voting round that failed (from the prepares to the last vote),
+    /// and attempt `k` waits a uniformly random part of `slot * 2^(k-1)` (at most 64 slots). Two
+    /// globals that each hold what the other's participant needs both vote no; run again at
+    /// once, they would meet again. The slot follows the round because a round holds the
+    /// coordinator's locks for its whole length: in a WAN a round is a round trip of tens of
+    /// milliseconds, and back-offs of a few LAN transactions left globals from several
+    /// instances meeting again attempt after attempt (micro in wan5: none answered in 30 s).
     pub retry_backoff: Duration,
     /// How long a prepared branch waits for its decision before its instance asks the
     /// coordinator, and then between two asks.
@@ -299,6 +303,8 @@ struct Coordinating {
     /// Fires [`TwoPcConfig::vote_timeout`] after the prepares went out, unless cancelled by
     /// the decision.
     vote_timer: TimerId,
+    /// When the prepares went out: the voting round's start.
+    voting_since: Time,
 }
 
 pub struct TwoPcNode {
@@ -453,6 +459,7 @@ impl TwoPcNode {
                     ts: tick,
                     decided: None,
                     vote_timer,
+                    voting_since: now,
                 };
                 self.coordinating.insert(xid, c);
             }
@@ -464,7 +471,7 @@ impl TwoPcNode {
                 }
                 out.push(Effect::Send { to: xid.coordinator.process(), msg: Message::Vote { xid, yes, tick } });
             }
-            (Pending::Decide { xid, forget }, JobResult::Decided { committed }) => self.decided(xid, committed, forget, out),
+            (Pending::Decide { xid, forget }, JobResult::Decided { committed }) => self.decided(now, xid, committed, forget, out),
             (Pending::Finish { xid, commit }, JobResult::Finished) => {
                 if commit {
                     out.push(Effect::Send { to: xid.coordinator.process(), msg: Message::Finished { xid } });
@@ -636,7 +643,7 @@ impl TwoPcNode {
         self.work(Pending::Decide { xid, forget: forget.clone() }, Job::Decide { xid, commit, ts, forget }, out);
     }
 
-    fn decided(&mut self, xid: Xid, committed: bool, forget: Vec<Xid>, out: &mut Vec<Effect<TwoPc>>) {
+    fn decided(&mut self, now: Time, xid: Xid, committed: bool, forget: Vec<Xid>, out: &mut Vec<Effect<TwoPc>>) {
         let c = self.coordinating.remove(&xid).expect("a coordinator decides only what it coordinates");
         if !committed {
             // Rolled back with the branch: deleted by a later commit.
@@ -659,20 +666,21 @@ impl TwoPcNode {
                 for i in &c.prepared_at {
                     out.push(Effect::Send { to: i.process(), msg: Message::Decide { xid, commit: false, ts } });
                 }
-                self.again(c, out);
+                self.again(now, c, out);
             }
-            None => self.again(c, out),
+            None => self.again(now, c, out),
         }
     }
 
     /// A voted-down attempt: run the request again after a back-off, or, past the limit, tell
     /// the client.
-    fn again(&mut self, c: Coordinating, out: &mut Vec<Effect<TwoPc>>) {
+    fn again(&mut self, now: Time, c: Coordinating, out: &mut Vec<Effect<TwoPc>>) {
         if c.attempt >= self.cfg.max_attempts {
             let message = format!("its distributed transaction was voted down {} times", c.attempt);
             return Self::reply(&c.request, ReplyBody::Error(RequestError::Storage { txn: c.request.txn.clone(), message }), out);
         }
-        let cap = self.cfg.retry_backoff.saturating_mul(1 << (c.attempt - 1).min(6));
+        let slot = self.cfg.retry_backoff.max(now.saturating_sub(c.voting_since));
+        let cap = slot.saturating_mul(1 << (c.attempt - 1).min(6));
         let wait = cap.mul_f64(self.rng.random::<f64>());
         let timer = self.timer(wait, out);
         self.backing_off.insert(timer, (c.request, c.attempt + 1));
@@ -874,9 +882,13 @@ mod tests {
     }
 
     fn fresh(id: u32, n: u32) -> TwoPcNode {
+        fresh_with(id, n, 2)
+    }
+
+    fn fresh_with(id: u32, n: u32, max_attempts: u32) -> TwoPcNode {
         let app = ensemble_app::application("shop").unwrap();
         let plan: PartitionPlan = toml::from_str(include_str!("../../../plans/shop.toml")).unwrap();
-        let cfg = TwoPcConfig { instances: n, max_attempts: 2, retry_backoff: Duration::from_millis(5), inquire_after: INQUIRE_AFTER, vote_timeout: VOTE_TIMEOUT, seed: 1 };
+        let cfg = TwoPcConfig { instances: n, max_attempts, retry_backoff: Duration::from_millis(5), inquire_after: INQUIRE_AFTER, vote_timeout: VOTE_TIMEOUT, seed: 1 };
         TwoPcNode::new(InstanceId(id), cfg, app, Arc::new(plan))
     }
 
@@ -1055,6 +1067,32 @@ mod tests {
         }
         assert_ne!(xids[0], xids[1]);
         assert_eq!(c.stats().distributed_aborts, 2);
+    }
+
+    /// A voted-down attempt backs off in slots as long as its voting round: a round of 200 ms
+    /// (a WAN round trip) gives back-offs beyond what 5 ms slots allow (64 of them, 320 ms).
+    #[test]
+    fn a_voted_down_attempt_backs_off_in_slots_as_long_as_its_voting_round() {
+        let round = Duration::from_millis(200);
+        let mut c = fresh_with(0, 2, 100);
+        let w = start(&mut c);
+        handle(&mut c, Event::StorageDone { work: w, result: JobResult::Recovered { epoch: 1, in_doubt: vec![] } });
+        let mut now = Time::ZERO;
+        let mut out = handle_at(&mut c, now, Event::Request(request("order", 2)));
+        let mut waits = Vec::new();
+        for attempt in 1..=10u32 {
+            let [(w, Job::Branch { xid, .. })] = stored(&out)[..] else { panic!("{out:?}") };
+            handle_at(&mut c, now, Event::StorageDone { work: w, result: JobResult::Held { outcome: Outcome::Committed(vec![]), update: update(), tick: 1, retries: 0 } });
+            now = now + round;
+            let o = handle_at(&mut c, now, Event::Message { from: ProcessId(1), msg: Message::Vote { xid, yes: false, tick: 0 } });
+            let o = handle_at(&mut c, now, Event::StorageDone { work: stored(&o)[0].0, result: JobResult::Decided { committed: false } });
+            let [(id, after)] = timers(&o)[..] else { panic!("{o:?}") };
+            assert!(after <= round * (1 << (attempt - 1).min(6)), "attempt {attempt}: {after:?}");
+            waits.push(after);
+            now = now + after;
+            out = handle_at(&mut c, now, Event::Timer(id));
+        }
+        assert!(waits.iter().any(|w| *w > Duration::from_millis(320)), "{waits:?}");
     }
 
     /// A commit whose connection was lost and whose record the storage did not find is an
