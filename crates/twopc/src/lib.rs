@@ -206,8 +206,8 @@ pub struct TwoPcConfig {
     /// with an error instead of running again.
     pub max_attempts: u32,
     /// The least slot of the back-off before a voted-down transaction runs again: the slot is
-    /// the longer of this and the voting round that failed (from the prepares to the last vote),
-    /// and attempt `k` waits a uniformly random part of `slot * 2^(k-1)` (at most 64 slots). Two
+    /// the longer of this and the voting round that failed (from the prepares to the decision's
+    /// rollback; at most [`MAX_SLOT`]; not a round whose vote did not come), and attempt `k` waits a uniformly random part of `slot * 2^(k-1)` (at most 64 slots). Two
     /// globals that each hold what the other's participant needs both vote no; run again at
     /// once, they would meet again. The slot follows the round because a round holds the
     /// coordinator's locks for its whole length: in a WAN a round is a round trip of tens of
@@ -303,9 +303,15 @@ struct Coordinating {
     /// Fires [`TwoPcConfig::vote_timeout`] after the prepares went out, unless cancelled by
     /// the decision.
     vote_timer: TimerId,
-    /// When the prepares went out: the voting round's start.
-    voting_since: Time,
+    /// When the prepares went out: the voting round's start. `None` once a vote was counted
+    /// as no without coming (its wait ran out, or its instance asked about the branch): such a
+    /// round measured a lost message or a restart, not how long the votes take.
+    voting_since: Option<Time>,
 }
+
+/// The longest back-off slot a voting round sets ([`TwoPcConfig::retry_backoff`]): a round
+/// longer than this is not a round trip but a participant slowed by something else.
+const MAX_SLOT: Duration = Duration::from_secs(1);
 
 pub struct TwoPcNode {
     id: InstanceId,
@@ -459,7 +465,7 @@ impl TwoPcNode {
                     ts: tick,
                     decided: None,
                     vote_timer,
-                    voting_since: now,
+                    voting_since: Some(now),
                 };
                 self.coordinating.insert(xid, c);
             }
@@ -618,6 +624,7 @@ impl TwoPcNode {
     fn on_vote_timeout(&mut self, xid: Xid, out: &mut Vec<Effect<TwoPc>>) {
         let c = self.coordinating.get_mut(&xid).expect("a wait for votes not yet decided");
         self.stats.votes_timed_out += 1;
+        c.voting_since = None;
         let missing = std::mem::take(&mut c.waiting);
         c.prepared_at.extend(missing);
         c.all_yes = false;
@@ -679,7 +686,8 @@ impl TwoPcNode {
             let message = format!("its distributed transaction was voted down {} times", c.attempt);
             return Self::reply(&c.request, ReplyBody::Error(RequestError::Storage { txn: c.request.txn.clone(), message }), out);
         }
-        let slot = self.cfg.retry_backoff.max(now.saturating_sub(c.voting_since));
+        let round = c.voting_since.map_or(Duration::ZERO, |since| now.saturating_sub(since).min(MAX_SLOT));
+        let slot = self.cfg.retry_backoff.max(round);
         let cap = slot.saturating_mul(1 << (c.attempt - 1).min(6));
         let wait = cap.mul_f64(self.rng.random::<f64>());
         let timer = self.timer(wait, out);
@@ -701,6 +709,7 @@ impl TwoPcNode {
                     // connection, or its node restarted before sending it): a no.
                     c.prepared_at.insert(asker);
                     c.all_yes = false;
+                    c.voting_since = None;
                     if c.waiting.is_empty() {
                         self.decide(xid, out);
                     }
@@ -1004,7 +1013,8 @@ mod tests {
         let [(wait, VOTE_TIMEOUT)] = timers(&out)[..] else { panic!("the wait for the votes is bounded: {out:?}") };
         assert!(handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Vote { xid: x, yes: true, tick: 6 } }).is_empty());
         // Instance 2's vote never comes.
-        let out = handle(&mut c, Event::Timer(wait));
+        let timed_out = Time::ZERO + VOTE_TIMEOUT;
+        let out = handle_at(&mut c, timed_out, Event::Timer(wait));
         let mut told: Vec<(ProcessId, Message)> = sent(&out);
         told.sort_by_key(|(to, _)| *to);
         assert_eq!(
@@ -1014,8 +1024,9 @@ mod tests {
         );
         let [(d, Job::Decide { commit: false, .. })] = stored(&out)[..] else { panic!("{out:?}") };
         assert_eq!((c.stats().votes_timed_out, c.stats().distributed_aborts), (1, 1));
-        let out = handle(&mut c, Event::StorageDone { work: d, result: JobResult::Decided { committed: false } });
-        let [(again, _)] = timers(&out)[..] else { panic!("runs again after a back-off: {out:?}") };
+        let out = handle_at(&mut c, timed_out, Event::StorageDone { work: d, result: JobResult::Decided { committed: false } });
+        let [(again, after)] = timers(&out)[..] else { panic!("runs again after a back-off: {out:?}") };
+        assert!(after <= Duration::from_millis(5), "a round whose vote did not come sets no longer slot: {after:?}");
 
         // Instance 2 prepared after all: its yes is answered from the records (no record of a
         // commit: an abort, recorded first).
