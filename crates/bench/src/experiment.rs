@@ -264,6 +264,29 @@ pub struct Experiment {
     /// serial lane keeps globals and state-update applications only.
     #[serde(default)]
     pub writers_side_by_side: bool,
+    /// Real runs: hosts killed while the clients run and started again over their databases
+    /// (`ensemble node --resume`), each after its clients' requests in flight were answered
+    /// and while its clients' new ones wait; only for systems whose nodes recover from their
+    /// databases (`Harness::restartable`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restarts: Vec<NodeRestart>,
+}
+
+/// A host killed (SIGKILL) `at_s` seconds after the clients start, and started again.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeRestart {
+    pub host: u32,
+    pub at_s: f64,
+}
+
+impl NodeRestart {
+    /// `HOST@SECONDS`, as `--restart-node` takes it: `1@2.5` kills host 1 2.5 s into the run.
+    pub fn parse(s: &str) -> Result<NodeRestart, String> {
+        let (host, at) = s.split_once('@').ok_or_else(|| format!("`{s}` is not HOST@SECONDS (say 1@2.5: host 1, 2.5 s after the clients start)"))?;
+        let host = host.trim().parse().map_err(|e| format!("`{s}`: host `{host}` is not a host number: {e}"))?;
+        let at_s = at.trim().parse().map_err(|e| format!("`{s}`: `{at}` is not a number of seconds: {e}"))?;
+        Ok(NodeRestart { host, at_s })
+    }
 }
 
 fn yes() -> bool {
@@ -418,6 +441,7 @@ impl Experiment {
             storage_workers: default_storage_workers(),
             writer_groups: true,
             writers_side_by_side: false,
+            restarts: Vec::new(),
         })
     }
 
@@ -482,6 +506,15 @@ impl Experiment {
         }
         if self.clients_on_loop && !self.embedded {
             return Err("the clients run on the host's loop only when the host is embedded in their process (--embedded)".into());
+        }
+        if !self.restarts.is_empty() {
+            if self.runtime != Runtime::Real || self.embedded {
+                return Err("a node restarts only in a real run of node processes (--real, without --embedded)".into());
+            }
+            for r in &self.restarts {
+                in_range("a restart's time", r.at_s, Bound::Above(0.0), self.warmup_s + self.measure_s)
+                    .map_err(|e| format!("host {}: {e} (the clients run {} s)", r.host, self.warmup_s + self.measure_s))?;
+            }
         }
         if let Some(bad) = self.client_sites.iter().find(|s| **s >= self.topology.sites.len()) {
             return Err(format!("client site {bad} is not a site of topology `{}`", self.topology.name));

@@ -82,6 +82,12 @@ pub trait Harness: Sync {
         )
     }
 
+    /// Whether a real run may kill this system's nodes and start them again over their
+    /// databases ([`Self::resume_storage`]; `Experiment::restarts`): Err says why not.
+    fn restartable(&self, exp: &Experiment) -> Result<(), String> {
+        Err(format!("{} nodes cannot start again over what a killed one left; of the systems here only 2pc's nodes recover from their databases", exp.system))
+    }
+
     /// Which of process `id`'s storage jobs a real node runs on a serial lane of their own,
     /// batched ([`ensemble_core::SerialLane`]); `None` (the default): none.
     fn serial_lane(&self, _exp: &Experiment, _id: ProcessId) -> anyhow::Result<Option<ensemble_core::SerialLane<<Self::P as Protocol>::Job>>> {

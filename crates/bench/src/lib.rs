@@ -18,7 +18,7 @@ pub mod report;
 pub mod sim_run;
 pub mod systems;
 
-pub use experiment::{Backend, BackendKind, DurSettings, Experiment, Runtime, System, WorkloadSpec};
+pub use experiment::{Backend, BackendKind, DurSettings, Experiment, NodeRestart, Runtime, System, WorkloadSpec};
 pub use harness::{Classified, Harness, RunOutput, StorageFactory, Verdict};
 pub use metrics::{ClassSummary, Metrics, Summary, INTERACTION};
 pub use report::{print_table, write_json, RunResult};

@@ -195,6 +195,12 @@ struct BenchArgs {
     /// loop Ensemble runs on): a request and its reply wake no other thread on their way.
     #[arg(long, requires = "embedded")]
     clients_on_loop: bool,
+    /// Real runs of 2pc: kill host HOST (SIGKILL) SECONDS after the clients start, and start it
+    /// again over its databases (`ensemble node --resume`). Its clients' new requests wait
+    /// meanwhile, and it is killed once those it had were answered, so the run stays checked.
+    /// Repeatable: `--restart-node 1@2.5 --restart-node 0@5`.
+    #[arg(long = "restart-node", value_name = "HOST@SECONDS", value_parser = ensemble_bench::NodeRestart::parse)]
+    restart_node: Vec<ensemble_bench::NodeRestart>,
     #[command(flatten)]
     cpus: CpusArg,
     #[command(flatten)]
@@ -701,6 +707,10 @@ fn experiments(a: &BenchArgs) -> anyhow::Result<Vec<Experiment>> {
                 e.embedded = true;
                 e.clients_on_loop = a.clients_on_loop;
             }
+            if !a.restart_node.is_empty() {
+                anyhow::ensure!(a.real && !a.embedded, "--restart-node kills and starts again a node process: it is for real runs (--real) without --embedded");
+                e.restarts = a.restart_node.clone();
+            }
             if let Some(sites) = &a.client_sites {
                 e.client_sites = sites.clone();
             }
@@ -777,7 +787,11 @@ impl WithHarness for Validate<'_> {
     type Out = Result<(), String>;
     fn with<H: Harness>(self, h: &H) -> Self::Out {
         self.0.validate()?;
-        h.validate(self.0)
+        h.validate(self.0)?;
+        if !self.0.restarts.is_empty() {
+            h.restartable(self.0).map_err(|e| format!("--restart-node: {e}"))?;
+        }
+        Ok(())
     }
 }
 

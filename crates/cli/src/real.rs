@@ -25,7 +25,7 @@ use ensemble_bench::{Experiment, Harness, RunResult};
 use ensemble_core::{Completion, ProcessId, Protocol, Time};
 use ensemble_net::cluster::{addrs_line, send_shutdown, wait_for_ready_line};
 use ensemble_net::{
-    clients_hand_over, probe, run_clients_beside, ClientReport, ClientsOnLoop, LocalClients, ClientSlot, ClusterSpec, HostId, HostStatus, NetError, ProcessReport, Secret, ShutdownHandle, StopReason,
+    clients_hand_over, probe, run_clients_beside, ClientReport, ClientsOnLoop, LocalClients, ClientSlot, ClusterSpec, HostId, HostStatus, NetError, ProcessReport, RequestHold, Secret, ShutdownHandle, StopReason,
     TopologyRef,
 };
 use std::collections::HashMap;
@@ -232,6 +232,9 @@ pub fn run_real<H: Harness>(h: &H, exp: &Experiment, progress: bool) -> anyhow::
 pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, cpu: Option<&mut crate::cpu_use::CpuUse>) -> anyhow::Result<RunResult> {
     exp.validate().map_err(anyhow::Error::msg)?;
     h.validate(exp).map_err(anyhow::Error::msg)?;
+    if !exp.restarts.is_empty() {
+        h.restartable(exp).map_err(|e| anyhow::anyhow!("--restart-node: {e}"))?;
+    }
     // A server backend's databases exist before any node starts, and outlive every node (the
     // guard is dropped after `hosts`).
     let (mut tagged, _databases) = ensemble_bench::databases::for_run(exp, h.storage_workers(exp) as u64)?;
@@ -261,9 +264,15 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
     std::fs::write(&exp_path, serde_json::to_string(exp)?).with_context(|| format!("writing {}", exp_path.display()))?;
     let exe = std::env::current_exe().context("locating the ensemble binary")?;
 
+    // Declared before `hosts`, so dropped after: a node it started again is reaped before the
+    // thread that forked it ends (and the kernel kills the node with that thread).
+    let spawner = Spawner::new()?;
     // Declared after `dir`, so dropped before it: the nodes are dead before their files go.
     let mut hosts = Hosts(Vec::new());
     let host_ids: Vec<HostId> = spec.host_ids().map(|(id, _)| id).collect();
+    if let Some(r) = exp.restarts.iter().find(|r| r.host as usize >= host_ids.len()) {
+        anyhow::bail!("--restart-node {}@{}: there is no host {} (the run's hosts are 0 to {})", r.host, r.at_s, r.host, host_ids.len() - 1);
+    }
     anyhow::ensure!(
         !exp.embedded || host_ids.len() == 1,
         "--embedded runs the host on a thread of this process, beside its clients: it needs a deployment of one host, and {} system with {} instance(s) has {}",
@@ -319,6 +328,13 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
     let epoch = Instant::now();
     let mut cfg = spec.client_config(epoch, epoch + end + DRAIN)?;
     cfg.abort = Some(abort.clone());
+    let hold = RequestHold::default();
+    if !exp.restarts.is_empty() {
+        cfg.hold = Some(hold.clone());
+    }
+    let mut plan: Vec<(Instant, HostId)> = exp.restarts.iter().map(|r| (epoch + Duration::from_secs_f64(r.at_s), HostId(r.host))).collect();
+    plan.sort_by_key(|(at, _)| *at);
+    let restarts = Restarts { plan, hold, epoch, exe: &exe, exp_path: &exp_path, dir: dir.path(), spawner: &spawner, made: 0 };
     let slots = (0..exp.clients)
         .map(|c| {
             let (client, site) = h.client(exp, c, Time::from_duration(end));
@@ -343,7 +359,7 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
             })
         });
         let (nodes, spec, abort) = (&mut hosts.0, &spec, &abort);
-        let watcher = s.spawn(move || watch(nodes, spec, abort, stopped));
+        let watcher = s.spawn(move || watch(nodes, spec, abort, stopped, restarts));
         let driven = match hand_over.take() {
             None => run_clients_beside(cfg, slots, local, |c| {
                 metrics.record(&c, &h.classify(&c));
@@ -609,9 +625,18 @@ fn await_ready(nodes: &mut [Node]) -> anyhow::Result<Vec<SocketAddr>> {
 /// answers no probe for [`SILENCE`], or whose answer says a process of it failed (halted by a
 /// panic, a storage job that failed: the run cannot be checked past it, and its clients would
 /// wait for replies until the drain) aborts the run. Returns why it did.
-fn watch(nodes: &mut [Node], spec: &ClusterSpec, abort: &ShutdownHandle, stop: mpsc::Receiver<()>) -> Option<String> {
+fn watch(nodes: &mut [Node], spec: &ClusterSpec, abort: &ShutdownHandle, stop: mpsc::Receiver<()>, mut restarts: Restarts) -> Option<String> {
     let mut answered = vec![Instant::now(); nodes.len()];
     loop {
+        if let Some(host) = restarts.due() {
+            match restarts.restart(&mut nodes[host.index()], spec) {
+                Ok(()) => answered[host.index()] = Instant::now(),
+                Err(fault) => {
+                    abort.trigger();
+                    return Some(fault);
+                }
+            }
+        }
         let fault = exited(nodes).or_else(|| {
             for ((node, host), answered) in nodes.iter().zip(&spec.hosts).zip(answered.iter_mut()) {
                 match probe(host.addr, spec.operator_key().as_ref(), PROBE_TIMEOUT) {
@@ -630,10 +655,137 @@ fn watch(nodes: &mut [Node], spec: &ClusterSpec, abort: &ShutdownHandle, stop: m
             abort.trigger();
             return Some(f);
         }
-        match stop.recv_timeout(PROBE_EVERY) {
+        match stop.recv_timeout(PROBE_EVERY.min(restarts.until_next())) {
             Err(RecvTimeoutError::Timeout) => {}
             Ok(()) | Err(RecvTimeoutError::Disconnected) => return None,
         }
+    }
+}
+
+/// The hosts to kill and start again while the clients run ([`Experiment::restarts`]).
+struct Restarts<'a> {
+    /// When, from the first due; each is removed as it is made.
+    plan: Vec<(Instant, HostId)>,
+    hold: RequestHold,
+    /// The clients' time zero.
+    epoch: Instant,
+    exe: &'a Path,
+    exp_path: &'a Path,
+    dir: &'a Path,
+    spawner: &'a Spawner,
+    made: u32,
+}
+
+/// Starts node processes from a thread that lives until the run's hosts are reaped: a node
+/// dies with the thread that forked it ([`die_with_parent`]), and the watcher's thread, which
+/// starts killed nodes again, ends with the clients, before the run's drain and shutdown.
+struct Spawner {
+    orders: Option<mpsc::Sender<(Command, mpsc::Sender<std::io::Result<Child>>)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Spawner {
+    fn new() -> anyhow::Result<Spawner> {
+        let (orders, rx) = mpsc::channel::<(Command, mpsc::Sender<std::io::Result<Child>>)>();
+        let thread = std::thread::Builder::new()
+            .name("node-spawner".into())
+            .spawn(move || {
+                for (mut cmd, back) in rx {
+                    let _ = back.send(cmd.spawn());
+                }
+            })
+            .context("starting the thread that starts nodes again")?;
+        Ok(Spawner { orders: Some(orders), thread: Some(thread) })
+    }
+
+    fn spawn(&self, cmd: Command) -> std::io::Result<Child> {
+        let (back, child) = mpsc::channel();
+        let gone = || std::io::Error::other("the thread that starts nodes has ended");
+        self.orders.as_ref().ok_or_else(gone)?.send((cmd, back)).map_err(|_| gone())?;
+        child.recv().map_err(|_| gone())?
+    }
+}
+
+impl Drop for Spawner {
+    fn drop(&mut self) {
+        drop(self.orders.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Restarts<'_> {
+    fn due(&mut self) -> Option<HostId> {
+        let (at, host) = *self.plan.first()?;
+        (Instant::now() >= at).then(|| self.plan.remove(0)).map(|_| host)
+    }
+
+    fn until_next(&self) -> Duration {
+        self.plan.first().map_or(Duration::MAX, |(at, _)| at.saturating_duration_since(Instant::now()))
+    }
+
+    /// Holds the clients' requests to `node`'s processes, waits until those in flight are
+    /// answered, kills it (SIGKILL: nothing of it runs on), starts it again over its databases
+    /// (`ensemble node --resume`, at the address its peers and clients know) and releases the
+    /// requests. A kill with a request of its clients in flight would leave the history without
+    /// what that request did, and the run unchecked; requests of other hosts' clients may still
+    /// wait on it (a vote, a branch), as they would on a host that crashed, and are answered
+    /// once their coordinators have given up on it or it has recovered.
+    fn restart(&mut self, node: &mut Node, spec: &ClusterSpec) -> Result<(), String> {
+        let host = node.host;
+        let processes = spec.hosts[host.index()].processes.clone();
+        let held = Instant::now();
+        let answered = self.hold.hold(processes.clone());
+        let deadline = held + QUIESCE;
+        loop {
+            if let Some(sig) = interrupt::received() {
+                return Err(format!("interrupted by {} while the requests to {} were held", signal_name(sig), node.name));
+            }
+            match answered.recv_timeout(POLL) {
+                Ok(()) => break,
+                Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(format!("{}: its clients' requests in flight were still unanswered {} s after new ones were held, so it was not restarted", node.name, QUIESCE.as_secs()))
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    eprintln!("{} not restarted: the clients were done", node.name);
+                    return Ok(());
+                }
+            }
+        }
+        let quiet = held.elapsed();
+        node.kill();
+        let fate = match &mut node.running {
+            Running::Process(child) => child.wait().map(fate).map_err(|e| format!("{}: cannot tell whether it was killed: {e}", node.name))?,
+            Running::Thread { .. } => return Err(format!("{} runs on a thread of this process and cannot be killed", node.name)),
+        };
+        let killed = Instant::now();
+        self.made += 1;
+        let cluster_path = self.dir.join(format!("cluster-h{}-restart-{}.toml", host.0, self.made));
+        // Every address is known now: the node binds its own again and reads none on stdin.
+        let text = spec.for_host(host).and_then(|c| c.to_toml()).map_err(|e| format!("{}'s cluster file: {e}", node.name))?;
+        write_private(&cluster_path, &text).map_err(|e| format!("{e:#}"))?;
+        let mut cmd = node_command(self.exe, self.exp_path, &cluster_path, host, self.dir);
+        cmd.arg("--resume");
+        let mut child = self.spawner.spawn(cmd).map_err(|e| format!("starting {} again: {e}", node.name))?;
+        drop(child.stdin.take());
+        node.running = Running::Process(child);
+        let addrs = await_ready(std::slice::from_mut(node)).map_err(|e| format!("starting {} again: {e:#}", node.name))?;
+        let mine = spec.hosts[host.index()].addr;
+        if addrs != [mine] {
+            return Err(format!("{} started again at {}, not at {mine}, where its peers and clients reach it", node.name, addrs[0]));
+        }
+        self.hold.release(processes);
+        eprintln!(
+            "{} restarted {:.2} s into the run: its clients' requests held {:.3} s (those in flight answered after {:.3} s); it {fate}, and served again over its databases after {:.3} s",
+            node.name,
+            held.duration_since(self.epoch).as_secs_f64(),
+            held.elapsed().as_secs_f64(),
+            quiet.as_secs_f64(),
+            killed.elapsed().as_secs_f64()
+        );
+        Ok(())
     }
 }
 

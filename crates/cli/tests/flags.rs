@@ -51,6 +51,13 @@ fn every_bad_input_is_refused_up_front_naming_flag_or_file_and_value() {
         (vec!["bench", "tpcb", "--system", "p-store", "--store-dir", "/no/such/dir"], vec!["'--store-dir <DIR>'", "no such directory"]),
         (vec!["bench", "--store-dir", "."], vec!["--store-dir are for the G-DUR systems"]),
         (vec!["bench", "--measure", "NaN"], vec!["'--measure <MEASURE>'", "NaN is not a finite number of seconds"]),
+        // ensemble bench: restarting a node within a run
+        (vec!["bench", "--restart-node", "1"], vec!["'--restart-node <HOST@SECONDS>'", "`1` is not HOST@SECONDS"]),
+        (vec!["bench", "--restart-node", "x@2"], vec!["'--restart-node <HOST@SECONDS>'", "host `x` is not a host number"]),
+        (vec!["bench", "--restart-node", "1@soon"], vec!["'--restart-node <HOST@SECONDS>'", "`soon` is not a number of seconds"]),
+        (vec!["bench", "--restart-node", "1@2"], vec!["--restart-node kills and starts again a node process: it is for real runs (--real)"]),
+        (vec!["bench", "--real", "--restart-node", "1@0.05"], vec!["--restart-node: ensemble nodes cannot start again", "only 2pc's nodes recover"]),
+        (vec!["bench", "--real", "--restart-node", "1@5"], vec!["host 1: a restart's time = 5 must be <= 0.1"]),
         (vec!["bench", "--measure", "inf"], vec!["'--measure <MEASURE>'", "inf is not a finite number of seconds"]),
         (vec!["bench", "--measure", "1e300"], vec!["'--measure <MEASURE>'", "1e300 is out of range: a window is more than 0 and at most 86400 seconds"]),
         (vec!["bench", "--measure", "0"], vec!["'--measure <MEASURE>'", "0 is out of range"]),

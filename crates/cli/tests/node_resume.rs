@@ -2,6 +2,7 @@
 //! over the database it left and serves; what committed before is there, and the other node's
 //! transactions that need it commit once it is back. A system whose nodes cannot recover from
 //! their databases, and a database that is not there, are refused with a message that says so.
+//! And within a measured run (`ensemble bench --restart-node`), the run checked.
 //! Needs the local PostgreSQL and MariaDB servers: `.ci/run` starts them and runs these
 //! (scripts/server-suites.sh).
 
@@ -146,6 +147,32 @@ fn a_killed_2pc_node_resumes_over_its_database_and_serves() {
             send_shutdown(*addr, None, Duration::from_secs(10)).unwrap();
             assert!(h.wait().unwrap().success(), "{name}: a node resumed stops cleanly too");
         }
+    }
+}
+
+/// `ensemble bench --restart-node`: a 2PC node killed in the middle of a measured run (once its
+/// clients' requests in flight were answered, their next ones held) and started again over its
+/// databases. The run ends whole, every request answered, and its check passes: the resumed
+/// instance's transactions take timestamps after every one its first incarnation gave.
+#[test]
+#[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
+fn a_node_killed_and_started_again_within_a_run_leaves_the_run_whole_and_checked() {
+    for backend in ["postgres", "mariadb"] {
+        let out_dir = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_ensemble"))
+            .args(["bench", "shop", "--system", "2pc", "--real", "--backend", backend, "--topology", "lan", "--instances", "3", "--clients", "9"])
+            .args(["--warmup", "0.5", "--measure", "3", "--restart-node", "1@1", "--quiet", "--out"])
+            .arg(out_dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{backend}: {stderr}");
+        assert!(stderr.contains("host h1 (process p1, instance 1) restarted 1."), "{backend}: {stderr}");
+        assert!(stderr.contains("it was killed by signal 9 (SIGKILL), and served again over its databases after"), "{backend}: {stderr}");
+        let file = out_dir.path().join(format!("shop-2pc-3-{backend}-real-seed1.json"));
+        let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(result["check_passed"], serde_json::Value::Bool(true), "{backend}: {}", result["check"]);
+        assert_eq!(result["experiment"]["restarts"], serde_json::json!([{ "host": 1, "at_s": 1.0 }]), "{backend}: the result file says what was done");
     }
 }
 

@@ -65,6 +65,54 @@ pub struct ClientDriverConfig {
     /// Triggering it stops the run at once ([`StopReason::Aborted`]): for a watcher that saw a
     /// host die or stall, or a signal.
     pub abort: Option<crate::host::ShutdownHandle>,
+    /// Holds the clients' requests to some processes while their host restarts.
+    pub hold: Option<RequestHold>,
+}
+
+/// Holds the clients' requests to some processes, from another thread: for restarting their
+/// host within a run. Once held, a request to one of them waits in the driver (its latency
+/// grows by the wait); [`RequestHold::hold`] says when every request sent to them before is
+/// answered, so that killing their host then loses no request whose outcome the history
+/// needs. Released, the held requests go out on new connections.
+#[derive(Clone)]
+pub struct RequestHold {
+    orders: mpsc::UnboundedSender<HoldOrder>,
+    /// Taken by the driver as it starts.
+    taken: std::sync::Arc<std::sync::Mutex<Option<mpsc::UnboundedReceiver<HoldOrder>>>>,
+}
+
+enum HoldOrder {
+    Hold { processes: Vec<ProcessId>, answered: std::sync::mpsc::Sender<()> },
+    Release { processes: Vec<ProcessId> },
+}
+
+impl Default for RequestHold {
+    fn default() -> RequestHold {
+        let (orders, rx) = mpsc::unbounded_channel();
+        RequestHold { orders, taken: std::sync::Arc::new(std::sync::Mutex::new(Some(rx))) }
+    }
+}
+
+impl std::fmt::Debug for RequestHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RequestHold")
+    }
+}
+
+impl RequestHold {
+    /// Holds every request to `processes` from now on. The receiver gets a message once no
+    /// request sent to them is unanswered; it is disconnected instead if the driver has
+    /// stopped (or never started), and nothing is held.
+    pub fn hold(&self, processes: Vec<ProcessId>) -> std::sync::mpsc::Receiver<()> {
+        let (answered, rx) = std::sync::mpsc::channel();
+        let _ = self.orders.send(HoldOrder::Hold { processes, answered });
+        rx
+    }
+
+    /// Sends the requests held for `processes`, and those to come, again.
+    pub fn release(&self, processes: Vec<ProcessId>) {
+        let _ = self.orders.send(HoldOrder::Release { processes });
+    }
 }
 
 impl ClientDriverConfig {
@@ -81,6 +129,7 @@ impl ClientDriverConfig {
             deadline: epoch + run_for,
             key: None,
             abort: None,
+            hold: None,
         }
     }
 }
@@ -118,7 +167,9 @@ pub struct ClientReport {
 
 enum Input<E> {
     Reply { slot: usize, from: ProcessId, reply: Reply<E> },
-    LinkFailed { slot: usize, addr: SocketAddr, why: String },
+    /// `link` tells a failure of a connection replaced since (a held host's) from the current one's.
+    LinkFailed { slot: usize, addr: SocketAddr, link: u64, why: String },
+    Hold(HoldOrder),
     Aborted,
     /// A timer or the deadline is due.
     Alarm,
@@ -191,12 +242,26 @@ where
             let _ = tx.send(Input::Aborted);
         });
     }
+    if let Some(mut orders) = cfg.hold.as_ref().and_then(|h| h.taken.lock().unwrap_or_else(|e| e.into_inner()).take()) {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(order) = orders.recv().await {
+                if tx.send(Input::Hold(order)).is_err() {
+                    return;
+                }
+            }
+        });
+    }
     let mut driver = Driver {
         wan: cfg.topology.clone().map(|t| WanEmulator::new(t, cfg.seed)),
         cfg,
         runtime: tokio::runtime::Handle::current(),
         inputs: tx,
         links: HashMap::new(),
+        links_opened: 0,
+        unanswered: HashMap::new(),
+        held: HashMap::new(),
+        held_back: Vec::new(),
         local,
         local_conns: HashMap::new(),
         timers: Agenda::new(),
@@ -251,17 +316,30 @@ where
                 Input::Alarm => break,
                 Input::Reply { slot, from, reply } => {
                     driver.report.replies += 1;
+                    driver.answered(from);
                     (slot, ClientEvent::Reply { from, reply })
                 }
                 Input::Aborted => {
                     aborted = true;
                     break;
                 }
-                Input::LinkFailed { slot, addr, why } => {
-                    driver.report.link_failures += 1;
-                    let client = slots.get(slot).map(|s| s.client.id());
-                    eprintln!("[ensemble-net clients] connection of {client:?} to {addr} failed: {why}");
+                Input::LinkFailed { slot, addr, link, why } => {
+                    if driver.links.get(&(slot, addr)).is_none_or(|(_, current)| *current != link) {
+                        // A connection to a held host's earlier incarnation, already replaced.
+                        continue;
+                    }
                     driver.links.remove(&(slot, addr));
+                    // A held host is being restarted, with none of its requests in flight: its
+                    // connections closing is the plan, and nothing was lost on them.
+                    if !driver.is_held(addr) {
+                        driver.report.link_failures += 1;
+                        let client = slots.get(slot).map(|s| s.client.id());
+                        eprintln!("[ensemble-net clients] connection of {client:?} to {addr} failed: {why}");
+                    }
+                    continue;
+                }
+                Input::Hold(order) => {
+                    driver.order(order, &slots);
                     continue;
                 }
             };
@@ -300,8 +378,17 @@ struct Driver<E> {
     cfg: ClientDriverConfig,
     runtime: tokio::runtime::Handle,
     inputs: Sender<Input<E>>,
-    /// Each client's connections, by host address.
-    links: HashMap<(usize, SocketAddr), Outlet>,
+    /// Each client's connections, by host address, each with its number among those opened.
+    links: HashMap<(usize, SocketAddr), (Outlet, u64)>,
+    links_opened: u64,
+    /// Requests sent to each process and not yet answered (a reply comes from the process its
+    /// request went to).
+    unanswered: HashMap<ProcessId, u64>,
+    /// The processes whose requests are held ([`RequestHold`]), and who waits to hear that
+    /// none sent to them before is unanswered.
+    held: HashMap<ProcessId, Option<std::sync::mpsc::Sender<()>>>,
+    /// Requests held, in the order the clients sent them: (slot, process, request).
+    held_back: Vec<(usize, ProcessId, Request)>,
     /// The hosts of this OS process, by address, and each client's connection to them.
     local: HashMap<SocketAddr, LocalClients<E>>,
     local_conns: HashMap<(usize, SocketAddr), ConnId>,
@@ -313,6 +400,57 @@ struct Driver<E> {
 impl<E: Debug + Serialize + DeserializeOwned + Send + 'static> Driver<E> {
     fn now(&self) -> Time {
         Time::from_duration(Instant::now().saturating_duration_since(self.cfg.epoch))
+    }
+
+    fn is_held(&self, addr: SocketAddr) -> bool {
+        self.held.keys().any(|p| self.cfg.processes.get(p).is_some_and(|a| a.addr == addr))
+    }
+
+    fn answered(&mut self, from: ProcessId) {
+        if let Some(n) = self.unanswered.get_mut(&from) {
+            *n = n.saturating_sub(1);
+        }
+        self.tell_if_answered();
+    }
+
+    /// Tells who waits on a hold whose processes have nothing unanswered (once).
+    fn tell_if_answered(&mut self) {
+        let unanswered = &self.unanswered;
+        let done = |p: &ProcessId| unanswered.get(p).copied().unwrap_or(0) == 0;
+        if self.held.iter().any(|(_, w)| w.is_some()) && self.held.keys().all(done) {
+            for waiter in self.held.values_mut().filter_map(Option::take) {
+                let _ = waiter.send(());
+            }
+        }
+    }
+
+    fn order(&mut self, order: HoldOrder, slots: &[ClientSlot<E>]) {
+        match order {
+            HoldOrder::Hold { processes, answered } => {
+                for p in processes {
+                    self.held.insert(p, Some(answered.clone()));
+                }
+                self.tell_if_answered();
+            }
+            HoldOrder::Release { processes } => {
+                let addrs: Vec<SocketAddr> = processes.iter().filter_map(|p| self.cfg.processes.get(p).map(|a| a.addr)).collect();
+                for p in &processes {
+                    self.held.remove(p);
+                }
+                // The connections to the host's earlier incarnation are dead or dying: the held
+                // requests go on new ones.
+                self.links.retain(|(_, addr), _| !addrs.contains(addr));
+                let (go, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held_back).into_iter().partition(|(_, to, _)| !self.held.contains_key(to));
+                self.held_back = keep;
+                for (slot, to, request) in go {
+                    let Some(this) = slots.get(slot) else { continue };
+                    if let Err(why) = self.send(slot, this, to, request) {
+                        self.report.requests_undeliverable += 1;
+                        eprintln!("[ensemble-net clients] request of {} to {to} dropped: {why}", this.client.id());
+                    }
+                }
+            }
+        }
     }
 
     fn apply(
@@ -346,6 +484,11 @@ impl<E: Debug + Serialize + DeserializeOwned + Send + 'static> Driver<E> {
 
     fn send(&mut self, slot: usize, this: &ClientSlot<E>, to: ProcessId, request: Request) -> Result<(), String> {
         let Some(target) = self.cfg.processes.get(&to).copied() else { return Err(format!("{to} is not deployed")) };
+        if self.held.contains_key(&to) {
+            self.held_back.push((slot, to, request));
+            return Ok(());
+        }
+        *self.unanswered.entry(to).or_default() += 1;
         if let Some(host) = self.local.get(&target.addr) {
             let conn = match self.local_conns.get(&(slot, target.addr)) {
                 Some(&conn) => conn,
@@ -360,11 +503,12 @@ impl<E: Debug + Serialize + DeserializeOwned + Send + 'static> Driver<E> {
             return if host.request(conn, to, request) { Ok(()) } else { Err("the host has stopped".into()) };
         }
         let bytes = encode_frame::<Never, E>(&Frame::Request { to, request }).map_err(|e| e.to_string())?;
-        let link = self.links.entry((slot, target.addr)).or_insert_with(|| {
+        let (link, _) = self.links.entry((slot, target.addr)).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            let link = ClientLink { slot, client: this.client.id(), site: this.site, addr: target.addr, key: self.cfg.key.clone() };
+            self.links_opened += 1;
+            let link = ClientLink { slot, client: this.client.id(), site: this.site, addr: target.addr, key: self.cfg.key.clone(), link: self.links_opened };
             self.runtime.spawn(link.run::<E>(rx, self.inputs.clone(), self.cfg.connect_timeout));
-            Outlet::new(tx)
+            (Outlet::new(tx), self.links_opened)
         });
         let delay = self.wan.as_mut().map(|w| w.delay(this.site, target.site, bytes.len()));
         if link.send(bytes, delay) {
@@ -382,13 +526,15 @@ struct ClientLink {
     site: usize,
     addr: SocketAddr,
     key: Option<crate::auth::Secret>,
+    /// Its number among the driver's connections.
+    link: u64,
 }
 
 impl ClientLink {
     /// Dial, handshake, then requests out and replies in.
     async fn run<E: DeserializeOwned + Send + 'static>(self, mut rx: OutRx, inputs: Sender<Input<E>>, timeout: Duration) {
-        let ClientLink { slot, client, site, addr, key } = self;
-        let failed = |why: String| Input::LinkFailed { slot, addr, why };
+        let ClientLink { slot, client, site, addr, key, link } = self;
+        let failed = |why: String| Input::LinkFailed { slot, addr, link, why };
         let stream = match connect_with_retry(addr, timeout).await {
             Ok(s) => s,
             Err(e) => {
@@ -420,7 +566,7 @@ impl ClientLink {
                     Some(Err(e)) => break e.to_string(),
                 }
             };
-            let _ = reader_inputs.send(Input::LinkFailed { slot, addr, why });
+            let _ = reader_inputs.send(Input::LinkFailed { slot, addr, link, why });
         });
         let mut wr = dialed.writer;
         if let Err(e) = write_loop(&mut wr, &mut rx, dialed.sealer, None).await {

@@ -298,6 +298,7 @@ impl ClusterSpec {
             deadline,
             key: self.operator_key(),
             abort: None,
+            hold: None,
         })
     }
 }

@@ -64,7 +64,7 @@ mod layout;
 pub mod wan;
 pub mod workers;
 
-pub use client::{run_clients, run_clients_beside, ClientDriverConfig, ClientReport, ClientSlot, ProcessAddr, StopReason};
+pub use client::{run_clients, run_clients_beside, ClientDriverConfig, ClientReport, ClientSlot, ProcessAddr, RequestHold, StopReason};
 pub use admin::BlockingConn;
 pub use auth::{KeyRing, Secret};
 pub use cluster::{probe, ClusterSpec, HostStatus, TopologyRef};

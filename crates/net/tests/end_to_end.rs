@@ -7,11 +7,11 @@
 
 mod common;
 
-use common::{assert_all_answered, ring_of, serve_two_clients_per_process, slots, two_sites, Cluster, RingMsg, Served, ToyClient};
+use common::{assert_all_answered, ring_of, serve_two_clients_per_process, slots, two_sites, until, Cluster, RingMsg, Served, ToyClient};
 use ensemble_core::topology::Topology;
 use ensemble_core::{ClientId, Deployment, ProcessId, Request};
 use ensemble_net::frame::{encode_frame, FrameCodec, Never, HEADER_LEN, PROTOCOL_VERSION};
-use ensemble_net::{Frame, Hello, HostId};
+use ensemble_net::{probe, run_clients, Frame, Hello, HostId, RequestHold, StopReason};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -33,6 +33,39 @@ fn plain_cluster(n: usize) -> Cluster {
     let d = one_per_host(&vec![0; n]);
     let build = ring_of(&d, &[]);
     Cluster::start_with(d, Topology::lan(), false, 2, None, ensemble_net::Limits::default(), build)
+}
+
+/// A hold on a process's requests ([`RequestHold`], what `ensemble bench --restart-node` uses
+/// before it kills the process's host): the holder is told once every request sent to it is
+/// answered, and then nothing is in flight at any host; the requests the clients send meanwhile
+/// wait in the driver, and once released every one is answered, none lost.
+#[test]
+fn requests_held_for_a_process_wait_in_the_driver_and_are_answered_once_released() {
+    let cluster = lan_cluster(2);
+    let per_client = 20;
+    let targets: BTreeMap<_, _> = (0..4u64).map(|c| (ClientId(c), ProcessId(0))).collect();
+    let clients = slots(targets.iter().map(|(c, p)| (ToyClient::boxed(c.0, p.0, per_client), 0)));
+    let hold = RequestHold::default();
+    let mut cfg = cluster.client_config();
+    cfg.hold = Some(hold.clone());
+    let expected = targets.len() * per_client as usize;
+    let driver = std::thread::spawn(move || {
+        let mut done = Vec::new();
+        let report = run_clients(cfg, clients, until(&mut done, expected)).unwrap();
+        (report, done)
+    });
+    let answered = hold.hold(vec![ProcessId(0)]);
+    answered.recv_timeout(Duration::from_secs(30)).expect("told once the requests sent before the hold are answered");
+    for h in 0..2 {
+        let status = probe(cluster.addr(h), cluster.spec.operator_key().as_ref(), Duration::from_secs(5)).unwrap();
+        assert!(status.quiescent, "host {h} has work in flight while every request is held: {status:?}");
+    }
+    hold.release(vec![ProcessId(0)]);
+    let (report, done) = driver.join().unwrap();
+    assert_eq!(report.stopped, StopReason::Callback, "{report:?}");
+    assert_eq!((report.requests_undeliverable, report.link_failures), (0, 0), "{report:?}");
+    assert_all_answered(&done, &targets, per_client);
+    cluster.stop_clean();
 }
 
 #[test]

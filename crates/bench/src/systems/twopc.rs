@@ -143,6 +143,13 @@ impl Harness for TwoPcHarness {
         Ok(Some(Arc::new(open)))
     }
 
+    fn restartable(&self, _exp: &Experiment) -> Result<(), String> {
+        // A killed node's unprepared branches die with its sessions, its prepared ones and its
+        // decisions are in its databases (`TwoPcStorage`'s recovery), and a peer's wait for its
+        // vote is bounded (`VOTE_TIMEOUT`).
+        Ok(())
+    }
+
     fn reopen_storage(&self, exp: &Experiment, id: ProcessId, _dir: &Path) -> anyhow::Result<Option<TwoPcStorage>> {
         Ok(Some(TwoPcStorage::open(self.shared(exp, id)?)?))
     }
