@@ -8,7 +8,8 @@
 #     run checked serializable by replay (`ensemble bench` exits non-zero on a failed check);
 #     On PostgreSQL also with locals side by side under SSI (--writers-side-by-side); and on
 #     each server (and PostgreSQL's locals side by side, and the 2PC baseline on both) once with the server
-#     ending the node's sessions every half second (scripts/sessions-ended.sh);
+#     ending the node's sessions every half second (scripts/sessions-ended.sh); and the 2PC
+#     baseline with two of its nodes killed and started again within each run (--restart-node);
 #     and the overhead figure, briefly, on each server;
 #  3. a server that cannot serve is refused before any run starts, with a message naming it
 #     (one that is not there; SQLite and, on a second PostgreSQL cluster on port 5433 that
@@ -114,6 +115,20 @@ grep -q "is for real runs of the Conveyor Belt on PostgreSQL" <<<"$msg" || { ech
 # PostgreSQL also side by side, and under the 2PC baseline on both, each run checked, nothing
 # lost, applied twice or refused.
 scripts/sessions-ended.sh --bin "$bin"
+
+# A 2PC node killed within a measured run and started again over its databases (two of them,
+# one after the other): every application on each server, each run whole and checked
+# (`ensemble bench` exits non-zero on a partial run or a failed check).
+for backend in postgres mariadb; do
+  for app in shop micro tpcw rubis; do
+    echo "server-suites: $app on $backend, 2pc, hosts h1 and h2 killed and started again within the run" >&2
+    "$bin" bench "$app" --backend "$backend" --system 2pc --real --topology lan --instances 3 --clients 9 \
+      --warmup 0.5 --measure 3 --restart-node 1@1 --restart-node 2@2.5 --quiet --out "$out" 2>"$out/restart.log" | grep -F ": serializable:" \
+      || { grep -v '^\[ensemble-net' "$out/restart.log" | tail -n 20 >&2; exit 1; }
+    grep -c "restarted .* into the run" "$out/restart.log" | grep -qx 2 \
+      || { echo "server-suites: $app on $backend: not both hosts were restarted" >&2; grep -v '^\[ensemble-net' "$out/restart.log" | tail -n 20 >&2; exit 1; }
+  done
+done
 
 # 2pc over SQLite is refused before anything runs, saying why.
 if msg="$("$bin" bench shop --system 2pc --real --quiet --out "$out" 2>&1)"; then
