@@ -624,13 +624,16 @@ fn await_ready(nodes: &mut [Node]) -> anyhow::Result<Vec<SocketAddr>> {
 /// Watches the hosts while the clients run, until `stop` closes: a host that exits, that
 /// answers no probe for [`SILENCE`], or whose answer says a process of it failed (halted by a
 /// panic, a storage job that failed: the run cannot be checked past it, and its clients would
-/// wait for replies until the drain) aborts the run. Returns why it did.
+/// wait for replies until the drain) aborts the run. Returns why it did. It also makes the
+/// restarts the experiment plans ([`Restarts`]), when they are due.
 fn watch(nodes: &mut [Node], spec: &ClusterSpec, abort: &ShutdownHandle, stop: mpsc::Receiver<()>, mut restarts: Restarts) -> Option<String> {
     let mut answered = vec![Instant::now(); nodes.len()];
     loop {
         if let Some(host) = restarts.due() {
             match restarts.restart(&mut nodes[host.index()], spec) {
-                Ok(()) => answered[host.index()] = Instant::now(),
+                // No host was probed while the restart lasted (seconds, when it waits for a
+                // vote lost with the killed node): that is no silence of theirs.
+                Ok(()) => answered.fill(Instant::now()),
                 Err(fault) => {
                     abort.trigger();
                     return Some(fault);

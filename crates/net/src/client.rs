@@ -381,8 +381,8 @@ struct Driver<E> {
     /// Each client's connections, by host address, each with its number among those opened.
     links: HashMap<(usize, SocketAddr), (Outlet, u64)>,
     links_opened: u64,
-    /// Requests sent to each process and not yet answered (a reply comes from the process its
-    /// request went to).
+    /// Requests sent to each process and not yet answered, with a [`RequestHold`] (a reply
+    /// comes from the process its request went to).
     unanswered: HashMap<ProcessId, u64>,
     /// The processes whose requests are held ([`RequestHold`]), and who waits to hear that
     /// none sent to them before is unanswered.
@@ -488,7 +488,10 @@ impl<E: Debug + Serialize + DeserializeOwned + Send + 'static> Driver<E> {
             self.held_back.push((slot, to, request));
             return Ok(());
         }
-        *self.unanswered.entry(to).or_default() += 1;
+        // Counted only where a hold may ask: a run without one pays nothing per request.
+        if self.cfg.hold.is_some() {
+            *self.unanswered.entry(to).or_default() += 1;
+        }
         if let Some(host) = self.local.get(&target.addr) {
             let conn = match self.local_conns.get(&(slot, target.addr)) {
                 Some(&conn) => conn,
