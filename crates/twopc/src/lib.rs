@@ -207,7 +207,8 @@ pub struct TwoPcConfig {
     pub max_attempts: u32,
     /// The least slot of the back-off before a voted-down transaction runs again: the slot is
     /// the longer of this and the voting round that failed (from the prepares to the decision's
-    /// rollback; at most [`MAX_SLOT`]; not a round whose vote did not come), and attempt `k` waits a uniformly random part of `slot * 2^(k-1)` (at most 64 slots). Two
+    /// rollback; at most [`MAX_SLOT`]; not a round whose vote did not come), and attempt `k`
+    /// waits a uniformly random part of `slot * 2^(k-1)` (at most 64 slots). Two
     /// globals that each hold what the other's participant needs both vote no; run again at
     /// once, they would meet again. The slot follows the round because a round holds the
     /// coordinator's locks for its whole length: in a WAN a round is a round trip of tens of
@@ -884,7 +885,12 @@ mod tests {
 
     /// A node of `n` whose start is done: incarnation 1, nothing in doubt.
     fn node(id: u32, n: u32) -> TwoPcNode {
-        let mut node = fresh(id, n);
+        node_with(id, n, 2)
+    }
+
+    /// [`node`], running a request at most `max_attempts` times.
+    fn node_with(id: u32, n: u32, max_attempts: u32) -> TwoPcNode {
+        let mut node = fresh_with(id, n, max_attempts);
         let out = start(&mut node);
         handle(&mut node, Event::StorageDone { work: out, result: JobResult::Recovered { epoch: 1, in_doubt: vec![] } });
         node
@@ -1085,9 +1091,7 @@ mod tests {
     #[test]
     fn a_voted_down_attempt_backs_off_in_slots_as_long_as_its_voting_round() {
         let round = Duration::from_millis(200);
-        let mut c = fresh_with(0, 2, 100);
-        let w = start(&mut c);
-        handle(&mut c, Event::StorageDone { work: w, result: JobResult::Recovered { epoch: 1, in_doubt: vec![] } });
+        let mut c = node_with(0, 2, 100);
         let mut now = Time::ZERO;
         let mut out = handle_at(&mut c, now, Event::Request(request("order", 2)));
         let mut waits = Vec::new();
