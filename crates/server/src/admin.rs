@@ -311,6 +311,86 @@ pub fn sessions_still_held(conn: &mut Conn) -> Result<Vec<i64>, ConnError> {
     Ok(held.difference(&listed).copied().collect())
 }
 
+/// Ends every other session on `conn`'s database that has a transaction open (or, on MariaDB,
+/// a statement running) and waits until the server has torn each one down; returns how many it
+/// ended. A 2PC node calls it as it starts, before it lists the branches prepared at its
+/// instance: a node killed with a statement on its way leaves a session that runs it after the
+/// node is gone (the server reads what was sent before it reads the end of the connection),
+/// and a branch such a session prepared after the listing would be in doubt with no one to
+/// ask about it, holding its locks. No other node uses an instance's database, and the starting
+/// node's own sessions have run nothing yet, so every session this finds is an earlier
+/// incarnation's. Test: `a_starting_node_ends_its_earlier_incarnation_s_open_transactions_first`.
+pub(crate) fn end_earlier_transactions(conn: &mut Conn, engine: Engine) -> Result<usize, ConnError> {
+    let ints = |rows: ensemble_core::Rows| -> Vec<i64> {
+        rows.into_iter()
+            .filter_map(|r| match r.first() {
+                Some(ensemble_core::Value::Int(v)) => Some(*v),
+                _ => None,
+            })
+            .collect()
+    };
+    let (listed, ended, killed): (String, usize, Vec<i64>) = match engine {
+        Engine::Postgres => {
+            // A backend is named by its pid and its start, since pids are used again.
+            let which = "datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND xact_start IS NOT NULL";
+            let open = conn.batch_rows(&format!("SELECT pid, (extract(epoch FROM backend_start) * 1000000)::bigint FROM pg_stat_activity WHERE {which}"))?;
+            if open.is_empty() {
+                return Ok(0);
+            }
+            let named: Vec<String> = open.iter().map(|r| format!("({}, {})", r[0].as_int().unwrap_or(0), r[1].as_int().unwrap_or(0))).collect();
+            let that = format!("(pid, (extract(epoch FROM backend_start) * 1000000)::bigint) IN ({})", named.join(", "));
+            conn.batch_rows(&format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {that}"))?;
+            (format!("SELECT pid FROM pg_stat_activity WHERE {that}"), named.len(), Vec::new())
+        }
+        Engine::Mariadb => {
+            // A session between two statements of its transaction sleeps in the process list;
+            // InnoDB names it.
+            let held = sessions_innodb_holds(conn)?;
+            let here = conn.batch_rows("SELECT id, command FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID()")?;
+            let open: Vec<i64> = here
+                .iter()
+                .filter_map(|r| match (&r[0], &r[1]) {
+                    (ensemble_core::Value::Int(id), ensemble_core::Value::Text(command)) if command != "Sleep" || held.contains(id) => Some(*id),
+                    (ensemble_core::Value::Int(id), _) if held.contains(id) => Some(*id),
+                    _ => None,
+                })
+                .collect();
+            if open.is_empty() {
+                return Ok(0);
+            }
+            for id in &open {
+                match conn.batch(&format!("KILL CONNECTION {id}")) {
+                    Ok(()) => {}
+                    // It ended by itself since the list was read.
+                    Err(ConnError::Statement(m)) if m.contains("Unknown thread id") => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let ids = open.iter().map(|id| id.to_string()).collect::<Vec<_>>().join(", ");
+            (format!("SELECT id FROM information_schema.processlist WHERE id IN ({ids})"), open.len(), open)
+        }
+    };
+    let mut waited = std::time::Duration::ZERO;
+    loop {
+        let left = ints(conn.batch_rows(&listed)?);
+        // On MariaDB InnoDB lets go of a session's transaction just after it leaves the list
+        // (`sessions_innodb_holds`).
+        let held: Vec<i64> = if killed.is_empty() || !left.is_empty() { Vec::new() } else { sessions_innodb_holds(conn)?.into_iter().filter(|id| killed.contains(id)).collect() };
+        if left.is_empty() && held.is_empty() {
+            return Ok(ended);
+        }
+        if waited >= DETACH_WAIT {
+            return Err(ConnError::Statement(format!(
+                "{ended} session(s) of an earlier start, with a transaction open on this database, were ended, and {:?} still {} after {DETACH_WAIT:?}",
+                if left.is_empty() { &held } else { &left },
+                if left.is_empty() { "had a transaction in InnoDB" } else { "were listed" }
+            )));
+        }
+        std::thread::sleep(DETACH_POLL);
+        waited += DETACH_POLL;
+    }
+}
+
 /// The ids of the XA branches prepared on this MariaDB server (`XA RECOVER`). The branches this
 /// project names are `run-coordinator-n-instance`, with no branch qualifier, so the id is the
 /// row's data column (after formatID, gtrid_length and bqual_length).

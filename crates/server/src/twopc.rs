@@ -527,9 +527,10 @@ impl TwoPcStorage {
         }
     }
 
-    /// [`Job::Recover`]: makes the two tables if this is the instance's first start, takes
-    /// the next incarnation, moves the clock past every recorded timestamp, and lists this
-    /// run's branches prepared at this instance.
+    /// [`Job::Recover`]: ends what an earlier incarnation's sessions still run
+    /// ([`crate::admin::end_earlier_transactions`]), makes the tables if this is the
+    /// instance's first start, takes the next incarnation, moves the clock past every
+    /// recorded timestamp, and lists this run's branches prepared at this instance.
     ///
     /// A connection lost on the way (a server that ends sessions may end this one while the
     /// node starts) is no reason to stop the instance: the old session is ended and waited out,
@@ -559,6 +560,9 @@ impl TwoPcStorage {
     }
 
     fn recover_start_once(&mut self) -> Result<JobResult, ConnError> {
+        // Before anything is read: a session of the killed incarnation may still commit a
+        // decision's record or prepare a branch.
+        crate::admin::end_earlier_transactions(&mut self.db.conn, self.shared.engine())?;
         let start = self.begin_records();
         let conn = &mut self.db.conn;
         conn.batch(&format!(
