@@ -125,6 +125,13 @@ pub enum Message {
     /// Participant → coordinator: its branch of `xid` committed, so it will never ask about
     /// `xid` again. Once every participant has said so, the record of the commit can go.
     Finished { xid: Xid },
+    /// Any instance → every other, once a start that followed an earlier one has recovered
+    /// (incarnation `epoch` > 1): what the earlier incarnation was sent and did not answer, it
+    /// never will. A coordinator counts such a missing vote as a no at once, where otherwise
+    /// it would wait out [`TwoPcConfig::vote_timeout`] holding its locks, and a participant
+    /// asks at once about its branches that instance coordinates, rather than after
+    /// [`TwoPcConfig::inquire_after`].
+    Started { epoch: u64 },
 }
 
 /// Storage work. The storage keeps the instance's clock (see the crate doc).
@@ -251,6 +258,9 @@ pub struct TwoPcStats {
     pub inquiries: u64,
     /// Inquiries answered from the records (the transaction was no longer coordinated here).
     pub outcomes_read: u64,
+    /// Votes counted as no because their instance started again before sending them
+    /// ([`Message::Started`]).
+    pub votes_lost_to_restarts: u64,
 }
 
 enum Pending {
@@ -556,6 +566,13 @@ impl TwoPcNode {
             self.prepared.insert(xid, now);
             out.push(Effect::Send { to: xid.coordinator.process(), msg: Message::Inquire { xid } });
         }
+        if epoch > 1 {
+            // After the inquiries: a coordinator that hears of the start first counts the
+            // vote as a no either way, and one that hears the inquiry first does the same.
+            for i in (0..self.cfg.instances).map(InstanceId).filter(|i| *i != self.id) {
+                out.push(Effect::Send { to: i.process(), msg: Message::Started { epoch } });
+            }
+        }
         self.watch_prepared(out);
         self.release_held_back(now, out);
     }
@@ -704,18 +721,11 @@ impl TwoPcNode {
             return self.work(Pending::Outcome { xid, asker }, Job::Outcome { xid }, out);
         };
         match c.decided {
+            // Its branch is prepared, but the vote it sent never came (lost with a connection,
+            // or its node restarted before sending it): a no. Otherwise it voted yes, and will
+            // be told.
             None => {
-                if c.waiting.remove(&asker) {
-                    // Its branch is prepared, but the vote it sent never came (lost with a
-                    // connection, or its node restarted before sending it): a no.
-                    c.prepared_at.insert(asker);
-                    c.all_yes = false;
-                    c.voting_since = None;
-                    if c.waiting.is_empty() {
-                        self.decide(xid, out);
-                    }
-                }
-                // Otherwise it voted yes, and will be told.
+                self.vote_lost(xid, asker, out);
             }
             Some(None) => out.push(Effect::Send { to: from, msg: Message::Decide { xid, commit: false, ts: c.ts } }),
             // Being committed here: told once the record is.
@@ -723,7 +733,46 @@ impl TwoPcNode {
         }
     }
 
-    fn on_message(&mut self, from: ProcessId, msg: Message, out: &mut Vec<Effect<TwoPc>>) {
+    /// `instance`'s vote on `xid`, still awaited, will not come: a no, and the decision goes to
+    /// it as to a branch that may have prepared. Returns whether the vote was awaited.
+    fn vote_lost(&mut self, xid: Xid, instance: InstanceId, out: &mut Vec<Effect<TwoPc>>) -> bool {
+        let Some(c) = self.coordinating.get_mut(&xid).filter(|c| c.decided.is_none()) else { return false };
+        if !c.waiting.remove(&instance) {
+            return false;
+        }
+        c.prepared_at.insert(instance);
+        c.all_yes = false;
+        // The round measured the restart or the loss, not the votes.
+        c.voting_since = None;
+        if c.waiting.is_empty() {
+            self.decide(xid, out);
+        }
+        true
+    }
+
+    /// [`Message::Started`]: `from`'s earlier incarnation is gone. Its votes still awaited
+    /// are lost; the branches here that it coordinates ask it at once. A prepare that went to
+    /// the new incarnation before this came is counted as a no too: an attempt lost, never a
+    /// wrong outcome (the branch, if it prepares, votes late and hears the abort).
+    fn on_started(&mut self, now: Time, from: ProcessId, out: &mut Vec<Effect<TwoPc>>) {
+        let instance = InstanceId::of(from);
+        if instance == self.id || from.0 >= self.cfg.instances {
+            return out.push(Effect::Refuse { from, what: "a start of an instance outside this deployment".to_string() });
+        }
+        let awaited: Vec<Xid> = self.coordinating.iter().filter(|(_, c)| c.decided.is_none() && c.waiting.contains(&instance)).map(|(x, _)| *x).collect();
+        for xid in awaited {
+            if self.vote_lost(xid, instance, out) {
+                self.stats.votes_lost_to_restarts += 1;
+            }
+        }
+        for (xid, since) in self.prepared.iter_mut().filter(|(x, _)| x.coordinator == instance) {
+            *since = now;
+            self.stats.inquiries += 1;
+            out.push(Effect::Send { to: from, msg: Message::Inquire { xid: *xid } });
+        }
+    }
+
+    fn on_message(&mut self, now: Time, from: ProcessId, msg: Message, out: &mut Vec<Effect<TwoPc>>) {
         match msg {
             Message::Prepare { xid, update } => {
                 if xid.coordinator.process() != from || xid.coordinator == self.id || from.0 >= self.cfg.instances {
@@ -748,6 +797,7 @@ impl TwoPcNode {
                 }
             }
             Message::Inquire { xid } => self.on_inquire(from, xid, out),
+            Message::Started { .. } => self.on_started(now, from, out),
             Message::Finished { xid } => {
                 if xid.coordinator != self.id {
                     return out.push(Effect::Refuse { from, what: format!("a participant's commit of {xid:?}, which this instance did not coordinate") });
@@ -783,7 +833,7 @@ impl Process<TwoPc> for TwoPcNode {
         }
         match event {
             Event::Request(r) => self.on_request(r, out),
-            Event::Message { from, msg } => self.on_message(from, msg, out),
+            Event::Message { from, msg } => self.on_message(now, from, msg, out),
             Event::Timer(id) if self.inquiry == Some(id) => self.on_inquiry_timer(now, out),
             Event::Timer(id) => {
                 if let Some((request, attempt)) = self.backing_off.remove(&id) {
@@ -813,6 +863,7 @@ impl Process<TwoPc> for TwoPcNode {
             ("votes_timed_out", s.votes_timed_out),
             ("inquiries", s.inquiries),
             ("outcomes_read", s.outcomes_read),
+            ("votes_lost_to_restarts", s.votes_lost_to_restarts),
         ]
     }
 
@@ -1212,7 +1263,12 @@ mod tests {
         assert!(!p.quiescent());
         let left = Xid { coordinator: InstanceId(2), epoch: 7, n: 40 };
         let out = handle(&mut p, Event::StorageDone { work: w, result: JobResult::Recovered { epoch: 2, in_doubt: vec![left] } });
-        assert_eq!(sent(&out), vec![(ProcessId(2), Message::Inquire { xid: left })]);
+        let started = Message::Started { epoch: 2 };
+        assert_eq!(
+            sent(&out),
+            vec![(ProcessId(2), Message::Inquire { xid: left }), (ProcessId(0), started.clone()), (ProcessId(2), started)],
+            "asks about the branch left in doubt, then tells every other instance it started again"
+        );
         assert_eq!(timers(&out).len(), 1, "and asks again if no answer comes: {out:?}");
         let [(_, Job::Branch { xid: ordered, .. }), (_, Job::Apply { xid: applied, .. })] = stored(&out)[..] else {
             panic!("the order and the prepare held back run now, in order: {out:?}")
@@ -1249,6 +1305,57 @@ mod tests {
         handle(&mut p, Event::StorageDone { work: finish, result: JobResult::Finished });
         assert!(p.quiescent());
         assert_eq!(p.stats().inquiries, 2);
+    }
+
+    /// An instance's first start tells no one; a later one tells every other instance. A
+    /// coordinator that hears of it counts that instance's missing vote as a no at once (not
+    /// after the vote wait, its locks held all along) and tells it the abort; a participant
+    /// asks it at once about the branches it coordinates. Only instances of the deployment can
+    /// start.
+    #[test]
+    fn an_instance_started_again_loses_its_missing_votes_at_once_and_is_asked_about_its_branches() {
+        let mut first = fresh(2, 3);
+        let w = start(&mut first);
+        let out = handle(&mut first, Event::StorageDone { work: w, result: JobResult::Recovered { epoch: 1, in_doubt: vec![] } });
+        assert!(sent(&out).is_empty(), "a first start tells no one: {out:?}");
+
+        let mut c = node(0, 3);
+        let (x, prepares) = held_order(&mut c, 5);
+        assert_eq!(prepares.len(), 2);
+        assert!(handle(&mut c, Event::Message { from: ProcessId(1), msg: Message::Vote { xid: x, yes: true, tick: 6 } }).is_empty());
+        // Instance 2 was killed with the prepare, and started again.
+        let restarted_at = Time::from_duration(Duration::from_millis(40));
+        let out = handle_at(&mut c, restarted_at, Event::Message { from: ProcessId(2), msg: Message::Started { epoch: 2 } });
+        let [(d, Job::Decide { xid: decided, commit: false, .. })] = stored(&out)[..] else { panic!("decided at once: {out:?}") };
+        assert_eq!(decided, x);
+        let mut told = sent(&out);
+        told.sort_by_key(|(to, _)| *to);
+        assert_eq!(told, vec![(ProcessId(1), Message::Decide { xid: x, commit: false, ts: 6 }), (ProcessId(2), Message::Decide { xid: x, commit: false, ts: 6 })]);
+        assert_eq!((c.stats().votes_lost_to_restarts, c.stats().votes_timed_out, c.stats().distributed_aborts), (1, 0, 1));
+        let out = handle_at(&mut c, restarted_at, Event::StorageDone { work: d, result: JobResult::Decided { committed: false } });
+        let [(_, after)] = timers(&out)[..] else { panic!("runs again after a back-off: {out:?}") };
+        assert!(after <= Duration::from_millis(5), "a round cut by a restart sets no longer slot: {after:?}");
+        let again = handle_at(&mut c, restarted_at, Event::Message { from: ProcessId(2), msg: Message::Started { epoch: 3 } });
+        assert!(again.is_empty(), "no vote awaited, nothing coordinated by it: {again:?}");
+        assert_eq!(c.stats().votes_lost_to_restarts, 1);
+        for from in [ProcessId(0), ProcessId(3)] {
+            let out = handle(&mut c, Event::Message { from, msg: Message::Started { epoch: 2 } });
+            assert!(refused(&out), "a start from {from}: {out:?}");
+        }
+
+        // A participant whose branch instance 0 coordinates.
+        let mut p = node(1, 3);
+        let prepared_at = Time::from_duration(Duration::from_millis(300));
+        let y = xid(0, 3);
+        let out = handle_at(&mut p, prepared_at, Event::Message { from: ProcessId(0), msg: Message::Prepare { xid: y, update: update() } });
+        let w = stored(&out)[0].0;
+        handle_at(&mut p, prepared_at, Event::StorageDone { work: w, result: JobResult::Voted { yes: true, tick: 2, why: None } });
+        let soon = prepared_at + Duration::from_millis(10);
+        let out = handle_at(&mut p, soon, Event::Message { from: ProcessId(0), msg: Message::Started { epoch: 2 } });
+        assert_eq!(sent(&out), vec![(ProcessId(0), Message::Inquire { xid: y })], "asked at once, not after {INQUIRE_AFTER:?}");
+        let out = handle_at(&mut p, soon, Event::Message { from: ProcessId(2), msg: Message::Started { epoch: 2 } });
+        assert!(out.is_empty(), "instance 2 coordinates no branch here: {out:?}");
+        assert_eq!(p.stats().inquiries, 1);
     }
 
     /// The coordinator answers an inquiry from memory while it coordinates the transaction (an
