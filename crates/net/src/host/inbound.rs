@@ -299,6 +299,11 @@ fn check_peer<P: Protocol>(ctx: &Inbound<P>, host: HostId, processes: &[ProcessI
 /// The sending side of the connection to one peer host: dials (with retry), does the
 /// handshake, then writes the messages of this host's processes. If the connection breaks it
 /// redials; the frame being written when it broke is lost, as it would be with any TCP failure.
+/// It also redials once the peer closes its end, which a peer whose process was killed does at
+/// once: the kernel would take the next frames into the dead connection without an error, and
+/// a message sent there after the peer, started again, said so (a 2PC prepare after
+/// `Message::Started`) would be lost for good. So what is sent after the peer's end closed
+/// waits for the new connection.
 pub(super) struct PeerLink {
     pub me: HostId,
     pub mine: Vec<ProcessId>,
@@ -308,6 +313,9 @@ pub(super) struct PeerLink {
     /// The pair key of this host and `peer`.
     pub key: Option<Secret>,
 }
+
+/// Why a link to a peer ended when the peer closed its end ([`PeerLink`]).
+const PEER_CLOSED: &str = "the peer closed its end";
 
 impl PeerLink {
     pub(super) async fn run(self, mut rx: OutRx) {
@@ -324,9 +332,14 @@ impl PeerLink {
             let hello = Hello::Peer { host: me, processes: mine.clone() };
             let result = match dial_handshake::<Never, Never>(stream, hello, key.as_ref(), timeout).await {
                 Ok(dialed) => {
-                    tokio::spawn(watch_peer_replies(me, peer, dialed.reader));
+                    // A peer started again is dialed again as often as it restarts.
+                    failures = 0;
+                    let closed = tokio::spawn(watch_peer_replies(me, peer, dialed.reader));
                     let mut wr = dialed.writer;
-                    write_loop(&mut wr, &mut rx, dialed.sealer, None).await.map_err(|e| e.to_string())
+                    tokio::select! {
+                        written = write_loop(&mut wr, &mut rx, dialed.sealer, None) => written.map_err(|e| e.to_string()),
+                        _ = closed => Err(PEER_CLOSED.to_string()),
+                    }
                 }
                 Err(e) => Err(format!("handshake failed: {e}")),
             };
@@ -334,9 +347,12 @@ impl PeerLink {
                 Ok(_) => return,
                 Err(e) => {
                     failures += 1;
-                    eprintln!("[ensemble-net {me}] link to peer host {peer} broke: {e}");
+                    // Every peer that ends before this host does closes its end: not news.
+                    if e != PEER_CLOSED {
+                        eprintln!("[ensemble-net {me}] link to peer host {peer} broke: {e}");
+                    }
                     if failures >= 5 {
-                        eprintln!("[ensemble-net {me}] giving up on peer host {peer} after {failures} broken links");
+                        eprintln!("[ensemble-net {me}] giving up on peer host {peer} after {failures} broken links in a row");
                         return;
                     }
                 }

@@ -352,11 +352,15 @@ impl Storages {
 // ---------------------------------------------------------------------------------------------
 // An in-process cluster: every host on its own thread.
 
+type Build = Arc<dyn Fn(ProcessId, &Storages) -> HostedProcess<Ring> + Send + Sync>;
+
 pub struct Cluster {
     pub spec: ClusterSpec,
     pub storages: Storages,
     shutdowns: Vec<ShutdownHandle>,
     hosts: Vec<JoinHandle<HostReport>>,
+    build: Build,
+    limits: Limits,
 }
 
 impl Cluster {
@@ -387,21 +391,39 @@ impl Cluster {
         let (mut spec, listeners) = ClusterSpec::local_bound(deployment, topology, emulate_wan).unwrap();
         spec.workers = workers;
         spec.secret = secret;
-        let build = Arc::new(build);
+        let build: Build = Arc::new(build);
         let storages = Storages::default();
-        let mut cluster = Cluster { spec: spec.clone(), storages: storages.clone(), shutdowns: Vec::new(), hosts: Vec::new() };
+        let mut cluster = Cluster { spec: spec.clone(), storages, shutdowns: Vec::new(), hosts: Vec::new(), build, limits };
         for (h, listener) in listeners.into_iter().enumerate() {
-            let mut cfg = spec.host_config(HostId(h as u32)).unwrap();
-            cfg.limits = limits;
-            let shutdown = ShutdownHandle::new();
-            let (sd, build, storages) = (shutdown.clone(), build.clone(), storages.clone());
-            cluster.hosts.push(std::thread::spawn(move || {
-                let processes = cfg.processes().iter().map(|p| build(*p, &storages)).collect();
-                run_host_on(listener, cfg, processes, sd).unwrap()
-            }));
+            let (shutdown, host) = cluster.spawn(h, listener);
+            cluster.hosts.push(host);
             cluster.shutdowns.push(shutdown);
         }
         cluster
+    }
+
+    fn spawn(&self, h: usize, listener: std::net::TcpListener) -> (ShutdownHandle, JoinHandle<HostReport>) {
+        let mut cfg = self.spec.host_config(HostId(h as u32)).unwrap();
+        cfg.limits = self.limits;
+        let shutdown = ShutdownHandle::new();
+        let (sd, build, storages) = (shutdown.clone(), self.build.clone(), self.storages.clone());
+        let host = std::thread::spawn(move || {
+            let processes = cfg.processes().iter().map(|p| build(*p, &storages)).collect();
+            run_host_on(listener, cfg, processes, sd).unwrap()
+        });
+        (shutdown, host)
+    }
+
+    /// Stops host `h` and starts it again at the same address (fresh processes, as a node
+    /// started again would have), once the old one has ended. Returns the old one's report.
+    pub fn restart(&mut self, h: usize) -> HostReport {
+        self.shutdowns[h].trigger();
+        let report = self.hosts.remove(h).join().unwrap();
+        let listener = std::net::TcpListener::bind(self.addr(h as u32)).unwrap();
+        let (shutdown, host) = self.spawn(h, listener);
+        self.hosts.insert(h, host);
+        self.shutdowns[h] = shutdown;
+        report
     }
 
     pub fn addr(&self, host: u32) -> std::net::SocketAddr {
