@@ -311,16 +311,43 @@ pub fn sessions_still_held(conn: &mut Conn) -> Result<Vec<i64>, ConnError> {
     Ok(held.difference(&listed).copied().collect())
 }
 
-/// Ends every other session on `conn`'s database that has a transaction open (or, on MariaDB,
-/// a statement running) and waits until the server has torn each one down; returns how many it
-/// ended. A 2PC node calls it as it starts, before it lists the branches prepared at its
-/// instance: a node killed with a statement on its way leaves a session that runs it after the
-/// node is gone (the server reads what was sent before it reads the end of the connection),
-/// and a branch such a session prepared after the listing would be in doubt with no one to
-/// ask about it, holding its locks. No other node uses an instance's database, and the starting
-/// node's own sessions have run nothing yet, so every session this finds is an earlier
-/// incarnation's. Test: `a_starting_node_ends_its_earlier_incarnation_s_open_transactions_first`.
-pub(crate) fn end_earlier_transactions(conn: &mut Conn, engine: Engine) -> Result<usize, ConnError> {
+/// A point in a server's sequence of sessions: those opened before it are earlier. MariaDB
+/// numbers its connections in sequence (`CONNECTION_ID()`, never used again below 2^32);
+/// PostgreSQL stamps each backend's start (`backend_start`, on the server's clock, which also
+/// reads the mark).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SessionMark {
+    engine: Engine,
+    /// MariaDB: the id of the session that read the mark. PostgreSQL: the server's clock then,
+    /// in microseconds since the epoch.
+    at: i64,
+}
+
+impl SessionMark {
+    pub(crate) fn now(conn: &mut Conn, engine: Engine) -> Result<SessionMark, ConnError> {
+        let sql = match engine {
+            Engine::Mariadb => "SELECT CONNECTION_ID()",
+            Engine::Postgres => "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint",
+        };
+        match conn.batch_rows(sql)?.first().and_then(|r| r.first()) {
+            Some(ensemble_core::Value::Int(at)) => Ok(SessionMark { engine, at: *at }),
+            other => Err(ConnError::Statement(format!("`{sql}` read {other:?}"))),
+        }
+    }
+}
+
+/// Ends every session on `conn`'s database opened before `mark` that has a transaction open
+/// (or, on MariaDB, a statement running), and waits until the server has torn each one down;
+/// returns how many it ended. A 2PC node calls it as it starts, with a mark read before any of
+/// its own sessions opened, before it lists the branches prepared at its instance: a node
+/// killed with a statement on its way leaves a session that runs it after the node is gone (the
+/// server reads what was sent before it reads the end of the connection), and a branch such a
+/// session prepared after the listing would be in doubt with no one to ask about it, holding
+/// its locks. No other node uses an instance's database, so the sessions this ends are an
+/// earlier incarnation's; the new node's own, opening while it recovers, are after the mark.
+/// Test: `a_starting_node_ends_its_earlier_incarnation_s_open_transactions_first`.
+pub(crate) fn end_earlier_transactions(conn: &mut Conn, mark: SessionMark) -> Result<usize, ConnError> {
+    let engine = mark.engine;
     let ints = |rows: ensemble_core::Rows| -> Vec<i64> {
         rows.into_iter()
             .filter_map(|r| match r.first() {
@@ -332,7 +359,11 @@ pub(crate) fn end_earlier_transactions(conn: &mut Conn, engine: Engine) -> Resul
     let (listed, ended, killed): (String, usize, Vec<i64>) = match engine {
         Engine::Postgres => {
             // A backend is named by its pid and its start, since pids are used again.
-            let which = "datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND xact_start IS NOT NULL";
+            let which = format!(
+                "datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND xact_start IS NOT NULL \
+                 AND (extract(epoch FROM backend_start) * 1000000)::bigint < {}",
+                mark.at
+            );
             let open = conn.batch_rows(&format!("SELECT pid, (extract(epoch FROM backend_start) * 1000000)::bigint FROM pg_stat_activity WHERE {which}"))?;
             if open.is_empty() {
                 return Ok(0);
@@ -346,7 +377,7 @@ pub(crate) fn end_earlier_transactions(conn: &mut Conn, engine: Engine) -> Resul
             // A session between two statements of its transaction sleeps in the process list;
             // InnoDB names it.
             let held = sessions_innodb_holds(conn)?;
-            let here = conn.batch_rows("SELECT id, command FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID()")?;
+            let here = conn.batch_rows(&format!("SELECT id, command FROM information_schema.processlist WHERE db = DATABASE() AND id < {}", mark.at))?;
             let open: Vec<i64> = here
                 .iter()
                 .filter_map(|r| match (&r[0], &r[1]) {

@@ -115,6 +115,9 @@ pub struct TwoPcShared {
     raising: Mutex<()>,
     parked: Mutex<HashMap<Xid, ServerStorage>>,
     spare: Mutex<Vec<ServerStorage>>,
+    /// What tells this node's sessions from those of an earlier incarnation, read before any
+    /// of them opened ([`crate::admin::SessionMark`]).
+    earlier: crate::admin::SessionMark,
 }
 
 impl TwoPcShared {
@@ -130,6 +133,7 @@ impl TwoPcShared {
         if sql.engine == Engine::Postgres {
             crate::admin::check_prepared_transactions(url).map_err(ServerError::Invalid)?;
         }
+        let earlier = crate::admin::SessionMark::now(&mut Conn::open(sql.engine, url)?, sql.engine)?;
         Ok(Arc::new(TwoPcShared {
             url: url.to_string(),
             app,
@@ -142,6 +146,7 @@ impl TwoPcShared {
             raising: Mutex::new(()),
             parked: Mutex::new(HashMap::new()),
             spare: Mutex::new(Vec::new()),
+            earlier,
         }))
     }
 
@@ -562,7 +567,7 @@ impl TwoPcStorage {
     fn recover_start_once(&mut self) -> Result<JobResult, ConnError> {
         // Before anything is read: a session of the killed incarnation may still commit a
         // decision's record or prepare a branch.
-        crate::admin::end_earlier_transactions(&mut self.db.conn, self.shared.engine())?;
+        crate::admin::end_earlier_transactions(&mut self.db.conn, self.shared.earlier)?;
         let start = self.begin_records();
         let conn = &mut self.db.conn;
         conn.batch(&format!(

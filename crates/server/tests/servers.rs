@@ -2504,6 +2504,19 @@ fn a_starting_node_ends_its_earlier_incarnation_s_open_transactions_first() {
         c.settle(|_, _| true);
         c.committed(3);
         assert!(c.replicas_agree(), "{name}: the restarted instance serves");
+
+        // A session opened after the starting node read its mark (one of its own storage
+        // workers, opening while another recovers) is left alone, its transaction open.
+        let app = apps::shop::application();
+        let sql = Arc::new(translate(&app, engine).unwrap());
+        let shared = ensemble_server::TwoPcShared::new(&url, app, sql, InstanceId(1), &c.dbs.run, Default::default()).unwrap();
+        let mut own = Conn::open(engine, &url).unwrap();
+        own.batch("BEGIN").unwrap();
+        own.batch("UPDATE items SET stock = stock - 1 WHERE item_id = 4").unwrap();
+        let mut recovering = ensemble_server::TwoPcStorage::open(shared).unwrap();
+        let recovered = recovering.run(&ensemble_twopc::Job::Recover);
+        assert!(matches!(recovered, ensemble_twopc::JobResult::Recovered { .. }), "{name}: {recovered:?}");
+        own.batch("ROLLBACK").unwrap_or_else(|e| panic!("{name}: a session opened after the mark is left alone: {e}"));
     }
 }
 
