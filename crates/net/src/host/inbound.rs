@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::codec::FramedRead;
@@ -317,6 +317,10 @@ pub(super) struct PeerLink {
 /// Why a link to a peer ended when the peer closed its end ([`PeerLink`]).
 const PEER_CLOSED: &str = "the peer closed its end";
 
+/// How long a link to a peer must have lasted for its end not to count against the peer
+/// ([`PeerLink`] gives up after five short ones in a row).
+const STEADY_LINK: Duration = Duration::from_secs(1);
+
 impl PeerLink {
     pub(super) async fn run(self, mut rx: OutRx) {
         let PeerLink { me, mine, peer, addr, timeout, key } = self;
@@ -332,14 +336,20 @@ impl PeerLink {
             let hello = Hello::Peer { host: me, processes: mine.clone() };
             let result = match dial_handshake::<Never, Never>(stream, hello, key.as_ref(), timeout).await {
                 Ok(dialed) => {
-                    // A peer started again is dialed again as often as it restarts.
-                    failures = 0;
+                    let linked = Instant::now();
                     let closed = tokio::spawn(watch_peer_replies(me, peer, dialed.reader));
                     let mut wr = dialed.writer;
-                    tokio::select! {
+                    let ended = tokio::select! {
                         written = write_loop(&mut wr, &mut rx, dialed.sealer, None) => written.map_err(|e| e.to_string()),
                         _ = closed => Err(PEER_CLOSED.to_string()),
+                    };
+                    // A link that served a while before its peer closed it tells of a peer
+                    // that stopped (and may start again, as often as it likes); one closed
+                    // at once, again and again, of a peer that will not have it.
+                    if linked.elapsed() >= STEADY_LINK {
+                        failures = 0;
                     }
+                    ended
                 }
                 Err(e) => Err(format!("handshake failed: {e}")),
             };
