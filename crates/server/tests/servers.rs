@@ -2475,10 +2475,11 @@ fn lost_messages_and_restarted_nodes_leave_no_branch_in_doubt_and_every_order_wh
 /// A node killed with a statement on its way to the server leaves a session that runs it once
 /// the node is gone: a participant's branch may prepare, a decision commit, after the node
 /// started again. A branch prepared after the new incarnation listed the prepared ones would be
-/// in doubt with no one to ask about it, its locks held. So a starting node ends every other
-/// session on its database that has a transaction open and waits for the server to tear it
-/// down before it reads anything; an idle session is left alone. The earlier incarnation's
-/// session here is a connection of the test's, in the middle of a transaction that wrote.
+/// in doubt with no one to ask about it, its locks held. So a starting node ends every session
+/// on its database opened before its own that has a transaction open, and waits for the server
+/// to tear it down, before it reads anything; an idle session is left alone, and so is one
+/// opened after the node's mark. The earlier incarnation's session here is a connection of the
+/// test's, in the middle of a transaction that wrote.
 #[test]
 #[ignore = "needs PostgreSQL and MariaDB: .ci/run starts them and runs this"]
 fn a_starting_node_ends_its_earlier_incarnation_s_open_transactions_first() {
