@@ -265,8 +265,9 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
     let exe = std::env::current_exe().context("locating the ensemble binary")?;
 
     // Declared before `hosts`, so dropped after: a node it started again is reaped before the
-    // thread that forked it ends (and the kernel kills the node with that thread).
-    let spawner = Spawner::new()?;
+    // thread that forked it ends (and the kernel kills the node with that thread). Only a run
+    // with restarts has one.
+    let spawner = if exp.restarts.is_empty() { None } else { Some(Spawner::new()?) };
     // Declared after `dir`, so dropped before it: the nodes are dead before their files go.
     let mut hosts = Hosts(Vec::new());
     let host_ids: Vec<HostId> = spec.host_ids().map(|(id, _)| id).collect();
@@ -334,7 +335,7 @@ pub fn run_real_measuring<H: Harness>(h: &H, exp: &Experiment, progress: bool, c
     }
     let mut plan: Vec<(Instant, HostId)> = exp.restarts.iter().map(|r| (epoch + Duration::from_secs_f64(r.at_s), HostId(r.host))).collect();
     plan.sort_by_key(|(at, _)| *at);
-    let restarts = Restarts { plan, hold, epoch, exe: &exe, exp_path: &exp_path, dir: dir.path(), spawner: &spawner, made: 0 };
+    let restarts = Restarts { plan, hold, epoch, exe: &exe, exp_path: &exp_path, dir: dir.path(), spawner: spawner.as_ref(), made: 0 };
     let slots = (0..exp.clients)
         .map(|c| {
             let (client, site) = h.client(exp, c, Time::from_duration(end));
@@ -675,7 +676,8 @@ struct Restarts<'a> {
     exe: &'a Path,
     exp_path: &'a Path,
     dir: &'a Path,
-    spawner: &'a Spawner,
+    /// `None` when none is planned.
+    spawner: Option<&'a Spawner>,
     made: u32,
 }
 
@@ -771,7 +773,8 @@ impl Restarts<'_> {
         write_private(&cluster_path, &text).map_err(|e| format!("{e:#}"))?;
         let mut cmd = node_command(self.exe, self.exp_path, &cluster_path, host, self.dir);
         cmd.arg("--resume");
-        let mut child = self.spawner.spawn(cmd).map_err(|e| format!("starting {} again: {e}", node.name))?;
+        let spawner = self.spawner.ok_or_else(|| format!("{}: a restart that was not planned", node.name))?;
+        let mut child = spawner.spawn(cmd).map_err(|e| format!("starting {} again: {e}", node.name))?;
         drop(child.stdin.take());
         node.running = Running::Process(child);
         let addrs = await_ready(std::slice::from_mut(node)).map_err(|e| format!("starting {} again: {e:#}", node.name))?;

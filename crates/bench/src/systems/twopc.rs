@@ -144,9 +144,10 @@ impl Harness for TwoPcHarness {
     }
 
     fn restartable(&self, _exp: &Experiment) -> Result<(), String> {
-        // A killed node's unprepared branches die with its sessions, its prepared ones and its
-        // decisions are in its databases (`TwoPcStorage`'s recovery), and a peer's wait for its
-        // vote is bounded (`VOTE_TIMEOUT`).
+        // A killed node's unprepared branches die with its sessions (the restarted node ends
+        // those still running), its prepared ones and its decisions are in its databases
+        // (`TwoPcStorage`'s recovery), and a peer's wait for its vote ends when it says it
+        // started again (`Message::Started`), or else after `VOTE_TIMEOUT`.
         Ok(())
     }
 
