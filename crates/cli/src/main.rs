@@ -976,6 +976,14 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 count("votes_timed_out")
             );
         }
+        // 2pc: votes a participant will never send, known once it said it started again.
+        if count("votes_lost_to_restarts") > 0 {
+            println!(
+                "{}: {} distributed attempt(s) aborted at once because a participant started again before voting (votes_lost_to_restarts)",
+                r.experiment.label,
+                count("votes_lost_to_restarts")
+            );
+        }
         for (message, n) in &r.summary.error_kinds {
             println!("{}: {n} request(s) refused: {message}", r.experiment.label);
         }
