@@ -317,14 +317,18 @@ pub(super) struct PeerLink {
 /// Why a link to a peer ended when the peer closed its end ([`PeerLink`]).
 const PEER_CLOSED: &str = "the peer closed its end";
 
-/// How long a link to a peer must have lasted for its end not to count against the peer
-/// ([`PeerLink`] gives up after five short ones in a row).
+/// A link to a peer that its peer closed sooner than this after the handshake makes the next
+/// dial wait a little ([`PeerLink`]), longer each time in a row.
 const STEADY_LINK: Duration = Duration::from_secs(1);
 
 impl PeerLink {
     pub(super) async fn run(self, mut rx: OutRx) {
         let PeerLink { me, mine, peer, addr, timeout, key } = self;
+        // Failures since the last handshake that went through: five in a row and the peer is
+        // given up on. A peer that completes the handshake is up, however often it restarts.
         let mut failures = 0;
+        // Links in a row that the peer closed soon after the handshake.
+        let mut short = 0u32;
         loop {
             let stream = match connect_with_retry(addr, timeout).await {
                 Ok(s) => s,
@@ -336,6 +340,7 @@ impl PeerLink {
             let hello = Hello::Peer { host: me, processes: mine.clone() };
             let result = match dial_handshake::<Never, Never>(stream, hello, key.as_ref(), timeout).await {
                 Ok(dialed) => {
+                    failures = 0;
                     let linked = Instant::now();
                     let closed = tokio::spawn(watch_peer_replies(me, peer, dialed.reader));
                     let mut wr = dialed.writer;
@@ -343,11 +348,11 @@ impl PeerLink {
                         written = write_loop(&mut wr, &mut rx, dialed.sealer, None) => written.map_err(|e| e.to_string()),
                         _ = closed => Err(PEER_CLOSED.to_string()),
                     };
-                    // A link that served a while before its peer closed it tells of a peer
-                    // that stopped (and may start again, as often as it likes); one closed
-                    // at once, again and again, of a peer that will not have it.
-                    if linked.elapsed() >= STEADY_LINK {
-                        failures = 0;
+                    // A peer that takes the handshake and closes at once, again and again, is
+                    // not dialed in a tight loop.
+                    short = if linked.elapsed() < STEADY_LINK { short + 1 } else { 0 };
+                    if short > 0 {
+                        tokio::time::sleep(Duration::from_millis(5 << short.min(7))).await;
                     }
                     ended
                 }
@@ -362,7 +367,7 @@ impl PeerLink {
                         eprintln!("[ensemble-net {me}] link to peer host {peer} broke: {e}");
                     }
                     if failures >= 5 {
-                        eprintln!("[ensemble-net {me}] giving up on peer host {peer} after {failures} broken links in a row");
+                        eprintln!("[ensemble-net {me}] giving up on peer host {peer} after {failures} failed links in a row");
                         return;
                     }
                 }
